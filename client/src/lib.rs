@@ -1,0 +1,2 @@
+//! The Rust client for Oncekey.
+pub use oncekey_api as api;

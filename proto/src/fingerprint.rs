@@ -1,0 +1,243 @@
+//! The operation fingerprint: SHA-256 of the RFC 8785 (JCS) canonical JSON of an operation's
+//! significant arguments. The one definition used by the server (for `payload_json`) and by the Rust
+//! client (for `fingerprint`); `tests/vectors/fingerprint.json` pins it for every language.
+//!
+//! Parsing follows I-JSON (RFC 7493) as RFC 8785 requires: duplicate object names, lone surrogates
+//! and numbers outside the IEEE 754 double range are refused. Every number is canonicalized as the
+//! double it denotes, printed the way ECMAScript's `Number.prototype.toString` prints it.
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use sha2::{Digest, Sha256};
+use std::fmt::{self, Write as _};
+
+/// The length in bytes of a fingerprint.
+pub const FINGERPRINT_LEN: usize = 32;
+
+/// A SHA-256 fingerprint of canonical JSON.
+pub type Fingerprint = [u8; FINGERPRINT_LEN];
+
+/// Why a JSON document has no canonical form.
+#[derive(Debug, thiserror::Error)]
+pub enum FingerprintError {
+    /// The text is not JSON, or not I-JSON (duplicate names, out-of-range numbers).
+    #[error("invalid JSON: {0}")]
+    InvalidJson(String),
+}
+
+/// A parsed JSON value whose objects keep every member, so that duplicates can be refused.
+#[derive(Debug, Clone, PartialEq)]
+enum Json {
+    Null,
+    Bool(bool),
+    Number(f64),
+    String(String),
+    Array(Vec<Json>),
+    /// Members sorted by name as UTF-16 code units, no two with the same name.
+    Object(Vec<(String, Json)>),
+}
+
+/// Returns the RFC 8785 canonical form of a JSON text.
+pub fn canonicalize_json(text: &str) -> Result<String, FingerprintError> {
+    let value: Json =
+        serde_json::from_str(text).map_err(|e| FingerprintError::InvalidJson(e.to_string()))?;
+    let mut out = String::with_capacity(text.len());
+    write_canonical(&value, &mut out);
+    Ok(out)
+}
+
+/// Returns the RFC 8785 canonical form of a `serde_json::Value`.
+pub fn canonicalize_value(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(&Json::from(value), &mut out);
+    out
+}
+
+/// Fingerprints a JSON text: SHA-256 of its canonical form.
+pub fn fingerprint_json(text: &str) -> Result<Fingerprint, FingerprintError> {
+    Ok(sha256(canonicalize_json(text)?.as_bytes()))
+}
+
+/// Fingerprints any serializable arguments: SHA-256 of the canonical JSON of their serde form.
+pub fn fingerprint_of<T: serde::Serialize + ?Sized>(args: &T) -> Result<Fingerprint, FingerprintError> {
+    let value = serde_json::to_value(args).map_err(|e| FingerprintError::InvalidJson(e.to_string()))?;
+    Ok(sha256(canonicalize_value(&value).as_bytes()))
+}
+
+fn sha256(bytes: &[u8]) -> Fingerprint {
+    Sha256::digest(bytes).into()
+}
+
+impl From<&serde_json::Value> for Json {
+    fn from(value: &serde_json::Value) -> Self {
+        use serde_json::Value as V;
+        match value {
+            V::Null => Json::Null,
+            V::Bool(b) => Json::Bool(*b),
+            V::Number(n) => Json::Number(n.as_f64().unwrap_or(0.0)),
+            V::String(s) => Json::String(s.clone()),
+            V::Array(items) => Json::Array(items.iter().map(Json::from).collect()),
+            V::Object(map) => {
+                let mut members: Vec<(String, Json)> =
+                    map.iter().map(|(k, v)| (k.clone(), Json::from(v))).collect();
+                members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+                Json::Object(members)
+            }
+        }
+    }
+}
+
+fn write_canonical(value: &Json, out: &mut String) {
+    match value {
+        Json::Null => out.push_str("null"),
+        Json::Bool(true) => out.push_str("true"),
+        Json::Bool(false) => out.push_str("false"),
+        Json::Number(n) => write_number(*n, out),
+        Json::String(s) => write_string(s, out),
+        Json::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Json::Object(members) => {
+            // Members are kept sorted by name (see `JsonVisitor::visit_map` and `From<&Value>`).
+            out.push('{');
+            for (i, (name, member)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(name, out);
+                out.push(':');
+                write_canonical(member, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// RFC 8785 §3.2.2.3: the ECMAScript Number-to-String form; -0 prints as 0.
+fn write_number(n: f64, out: &mut String) {
+    if n == 0.0 {
+        out.push('0');
+    } else {
+        out.push_str(ryu_js::Buffer::new().format_finite(n));
+    }
+}
+
+/// RFC 8785 §3.2.2.2: only `"`, `\` and control characters are escaped, with the short forms where
+/// JSON has them and lowercase `\u00xx` otherwise.
+fn write_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\u{c}' => out.push_str("\\f"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+impl<'de> Deserialize<'de> for Json {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(JsonVisitor)
+    }
+}
+
+struct JsonVisitor;
+
+impl<'de> Visitor<'de> for JsonVisitor {
+    type Value = Json;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Json, E> {
+        Ok(Json::Null)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Json, E> {
+        Ok(Json::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Json, E> {
+        Ok(Json::Number(v as f64))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Json, E> {
+        Ok(Json::Number(v as f64))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Json, E> {
+        if v.is_finite() {
+            Ok(Json::Number(v))
+        } else {
+            Err(E::custom("number out of range"))
+        }
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Json, E> {
+        Ok(Json::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Json, E> {
+        Ok(Json::String(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Json::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+        let mut members: Vec<(String, Json)> = Vec::new();
+        while let Some(name) = map.next_key::<String>()? {
+            members.push((name, map.next_value()?));
+        }
+        // Sorted once here (RFC 8785 §3.2.3: by UTF-16 code units), which also puts duplicates side
+        // by side, so refusing them costs O(n log n) however large the object.
+        members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+        if let Some(pair) = members.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            return Err(de::Error::custom(format!("duplicate object name {:?}", pair[0].0)));
+        }
+        Ok(Json::Object(members))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_duplicate_names() {
+        let err = canonicalize_json(r#"{"a":1,"a":2}"#).unwrap_err();
+        assert!(err.to_string().contains("duplicate"), "{err}");
+    }
+
+    #[test]
+    fn refuses_out_of_range_numbers_and_bad_text() {
+        assert!(canonicalize_json("1e400").is_err());
+        assert!(canonicalize_json("{").is_err());
+        assert!(canonicalize_json(r#""\ud800""#).is_err());
+    }
+
+    #[test]
+    fn serde_value_and_text_agree() {
+        #[derive(serde::Serialize)]
+        struct Charge<'a> {
+            amount: u64,
+            currency: &'a str,
+            tags: Vec<&'a str>,
+        }
+        let args = Charge { amount: 1250, currency: "EUR", tags: vec!["b", "a"] };
+        let from_text = fingerprint_json(r#"{ "tags": ["b","a"], "currency": "EUR", "amount": 1.25e3 }"#).unwrap();
+        assert_eq!(fingerprint_of(&args).unwrap(), from_text);
+    }
+}

@@ -1,0 +1,256 @@
+//! The engine runs ledger decisions against a store: read, decide, conditional write, and on a
+//! conflict decide again from the record the store returned. It also holds Claims that asked to
+//! `wait` until the operation they duplicate settles.
+//!
+//! It knows nothing of gRPC (the API layer converts requests and errors) and nothing of a backend
+//! beyond the `Store` trait, so every store gets exactly the same behaviour.
+
+mod clock;
+mod waiters;
+
+pub use clock::Clock;
+
+use crate::ledger::{self, ClaimArgs, ClaimOutcome, Disposition, LedgerError, Millis};
+use crate::ledger::{Change, Lease, OpError, OpResult, Record, RecordId, Status, Transition};
+use crate::store::{Cas, Store, StoreError};
+use std::time::Duration;
+use tokio::sync::watch;
+use waiters::Waiters;
+
+/// Conditional-write rounds before giving up on a record that keeps changing under us.
+const MAX_ROUNDS: usize = 256;
+/// Longest `retry_after` hint for an IN_PROGRESS answer.
+const MAX_RETRY_HINT: Millis = 1_000;
+/// Polling bounds for waiters on a store shared with other processes.
+const POLL_MIN: Millis = 50;
+const POLL_MAX: Millis = 1_000;
+
+/// Why the engine could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The state machine refused the request.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// Lookup of a record that is absent or expired.
+    #[error("no such record")]
+    NotFound,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The record changed on every one of `MAX_ROUNDS` attempts.
+    #[error("the record kept changing concurrently")]
+    Contention,
+}
+
+/// The answer to a Claim.
+#[derive(Debug, Clone)]
+pub struct ClaimReply {
+    /// What the caller should do.
+    pub outcome: ClaimOutcome,
+    /// The record after the Claim.
+    pub record: Record,
+    /// The caller's lease when ACQUIRED.
+    pub lease: Option<Lease>,
+    /// When IN_PROGRESS: how long to wait before claiming again.
+    pub retry_after: Option<Millis>,
+}
+
+/// Ledger transitions over a store.
+pub struct Engine<S> {
+    store: S,
+    clock: Clock,
+    waiters: Waiters,
+    shutdown: watch::Sender<bool>,
+}
+
+impl<S: Store> Engine<S> {
+    /// An engine over `store` reading time from `clock`.
+    pub fn new(store: S, clock: Clock) -> Self {
+        Self { store, clock, waiters: Waiters::default(), shutdown: watch::Sender::new(false) }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Ends waits and keep-alives early so the server can drain: waiting Claims answer with what
+    /// they know now.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Resolves once `begin_shutdown` was called.
+    pub async fn shutting_down(&self) {
+        let mut rx = self.shutdown.subscribe();
+        let _ = rx.wait_for(|down| *down).await;
+    }
+
+    /// Claim (CONTRACT §5), holding an IN_PROGRESS answer up to `wait` for the record to settle.
+    pub async fn claim(
+        &self,
+        id: &RecordId,
+        args: &ClaimArgs,
+        wait: Option<Millis>,
+    ) -> Result<ClaimReply, EngineError> {
+        if let Some(wait) = wait.filter(|w| *w > 0) {
+            self.wait_until_settled(id, args, wait).await?;
+        }
+        let read_first = !self.store.insert_first();
+        let (record, outcome) = self
+            .run(id, read_first, |current, now| {
+                let decision = ledger::claim(id, current, args, now)?;
+                Ok((decision.transition, decision.outcome))
+            })
+            .await?;
+        let record = record.expect("a claim always yields a record");
+        let now = self.clock.now();
+        Ok(ClaimReply {
+            lease: (outcome == ClaimOutcome::Acquired).then(|| record.lease()),
+            retry_after: (outcome == ClaimOutcome::InProgress).then(|| retry_hint(&record, now)),
+            outcome,
+            record,
+        })
+    }
+
+    /// Complete: SUCCEEDED with `result`.
+    pub async fn complete(&self, id: &RecordId, token: u64, result: &OpResult) -> Result<Record, EngineError> {
+        let (record, ()) = self
+            .run(id, true, |current, now| Ok((ledger::complete(current, token, result, now)?, ())))
+            .await?;
+        Ok(record.expect("a completed record exists"))
+    }
+
+    /// Fail with a disposition; `None` when the record was deleted (ABANDON).
+    pub async fn fail(
+        &self,
+        id: &RecordId,
+        token: u64,
+        error: &OpError,
+        disposition: Disposition,
+    ) -> Result<Option<Record>, EngineError> {
+        let (record, ()) = self
+            .run(id, true, |current, now| {
+                Ok((ledger::fail(current, token, error, disposition, now)?, ()))
+            })
+            .await?;
+        Ok(record)
+    }
+
+    /// Renew: the lease runs `lease_ttl` from now.
+    pub async fn renew(&self, id: &RecordId, token: u64, lease_ttl: Millis) -> Result<Lease, EngineError> {
+        let (_, lease) = self
+            .run(id, true, |current, now| {
+                let (lease, transition) = ledger::renew(current, token, lease_ttl, now)?;
+                Ok((transition, lease))
+            })
+            .await?;
+        Ok(lease)
+    }
+
+    /// The live record of `id`.
+    pub async fn lookup(&self, id: &RecordId) -> Result<Record, EngineError> {
+        self.store.get(id, self.clock.now()).await?.ok_or(EngineError::NotFound)
+    }
+
+    /// Removes records expired by now, in batches of `batch`; returns how many.
+    pub async fn sweep(&self, batch: usize) -> Result<usize, EngineError> {
+        let mut total = 0;
+        loop {
+            let removed = self.store.sweep_expired(self.clock.now(), batch).await?;
+            total += removed;
+            if removed < batch {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Reads, decides and writes conditionally until a write applies or nothing needs writing.
+    /// With `read_first == false` the first round decides on "absent" and lets the store's
+    /// conditional insert return the existing record (one round trip for a new key).
+    async fn run<T>(
+        &self,
+        id: &RecordId,
+        read_first: bool,
+        mut decide: impl FnMut(Option<&Record>, Millis) -> Result<(Transition, T), LedgerError>,
+    ) -> Result<(Option<Record>, T), EngineError> {
+        let mut current = if read_first { self.store.get(id, self.clock.now()).await? } else { None };
+        for _ in 0..MAX_ROUNDS {
+            let now = self.clock.now();
+            let (transition, extra) = decide(current.as_ref(), now)?;
+            let cas = match (&transition.change, &transition.record) {
+                (Change::Keep, _) => return Ok((transition.record, extra)),
+                (Change::Insert, Some(next)) => self.store.insert_if_absent(next, now).await?,
+                (Change::Replace { expected_version, durable }, Some(next)) => {
+                    self.store.replace_if_version(next, *expected_version, *durable, now).await?
+                }
+                (Change::Delete { expected_version }, _) => {
+                    self.store.delete_if_version(id, *expected_version, now).await?
+                }
+                (Change::Insert | Change::Replace { .. }, None) => {
+                    unreachable!("the ledger writes a record it returns")
+                }
+            };
+            match cas {
+                Cas::Applied => {
+                    if transition.record.as_ref().is_none_or(|r| r.status != Status::Processing) {
+                        self.waiters.notify(id);
+                    }
+                    return Ok((transition.record, extra));
+                }
+                Cas::Conflict(now_stored) => current = now_stored,
+            }
+        }
+        Err(EngineError::Contention)
+    }
+
+    /// Returns once a Claim of `id` would no longer answer IN_PROGRESS, or `wait` ran out, or the
+    /// server is shutting down. Reads only: the Claim that follows does the one write.
+    async fn wait_until_settled(&self, id: &RecordId, args: &ClaimArgs, wait: Millis) -> Result<(), EngineError> {
+        let deadline = tokio::time::Instant::now() + millis(wait);
+        let mut shutdown = self.shutdown.subscribe();
+        let mut poll = POLL_MIN;
+        loop {
+            let notified = self.waiters.channel(id).notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let now = self.clock.now();
+            let current = self.store.get(id, now).await?;
+            let decision = ledger::claim(id, current.as_ref(), args, now)?;
+            if decision.outcome != ClaimOutcome::InProgress || *shutdown.borrow() {
+                return Ok(());
+            }
+            // In progress: sleep until it settles (notified), its lease runs out, or the deadline;
+            // other processes' settles are seen by polling when the store is shared.
+            let lease_left = decision.record().lease_expires_at.map_or(0, |end| end - now).max(1);
+            let mut nap = lease_left;
+            if !self.store.single_process() {
+                nap = nap.min(poll);
+                poll = (poll * 2).min(POLL_MAX);
+            }
+            let wake = (tokio::time::Instant::now() + millis(nap)).min(deadline);
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = shutdown.wait_for(|down| *down) => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn millis(ms: Millis) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// How long an IN_PROGRESS caller should wait: the lease's remainder, at most a second.
+fn retry_hint(record: &Record, now: Millis) -> Millis {
+    record.lease_expires_at.map_or(MAX_RETRY_HINT, |end| (end - now).clamp(1, MAX_RETRY_HINT))
+}

@@ -1,0 +1,151 @@
+//! Claim (CONTRACT §5, rules 2–9): acquire, replay, report in-progress or ask for reconciliation.
+
+use super::{expiry, next_version, Change, LedgerError, Transition};
+use super::{Millis, ParentRef, Record, RecordId, Semantics, Status};
+
+/// A validated Claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimArgs {
+    /// SHA-256 of the canonical arguments.
+    pub fingerprint: [u8; 32],
+    /// Lease length on acquisition.
+    pub lease_ttl: Millis,
+    /// Retention; used only when this Claim creates the record.
+    pub retention: Millis,
+    /// Semantics; used only when this Claim creates the record.
+    pub semantics: Semantics,
+    /// Who is claiming.
+    pub owner: String,
+    /// The parent operation; recorded only when this Claim creates the record.
+    pub parent: Option<ParentRef>,
+    /// Acquire an UNKNOWN at-most-once operation to reconcile it.
+    pub reconcile: bool,
+}
+
+/// What the caller should do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClaimOutcome {
+    /// The caller holds the lease.
+    Acquired,
+    /// Replay of a stored result.
+    Completed,
+    /// Replay of a stored final error.
+    Failed,
+    /// Someone else holds a valid lease.
+    InProgress,
+    /// An at-most-once outcome is unknown.
+    NeedsReconciliation,
+}
+
+/// The answer to a Claim and the change that makes it true.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimDecision {
+    /// What the caller should do.
+    pub outcome: ClaimOutcome,
+    /// The record after the Claim and how to store it (`record` is always set).
+    pub transition: Transition,
+}
+
+impl ClaimDecision {
+    /// The record after the Claim.
+    pub fn record(&self) -> &Record {
+        self.transition.record.as_ref().expect("a claim always yields a record")
+    }
+}
+
+/// Decides a Claim of `id` at `now` given the stored record (`None` when absent).
+pub fn claim(
+    id: &RecordId,
+    current: Option<&Record>,
+    args: &ClaimArgs,
+    now: Millis,
+) -> Result<ClaimDecision, LedgerError> {
+    let Some(current) = current.filter(|r| !r.is_expired(now)) else {
+        return Ok(create(id, args, now));
+    };
+    if current.fingerprint != args.fingerprint {
+        return Err(LedgerError::KeyReused);
+    }
+    let decision = match current.status {
+        Status::Succeeded => dedup_hit(current, ClaimOutcome::Completed),
+        Status::Failed => dedup_hit(current, ClaimOutcome::Failed),
+        Status::Processing if !current.lease_expired(now) => {
+            dedup_hit(current, ClaimOutcome::InProgress)
+        }
+        Status::Processing if current.semantics == Semantics::AtLeastOnce => acquire(current, args, now),
+        Status::Processing | Status::Unknown if args.reconcile => acquire(current, args, now),
+        Status::Processing | Status::Unknown => needs_reconciliation(current, now),
+        Status::Retry => acquire(current, args, now),
+    };
+    Ok(decision)
+}
+
+/// Rule 2: a new record, PROCESSING, token 1, attempt 1.
+fn create(id: &RecordId, args: &ClaimArgs, now: Millis) -> ClaimDecision {
+    let lease_end = now.saturating_add(args.lease_ttl);
+    let record = Record {
+        id: id.clone(),
+        status: Status::Processing,
+        fingerprint: args.fingerprint,
+        semantics: args.semantics,
+        fencing_token: 1,
+        attempt: 1,
+        dedup_hits: 0,
+        lease_owner: args.owner.clone(),
+        lease_expires_at: Some(lease_end),
+        result: None,
+        error: None,
+        parent: args.parent.clone(),
+        created_at: now,
+        updated_at: now,
+        expires_at: expiry(now, args.retention, Some(lease_end)),
+        retention: args.retention,
+        version: 1,
+    };
+    ClaimDecision {
+        outcome: ClaimOutcome::Acquired,
+        transition: Transition { record: Some(record), change: Change::Insert },
+    }
+}
+
+/// Rules 7, 8 (reconcile) and 9: token+1, attempt+1, new owner and lease.
+fn acquire(current: &Record, args: &ClaimArgs, now: Millis) -> ClaimDecision {
+    let mut next = next_version(current, now);
+    let lease_end = now.saturating_add(args.lease_ttl);
+    next.status = Status::Processing;
+    next.fencing_token = current.fencing_token + 1;
+    next.attempt = current.attempt.saturating_add(1);
+    next.lease_owner = args.owner.clone();
+    next.lease_expires_at = Some(lease_end);
+    next.result = None;
+    next.error = None;
+    next.expires_at = expiry(now, current.retention, Some(lease_end)).max(current.expires_at);
+    ClaimDecision {
+        outcome: ClaimOutcome::Acquired,
+        transition: Transition::replace(current, next, true),
+    }
+}
+
+/// Rules 4–6: answered from the record; only the dedup counter changes (no fsync needed for it).
+fn dedup_hit(current: &Record, outcome: ClaimOutcome) -> ClaimDecision {
+    let mut next = current.clone();
+    next.version = current.version + 1;
+    next.dedup_hits = current.dedup_hits.saturating_add(1);
+    ClaimDecision { outcome, transition: Transition::replace(current, next, false) }
+}
+
+/// Rule 8: the at-most-once outcome is unknown; the status change itself is durable.
+fn needs_reconciliation(current: &Record, now: Millis) -> ClaimDecision {
+    let mut next = next_version(current, now);
+    next.dedup_hits = current.dedup_hits.saturating_add(1);
+    let durable = current.status != Status::Unknown;
+    if durable {
+        next.status = Status::Unknown;
+    } else {
+        next.updated_at = current.updated_at;
+    }
+    ClaimDecision {
+        outcome: ClaimOutcome::NeedsReconciliation,
+        transition: Transition::replace(current, next, durable),
+    }
+}

@@ -1,0 +1,86 @@
+//! The ledger state machine of CONTRACT §5: given the current record (or none), a request and `now`,
+//! it decides the answer and the next record. Pure code, the one definition for every store.
+//!
+//! It must not do I/O, read a clock, or know about gRPC or a database: the engine feeds it records
+//! read from a store and writes back what it decides with compare-and-set.
+
+mod claim;
+mod record;
+mod settle;
+#[cfg(test)]
+mod tests;
+
+pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome};
+pub use record::{Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status};
+pub use settle::{complete, fail, renew, Disposition};
+
+/// A request the state machine refuses; nothing changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LedgerError {
+    /// The key exists with another fingerprint: a different intent reuses the key.
+    #[error("the key was first claimed with different arguments")]
+    KeyReused,
+    /// The token is not the record's current token (taken over, reconciled, expired or deleted).
+    #[error("the lease token is not the current one")]
+    LeaseLost,
+    /// This token already settled the record with a different outcome.
+    #[error("the operation was already settled with a different outcome")]
+    AlreadySettled,
+}
+
+/// How a decision changes the stored record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing to store: the answer comes from the record as it is.
+    Keep,
+    /// Create the record (an expired row counts as absent).
+    Insert,
+    /// Replace the stored record whose version is `expected_version`.
+    Replace {
+        /// The version read before deciding.
+        expected_version: u64,
+        /// `false` when only counters change (dedup hits): the store may group such a write with
+        /// the next durable commit instead of forcing its own fsync.
+        durable: bool,
+    },
+    /// Delete the stored record whose version is `expected_version`.
+    Delete {
+        /// The version read before deciding.
+        expected_version: u64,
+    },
+}
+
+/// A decision: the record after it (none when deleted or absent) and how to store it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    /// The record as the caller should see it after the decision.
+    pub record: Option<Record>,
+    /// What the store must do for the decision to hold.
+    pub change: Change,
+}
+
+impl Transition {
+    fn keep(record: &Record) -> Self {
+        Self { record: Some(record.clone()), change: Change::Keep }
+    }
+
+    /// `next` replaces `current`; `next.version` must already be `current.version + 1`.
+    fn replace(current: &Record, next: Record, durable: bool) -> Self {
+        debug_assert_eq!(next.version, current.version + 1);
+        Self { record: Some(next), change: Change::Replace { expected_version: current.version, durable } }
+    }
+}
+
+/// Returns a copy of `current` ready to be changed at `now`: version +1, updated_at = now.
+fn next_version(current: &Record, now: Millis) -> Record {
+    let mut next = current.clone();
+    next.version = current.version + 1;
+    next.updated_at = now;
+    next
+}
+
+/// When a record should expire: `retention` after `now`, and never before its lease ends.
+fn expiry(now: Millis, retention: Millis, lease_end: Option<Millis>) -> Millis {
+    let kept = now.saturating_add(retention);
+    lease_end.map_or(kept, |end| kept.max(end))
+}

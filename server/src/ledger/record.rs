@@ -1,0 +1,156 @@
+//! The ledger's data: a record's identity, its fields and the values they take.
+//!
+//! Plain data only, shared by the state machine, the stores and the API; no behaviour beyond small
+//! accessors. Times are milliseconds since the Unix epoch on the server clock.
+
+use std::collections::BTreeMap;
+
+/// Milliseconds since the Unix epoch (a point in time) or a length of time in milliseconds.
+pub type Millis = i64;
+
+/// Identifies one record: the same key in another namespace or tenant is another record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordId {
+    /// Who owns the record, from the caller's credentials.
+    pub tenant: String,
+    /// The kind of operation.
+    pub namespace: String,
+    /// The caller's idempotency key.
+    pub key: String,
+}
+
+impl RecordId {
+    /// Builds an identity from its three parts.
+    pub fn new(tenant: impl Into<String>, namespace: impl Into<String>, key: impl Into<String>) -> Self {
+        Self { tenant: tenant.into(), namespace: namespace.into(), key: key.into() }
+    }
+}
+
+/// Where an operation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Acquired; the holder's side effect is under way.
+    Processing,
+    /// Completed; the result is replayed.
+    Succeeded,
+    /// Failed for good; the error is replayed.
+    Failed,
+    /// Released after a retryable failure; the next Claim acquires.
+    Retry,
+    /// An at-most-once operation whose lease ran out; needs reconciliation.
+    Unknown,
+}
+
+/// What a lost lease means for the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Semantics {
+    /// Another caller may take over an expired lease.
+    #[default]
+    AtLeastOnce,
+    /// Never run twice: an expired lease makes the outcome unknown.
+    AtMostOnce,
+}
+
+/// The stored outcome of a succeeded operation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OpResult {
+    /// The caller's status code.
+    pub code: i32,
+    /// The response body.
+    pub body: Vec<u8>,
+    /// The media type of `body`.
+    pub content_type: String,
+    /// Extra string pairs.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// The stored error of a failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OpError {
+    /// The caller's error code.
+    pub code: i32,
+    /// A human-readable message.
+    pub message: String,
+    /// Opaque details.
+    pub details: Vec<u8>,
+}
+
+/// The (namespace, key) of a parent operation, recorded for audit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentRef {
+    /// The parent's namespace.
+    pub namespace: String,
+    /// The parent's key.
+    pub key: String,
+}
+
+/// One operation's entry in the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Identity.
+    pub id: RecordId,
+    /// Where the operation stands.
+    pub status: Status,
+    /// SHA-256 of the canonical arguments of the first Claim.
+    pub fingerprint: [u8; 32],
+    /// Fixed by the first Claim.
+    pub semantics: Semantics,
+    /// +1 on every acquisition; only the current token may Renew/Complete/Fail.
+    pub fencing_token: u64,
+    /// Number of acquisitions so far.
+    pub attempt: u32,
+    /// Claims answered from the record instead of acquiring it.
+    pub dedup_hits: u64,
+    /// Free text naming the (last) holder.
+    pub lease_owner: String,
+    /// When the current lease runs out; `None` once settled.
+    pub lease_expires_at: Option<Millis>,
+    /// Set when SUCCEEDED.
+    pub result: Option<OpResult>,
+    /// Set when FAILED, and the last error when RETRY.
+    pub error: Option<OpError>,
+    /// The parent operation, if any.
+    pub parent: Option<ParentRef>,
+    /// When the record was created.
+    pub created_at: Millis,
+    /// When the record last changed.
+    pub updated_at: Millis,
+    /// When the record disappears.
+    pub expires_at: Millis,
+    /// How long the record is kept after it settles, from the first Claim.
+    pub retention: Millis,
+    /// Compare-and-set version: +1 on every write, so a store can refuse a write based on a stale read.
+    pub version: u64,
+}
+
+impl Record {
+    /// An expired record counts as absent (CONTRACT §5): it expires at `expires_at` exactly.
+    pub fn is_expired(&self, now: Millis) -> bool {
+        now >= self.expires_at
+    }
+
+    /// Whether the current lease has run out at `now` (a lease is valid strictly before its end).
+    pub fn lease_expired(&self, now: Millis) -> bool {
+        self.lease_expires_at.is_none_or(|end| now >= end)
+    }
+
+    /// The caller's view of the current lease.
+    pub fn lease(&self) -> Lease {
+        Lease {
+            token: self.fencing_token,
+            expires_at: self.lease_expires_at.unwrap_or(self.updated_at),
+            attempt: self.attempt,
+        }
+    }
+}
+
+/// A holder's lease on an acquired operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// The fencing token.
+    pub token: u64,
+    /// When the lease runs out unless renewed.
+    pub expires_at: Millis,
+    /// Which acquisition this is.
+    pub attempt: u32,
+}

@@ -1,0 +1,119 @@
+//! Complete, Fail and Renew: changes only the current fencing token may make (CONTRACT §5).
+
+use super::{expiry, next_version, Change, LedgerError, Transition};
+use super::{Lease, Millis, OpError, OpResult, Record, Status};
+
+/// How a Fail settles the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Disposition {
+    /// Released: the next Claim acquires.
+    Retryable,
+    /// Failed for good: replayed to later Claims.
+    Final,
+    /// Deleted: the key may be claimed again, even with another payload.
+    Abandon,
+}
+
+/// The live record whose current token is `token`, or LEASE_LOST.
+fn held(current: Option<&Record>, token: u64, now: Millis) -> Result<&Record, LedgerError> {
+    match current.filter(|r| !r.is_expired(now)) {
+        Some(record) if record.fencing_token == token => Ok(record),
+        _ => Err(LedgerError::LeaseLost),
+    }
+}
+
+/// Whether the holder may still settle: PROCESSING, or UNKNOWN not yet taken for reconciliation
+/// (a lease that ran out but was not taken over stays valid for its holder).
+fn open(record: &Record) -> bool {
+    matches!(record.status, Status::Processing | Status::Unknown)
+}
+
+/// `current` settled at `now`: lease cleared, kept for its retention from now.
+fn settled(current: &Record, status: Status, now: Millis) -> Record {
+    let mut next = next_version(current, now);
+    next.status = status;
+    next.lease_expires_at = None;
+    next.expires_at = expiry(now, current.retention, None);
+    next
+}
+
+/// Complete: SUCCEEDED with `result`; the identical Complete again is OK.
+pub fn complete(
+    current: Option<&Record>,
+    token: u64,
+    result: &OpResult,
+    now: Millis,
+) -> Result<Transition, LedgerError> {
+    let current = held(current, token, now)?;
+    if open(current) {
+        let mut next = settled(current, Status::Succeeded, now);
+        next.result = Some(result.clone());
+        next.error = None;
+        return Ok(Transition::replace(current, next, true));
+    }
+    if current.status == Status::Succeeded && current.result.as_ref() == Some(result) {
+        return Ok(Transition::keep(current));
+    }
+    Err(LedgerError::AlreadySettled)
+}
+
+/// Fail: RETRY, FAILED or deleted; the identical Fail again is OK, and so is ABANDON of a record
+/// that is already gone (the key is claimable, which is all ABANDON promises).
+pub fn fail(
+    current: Option<&Record>,
+    token: u64,
+    error: &OpError,
+    disposition: Disposition,
+    now: Millis,
+) -> Result<Transition, LedgerError> {
+    if disposition == Disposition::Abandon && current.is_none_or(|r| r.is_expired(now)) {
+        return Ok(Transition { record: None, change: Change::Keep });
+    }
+    let current = held(current, token, now)?;
+    if open(current) {
+        let status = match disposition {
+            Disposition::Retryable => Status::Retry,
+            Disposition::Final => Status::Failed,
+            Disposition::Abandon => {
+                return Ok(Transition {
+                    record: None,
+                    change: Change::Delete { expected_version: current.version },
+                })
+            }
+        };
+        let mut next = settled(current, status, now);
+        next.error = Some(error.clone());
+        next.result = None;
+        return Ok(Transition::replace(current, next, true));
+    }
+    let same_status = matches!(
+        (current.status, disposition),
+        (Status::Retry, Disposition::Retryable) | (Status::Failed, Disposition::Final)
+    );
+    if same_status && current.error.as_ref() == Some(error) {
+        return Ok(Transition::keep(current));
+    }
+    Err(LedgerError::AlreadySettled)
+}
+
+/// Renew: the lease runs until `now + lease_ttl`. Returns the new lease and the transition.
+pub fn renew(
+    current: Option<&Record>,
+    token: u64,
+    lease_ttl: Millis,
+    now: Millis,
+) -> Result<(Lease, Transition), LedgerError> {
+    let current = held(current, token, now)?;
+    match current.status {
+        Status::Processing => {
+            let mut next = next_version(current, now);
+            let lease_end = now.saturating_add(lease_ttl);
+            next.lease_expires_at = Some(lease_end);
+            next.expires_at = current.expires_at.max(lease_end);
+            Ok((next.lease(), Transition::replace(current, next, true)))
+        }
+        // The lease ran out and the record awaits reconciliation: renewing cannot bring it back.
+        Status::Unknown => Err(LedgerError::LeaseLost),
+        Status::Succeeded | Status::Failed | Status::Retry => Err(LedgerError::AlreadySettled),
+    }
+}

@@ -1,0 +1,8 @@
+//! Oncekey server library: the ledger state machine, its stores, the engine that joins them, the
+//! gRPC API, configuration and the `oncekey` command line. `main.rs` only parses and dispatches.
+//!
+//! Data flows one way: api → engine → ledger (decisions) and store (conditional writes).
+
+pub mod engine;
+pub mod ledger;
+pub mod store;

@@ -1,0 +1,2 @@
+//! The `oncekey` command.
+fn main() {}

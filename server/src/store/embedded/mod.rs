@@ -1,0 +1,137 @@
+//! The embedded store, the zero-setup default: one redb file under `--data-dir`.
+//!
+//! Reads run inline on a read transaction. Every write goes to one writer thread, which applies
+//! all the writes waiting for it in one transaction and commits them with one fsync (group commit),
+//! then answers each caller: a write is durable before its RPC answers. An expiry index
+//! (expires_at, id) lets the sweeper remove expired records without scanning the ledger.
+//!
+//! redb is copy-on-write with checksummed commits, so a `kill -9` at any moment leaves the last
+//! committed state intact; that is why it was chosen (see README).
+
+mod codec;
+mod writer;
+
+use crate::ledger::{Millis, Record, RecordId};
+use crate::store::{Cas, Store, StoreError};
+use redb::{Database, ReadableDatabase, TableDefinition};
+use std::path::Path;
+use std::sync::{mpsc, Arc};
+use tokio::sync::oneshot;
+use writer::{Done, Op, Request};
+
+/// id bytes → record bytes.
+const RECORDS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("records");
+/// (expires_at, id bytes) → (): the sweeper's index.
+const EXPIRY: TableDefinition<(i64, &[u8]), ()> = TableDefinition::new("expiry");
+
+/// The file name of the database inside the data directory.
+pub const DB_FILE: &str = "oncekey.redb";
+
+/// A durable single-node store backed by redb.
+pub struct EmbeddedStore {
+    db: Arc<Database>,
+    writes: mpsc::Sender<Request>,
+}
+
+impl EmbeddedStore {
+    /// Opens (creating if needed) the store in `data_dir`. Fails if another process has it open.
+    pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            StoreError::Internal(format!("cannot create data dir {}: {e}", data_dir.display()))
+        })?;
+        let path = data_dir.join(DB_FILE);
+        let db = Database::create(&path)
+            .map_err(|e| StoreError::Internal(format!("cannot open {}: {e}", path.display())))?;
+        let db = Arc::new(db);
+        writer::create_tables(&db)?;
+        let writes = writer::spawn(db.clone())?;
+        Ok(Self { db, writes })
+    }
+
+    async fn submit(&self, op: Op) -> Result<Done, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.writes
+            .send(Request { op, reply })
+            .map_err(|_| StoreError::Unavailable("the store's writer has stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("the store's writer has stopped".into()))?
+    }
+
+    /// Makes every write so far durable (including counter-only writes); used at shutdown.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.submit(Op::Flush).await.map(|_| ())
+    }
+
+    async fn cas(&self, op: Op) -> Result<Cas, StoreError> {
+        match self.submit(op).await? {
+            Done::Cas(cas) => Ok(cas),
+            Done::Swept(_) => Err(StoreError::Internal("unexpected writer answer".into())),
+        }
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Internal(e.to_string())
+}
+
+impl Store for EmbeddedStore {
+    async fn get(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+        let txn = self.db.begin_read().map_err(internal)?;
+        let table = txn.open_table(RECORDS).map_err(internal)?;
+        let Some(bytes) = table.get(codec::encode_id(id).as_slice()).map_err(internal)? else {
+            return Ok(None);
+        };
+        let record = codec::decode_record(id.clone(), bytes.value())?;
+        Ok((!record.is_expired(now)).then_some(record))
+    }
+
+    async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
+        self.cas(Op::Insert { record: record.clone(), now }).await
+    }
+
+    async fn replace_if_version(
+        &self,
+        record: &Record,
+        expected_version: u64,
+        durable: bool,
+        now: Millis,
+    ) -> Result<Cas, StoreError> {
+        self.cas(Op::Replace { record: record.clone(), expected_version, durable, now }).await
+    }
+
+    async fn delete_if_version(
+        &self,
+        id: &RecordId,
+        expected_version: u64,
+        now: Millis,
+    ) -> Result<Cas, StoreError> {
+        self.cas(Op::Delete { id: id.clone(), expected_version, now }).await
+    }
+
+    async fn sweep_expired(&self, now: Millis, limit: usize) -> Result<usize, StoreError> {
+        match self.submit(Op::Sweep { now, limit }).await? {
+            Done::Swept(n) => Ok(n),
+            Done::Cas(_) => Err(StoreError::Internal("unexpected writer answer".into())),
+        }
+    }
+
+    async fn check_ready(&self) -> Result<(), StoreError> {
+        self.db.begin_read().map(|_| ()).map_err(internal)
+    }
+
+    fn single_process(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    crate::store_suite!(embedded, async {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        (store, dir)
+    });
+}

@@ -1,0 +1,99 @@
+//! The storage contract every backend implements: compare-and-set on whole records, keyed by
+//! (tenant, namespace, key), versioned by `Record::version`.
+//!
+//! Stores know nothing of the state machine: the engine reads a record, lets the ledger decide, and
+//! writes the decision back with one conditional operation. So every backend behaves identically, and
+//! a distributed store can map each transition to one lightweight transaction
+//! (`INSERT … IF NOT EXISTS`, `UPDATE … IF version = ?`, `DELETE … IF version = ?`).
+
+pub mod embedded;
+#[cfg(test)]
+pub(crate) mod suite;
+
+use crate::ledger::{Millis, Record, RecordId};
+use std::future::Future;
+
+/// The result of a conditional write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cas {
+    /// The write was applied.
+    Applied,
+    /// The condition failed; carries the live record the store holds now (`None` when absent or
+    /// expired), so the caller can decide again without another read.
+    Conflict(Option<Record>),
+}
+
+/// Why a store could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store cannot be reached or did not answer in time; the operation may be retried with
+    /// the same key (the next attempt sees the truth).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Stored bytes could not be decoded.
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+    /// Any other failure of the backend.
+    #[error("store failure: {0}")]
+    Internal(String),
+}
+
+/// A record store with compare-and-set primitives. `now` is passed in (never read from a clock here)
+/// so that expiry is decided on the server clock the ledger used.
+pub trait Store: Send + Sync + 'static {
+    /// The live record of `id`: `None` when absent or expired at `now` (an expired record is never
+    /// returned, whether or not it was swept yet).
+    fn get(
+        &self,
+        id: &RecordId,
+        now: Millis,
+    ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send;
+
+    /// Stores `record` if no live record of `record.id` exists at `now` (an expired row is replaced).
+    /// On conflict returns the live record.
+    fn insert_if_absent(
+        &self,
+        record: &Record,
+        now: Millis,
+    ) -> impl Future<Output = Result<Cas, StoreError>> + Send;
+
+    /// Replaces the stored record of `record.id` with `record` if the stored version is
+    /// `expected_version` and the stored record is live at `now`. With `durable == false` the write
+    /// may become durable with a later commit (used for counters only).
+    fn replace_if_version(
+        &self,
+        record: &Record,
+        expected_version: u64,
+        durable: bool,
+        now: Millis,
+    ) -> impl Future<Output = Result<Cas, StoreError>> + Send;
+
+    /// Deletes the record of `id` if its stored version is `expected_version` and it is live at `now`.
+    fn delete_if_version(
+        &self,
+        id: &RecordId,
+        expected_version: u64,
+        now: Millis,
+    ) -> impl Future<Output = Result<Cas, StoreError>> + Send;
+
+    /// Removes up to `limit` records expired at `now`; returns how many were removed. Stores whose
+    /// rows expire by themselves (CQL row TTLs) return `Ok(0)`.
+    fn sweep_expired(
+        &self,
+        now: Millis,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize, StoreError>> + Send;
+
+    /// Checks that the store can serve requests (for `/readyz`).
+    fn check_ready(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Whether every writer of this store's data runs in this process, so that in-process
+    /// notifications see every settle (embedded: yes; a shared cluster: no, waiters must poll).
+    fn single_process(&self) -> bool;
+
+    /// Whether a Claim should try `insert_if_absent` before reading: right for stores where a failed
+    /// insert returns the existing row in the same round trip (CQL LWT); a local store reads first.
+    fn insert_first(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,166 @@
+//! The behavioural suite every store must pass, written once against the `Store` trait and the
+//! engine; `store_suite!` instantiates it for a backend.
+
+use crate::engine::{Clock, Engine};
+use crate::ledger::{ClaimArgs, ClaimOutcome, Disposition, OpError, OpResult, Record, RecordId, Semantics, Status};
+use crate::store::{Cas, Store};
+
+const T0: i64 = 1_700_000_000_000;
+
+/// Instantiates the suite for a store: `store_suite!(name, async { (store, guard) })`.
+#[macro_export]
+macro_rules! store_suite {
+    ($name:ident, $setup:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            macro_rules! case {
+                ($case:ident) => {
+                    #[tokio::test]
+                    async fn $case() {
+                        let (store, _guard) = $setup.await;
+                        $crate::store::suite::$case(store).await;
+                    }
+                };
+            }
+            case!(insert_get_and_conflict);
+            case!(replace_and_delete_check_version);
+            case!(expired_counts_as_absent);
+            case!(tenants_are_isolated);
+            case!(sweep_removes_expired);
+            case!(engine_claim_complete_replay);
+            case!(engine_retry_then_abandon);
+            case!(engine_concurrent_claims_one_winner);
+        }
+    };
+}
+
+fn args(fp: u8) -> ClaimArgs {
+    ClaimArgs {
+        fingerprint: [fp; 32],
+        lease_ttl: 30_000,
+        retention: 3_600_000,
+        semantics: Semantics::AtLeastOnce,
+        owner: "suite".into(),
+        parent: None,
+        reconcile: false,
+    }
+}
+
+fn record(id: &RecordId, now: i64) -> Record {
+    crate::ledger::claim(id, None, &args(1), now).unwrap().record().clone()
+}
+
+/// A fresh id, so cases never share keys even on a shared keyspace.
+fn fresh_id(tenant: &str) -> RecordId {
+    RecordId::new(tenant, "suite.ns", format!("key-{}", rand::random::<u64>()))
+}
+
+pub async fn insert_get_and_conflict<S: Store>(store: S) {
+    let id = fresh_id("t1");
+    assert_eq!(store.get(&id, T0).await.unwrap(), None);
+    let rec = record(&id, T0);
+    assert_eq!(store.insert_if_absent(&rec, T0).await.unwrap(), Cas::Applied);
+    assert_eq!(store.get(&id, T0).await.unwrap(), Some(rec.clone()));
+    let other = crate::ledger::claim(&id, None, &args(2), T0 + 1).unwrap().record().clone();
+    assert_eq!(store.insert_if_absent(&other, T0 + 1).await.unwrap(), Cas::Conflict(Some(rec)));
+}
+
+pub async fn replace_and_delete_check_version<S: Store>(store: S) {
+    let id = fresh_id("t1");
+    let rec = record(&id, T0);
+    store.insert_if_absent(&rec, T0).await.unwrap();
+    let mut next = rec.clone();
+    next.version = 2;
+    next.dedup_hits = 7;
+    assert_eq!(store.replace_if_version(&next, 5, true, T0).await.unwrap(), Cas::Conflict(Some(rec.clone())));
+    assert_eq!(store.replace_if_version(&next, 1, true, T0).await.unwrap(), Cas::Applied);
+    assert_eq!(store.get(&id, T0).await.unwrap(), Some(next.clone()));
+    assert_eq!(store.delete_if_version(&id, 1, T0).await.unwrap(), Cas::Conflict(Some(next)));
+    assert_eq!(store.delete_if_version(&id, 2, T0).await.unwrap(), Cas::Applied);
+    assert_eq!(store.get(&id, T0).await.unwrap(), None);
+    assert_eq!(store.delete_if_version(&id, 2, T0).await.unwrap(), Cas::Conflict(None));
+}
+
+pub async fn expired_counts_as_absent<S: Store>(store: S) {
+    let id = fresh_id("t1");
+    let rec = record(&id, T0);
+    store.insert_if_absent(&rec, T0).await.unwrap();
+    let at_expiry = rec.expires_at;
+    assert!(store.get(&id, at_expiry - 1).await.unwrap().is_some());
+    assert_eq!(store.get(&id, at_expiry).await.unwrap(), None);
+    let mut next = rec.clone();
+    next.version = 2;
+    assert_eq!(store.replace_if_version(&next, 1, true, at_expiry).await.unwrap(), Cas::Conflict(None));
+    let again = record(&id, at_expiry);
+    assert_eq!(store.insert_if_absent(&again, at_expiry).await.unwrap(), Cas::Applied);
+    assert_eq!(store.get(&id, at_expiry).await.unwrap(), Some(again));
+}
+
+pub async fn tenants_are_isolated<S: Store>(store: S) {
+    let a = fresh_id("tenant-a");
+    let b = RecordId::new("tenant-b", a.namespace.clone(), a.key.clone());
+    store.insert_if_absent(&record(&a, T0), T0).await.unwrap();
+    assert_eq!(store.get(&b, T0).await.unwrap(), None);
+    assert_eq!(store.insert_if_absent(&record(&b, T0), T0).await.unwrap(), Cas::Applied);
+    assert_eq!(store.delete_if_version(&b, 1, T0).await.unwrap(), Cas::Applied);
+    assert!(store.get(&a, T0).await.unwrap().is_some());
+}
+
+pub async fn sweep_removes_expired<S: Store>(store: S) {
+    let id = fresh_id("t1");
+    let rec = record(&id, T0);
+    store.insert_if_absent(&rec, T0).await.unwrap();
+    let swept = store.sweep_expired(rec.expires_at, 1000).await.unwrap();
+    assert!(store.get(&id, rec.expires_at - 1).await.unwrap().is_none() || swept == 0);
+    assert_eq!(store.get(&id, rec.expires_at).await.unwrap(), None);
+}
+
+pub async fn engine_claim_complete_replay<S: Store>(store: S) {
+    let engine = Engine::new(store, Clock::manual(T0));
+    let id = fresh_id("t1");
+    let first = engine.claim(&id, &args(1), None).await.unwrap();
+    assert_eq!(first.outcome, ClaimOutcome::Acquired);
+    let token = first.lease.unwrap().token;
+    let result = OpResult { code: 201, body: b"charged".to_vec(), ..OpResult::default() };
+    let done = engine.complete(&id, token, &result).await.unwrap();
+    assert_eq!(done.status, Status::Succeeded);
+    let replay = engine.claim(&id, &args(1), None).await.unwrap();
+    assert_eq!(replay.outcome, ClaimOutcome::Completed);
+    assert_eq!(replay.record.result, Some(result));
+    assert_eq!(replay.record.dedup_hits, 1);
+    assert_eq!(engine.lookup(&id).await.unwrap().dedup_hits, 1);
+}
+
+pub async fn engine_retry_then_abandon<S: Store>(store: S) {
+    let engine = Engine::new(store, Clock::manual(T0));
+    let id = fresh_id("t1");
+    let token = engine.claim(&id, &args(1), None).await.unwrap().lease.unwrap().token;
+    let err = OpError { code: 503, message: "provider down".into(), details: vec![] };
+    let rec = engine.fail(&id, token, &err, Disposition::Retryable).await.unwrap().unwrap();
+    assert_eq!(rec.status, Status::Retry);
+    let again = engine.claim(&id, &args(1), None).await.unwrap();
+    assert_eq!((again.outcome, again.lease.unwrap().token), (ClaimOutcome::Acquired, 2));
+    assert_eq!(engine.fail(&id, 2, &err, Disposition::Abandon).await.unwrap(), None);
+    let other = engine.claim(&id, &args(9), None).await.unwrap();
+    assert_eq!((other.outcome, other.lease.unwrap().token), (ClaimOutcome::Acquired, 1));
+}
+
+pub async fn engine_concurrent_claims_one_winner<S: Store>(store: S) {
+    let engine = std::sync::Arc::new(Engine::new(store, Clock::System));
+    let id = fresh_id("t1");
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let (engine, id) = (engine.clone(), id.clone());
+            tokio::spawn(async move { engine.claim(&id, &args(1), None).await.unwrap().outcome })
+        })
+        .collect();
+    let mut acquired = 0;
+    for task in tasks {
+        if task.await.unwrap() == ClaimOutcome::Acquired {
+            acquired += 1;
+        }
+    }
+    assert_eq!(acquired, 1);
+    assert_eq!(engine.lookup(&id).await.unwrap().dedup_hits, 31);
+}
