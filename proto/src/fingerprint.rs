@@ -58,8 +58,11 @@ pub fn fingerprint_json(text: &str) -> Result<Fingerprint, FingerprintError> {
 }
 
 /// Fingerprints any serializable arguments: SHA-256 of the canonical JSON of their serde form.
-pub fn fingerprint_of<T: serde::Serialize + ?Sized>(args: &T) -> Result<Fingerprint, FingerprintError> {
-    let value = serde_json::to_value(args).map_err(|e| FingerprintError::InvalidJson(e.to_string()))?;
+pub fn fingerprint_of<T: serde::Serialize + ?Sized>(
+    args: &T,
+) -> Result<Fingerprint, FingerprintError> {
+    let value =
+        serde_json::to_value(args).map_err(|e| FingerprintError::InvalidJson(e.to_string()))?;
     Ok(sha256(canonicalize_value(&value).as_bytes()))
 }
 
@@ -77,8 +80,10 @@ impl From<&serde_json::Value> for Json {
             V::String(s) => Json::String(s.clone()),
             V::Array(items) => Json::Array(items.iter().map(Json::from).collect()),
             V::Object(map) => {
-                let mut members: Vec<(String, Json)> =
-                    map.iter().map(|(k, v)| (k.clone(), Json::from(v))).collect();
+                let mut members: Vec<(String, Json)> = map
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Json::from(v)))
+                    .collect();
                 members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
                 Json::Object(members)
             }
@@ -205,7 +210,10 @@ impl<'de> Visitor<'de> for JsonVisitor {
         // by side, so refusing them costs O(n log n) however large the object.
         members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
         if let Some(pair) = members.windows(2).find(|pair| pair[0].0 == pair[1].0) {
-            return Err(de::Error::custom(format!("duplicate object name {:?}", pair[0].0)));
+            return Err(de::Error::custom(format!(
+                "duplicate object name {:?}",
+                pair[0].0
+            )));
         }
         Ok(Json::Object(members))
     }
@@ -236,8 +244,14 @@ mod tests {
             currency: &'a str,
             tags: Vec<&'a str>,
         }
-        let args = Charge { amount: 1250, currency: "EUR", tags: vec!["b", "a"] };
-        let from_text = fingerprint_json(r#"{ "tags": ["b","a"], "currency": "EUR", "amount": 1.25e3 }"#).unwrap();
+        let args = Charge {
+            amount: 1250,
+            currency: "EUR",
+            tags: vec!["b", "a"],
+        };
+        let from_text =
+            fingerprint_json(r#"{ "tags": ["b","a"], "currency": "EUR", "amount": 1.25e3 }"#)
+                .unwrap();
         assert_eq!(fingerprint_of(&args).unwrap(), from_text);
     }
 }

@@ -12,7 +12,8 @@ pub mod v1 {
 }
 
 /// The encoded `FileDescriptorSet` of `oncekey.v1` (with its imports), for server reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/oncekey_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/oncekey_descriptor.bin"));
 
 /// The ErrorInfo domain of every Oncekey error.
 pub const ERROR_DOMAIN: &str = "oncekey";

@@ -3,6 +3,12 @@
 //!
 //! Data flows one way: api → engine → ledger (decisions) and store (conditional writes).
 
+pub mod admin;
+pub mod api;
+pub mod cli;
+pub mod config;
 pub mod engine;
 pub mod ledger;
+pub mod serve;
 pub mod store;
+pub mod telemetry;

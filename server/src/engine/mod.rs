@@ -66,7 +66,12 @@ pub struct Engine<S> {
 impl<S: Store> Engine<S> {
     /// An engine over `store` reading time from `clock`.
     pub fn new(store: S, clock: Clock) -> Self {
-        Self { store, clock, waiters: Waiters::default(), shutdown: watch::Sender::new(false) }
+        Self {
+            store,
+            clock,
+            waiters: Waiters::default(),
+            shutdown: watch::Sender::new(false),
+        }
     }
 
     /// The store.
@@ -83,6 +88,12 @@ impl<S: Store> Engine<S> {
     /// they know now.
     pub fn begin_shutdown(&self) {
         self.shutdown.send_replace(true);
+    }
+
+    /// Woken when a record that hashes like `id` settles (complete, fail or delete); callers
+    /// re-read their own record after a wake-up.
+    pub fn settle_notify(&self, id: &RecordId) -> &tokio::sync::Notify {
+        self.waiters.channel(id)
     }
 
     /// Resolves once `begin_shutdown` was called.
@@ -119,9 +130,16 @@ impl<S: Store> Engine<S> {
     }
 
     /// Complete: SUCCEEDED with `result`.
-    pub async fn complete(&self, id: &RecordId, token: u64, result: &OpResult) -> Result<Record, EngineError> {
+    pub async fn complete(
+        &self,
+        id: &RecordId,
+        token: u64,
+        result: &OpResult,
+    ) -> Result<Record, EngineError> {
         let (record, ()) = self
-            .run(id, true, |current, now| Ok((ledger::complete(current, token, result, now)?, ())))
+            .run(id, true, |current, now| {
+                Ok((ledger::complete(current, token, result, now)?, ()))
+            })
             .await?;
         Ok(record.expect("a completed record exists"))
     }
@@ -143,7 +161,12 @@ impl<S: Store> Engine<S> {
     }
 
     /// Renew: the lease runs `lease_ttl` from now.
-    pub async fn renew(&self, id: &RecordId, token: u64, lease_ttl: Millis) -> Result<Lease, EngineError> {
+    pub async fn renew(
+        &self,
+        id: &RecordId,
+        token: u64,
+        lease_ttl: Millis,
+    ) -> Result<Lease, EngineError> {
         let (_, lease) = self
             .run(id, true, |current, now| {
                 let (lease, transition) = ledger::renew(current, token, lease_ttl, now)?;
@@ -155,7 +178,10 @@ impl<S: Store> Engine<S> {
 
     /// The live record of `id`.
     pub async fn lookup(&self, id: &RecordId) -> Result<Record, EngineError> {
-        self.store.get(id, self.clock.now()).await?.ok_or(EngineError::NotFound)
+        self.store
+            .get(id, self.clock.now())
+            .await?
+            .ok_or(EngineError::NotFound)
     }
 
     /// Removes records expired by now, in batches of `batch`; returns how many.
@@ -179,18 +205,32 @@ impl<S: Store> Engine<S> {
         read_first: bool,
         mut decide: impl FnMut(Option<&Record>, Millis) -> Result<(Transition, T), LedgerError>,
     ) -> Result<(Option<Record>, T), EngineError> {
-        let mut current = if read_first { self.store.get(id, self.clock.now()).await? } else { None };
+        let mut current = if read_first {
+            self.store.get(id, self.clock.now()).await?
+        } else {
+            None
+        };
         for _ in 0..MAX_ROUNDS {
             let now = self.clock.now();
             let (transition, extra) = decide(current.as_ref(), now)?;
             let cas = match (&transition.change, &transition.record) {
                 (Change::Keep, _) => return Ok((transition.record, extra)),
                 (Change::Insert, Some(next)) => self.store.insert_if_absent(next, now).await?,
-                (Change::Replace { expected_version, durable }, Some(next)) => {
-                    self.store.replace_if_version(next, *expected_version, *durable, now).await?
+                (
+                    Change::Replace {
+                        expected_version,
+                        durable,
+                    },
+                    Some(next),
+                ) => {
+                    self.store
+                        .replace_if_version(next, *expected_version, *durable, now)
+                        .await?
                 }
                 (Change::Delete { expected_version }, _) => {
-                    self.store.delete_if_version(id, *expected_version, now).await?
+                    self.store
+                        .delete_if_version(id, *expected_version, now)
+                        .await?
                 }
                 (Change::Insert | Change::Replace { .. }, None) => {
                     unreachable!("the ledger writes a record it returns")
@@ -198,7 +238,11 @@ impl<S: Store> Engine<S> {
             };
             match cas {
                 Cas::Applied => {
-                    if transition.record.as_ref().is_none_or(|r| r.status != Status::Processing) {
+                    if transition
+                        .record
+                        .as_ref()
+                        .is_none_or(|r| r.status != Status::Processing)
+                    {
                         self.waiters.notify(id);
                     }
                     return Ok((transition.record, extra));
@@ -211,7 +255,12 @@ impl<S: Store> Engine<S> {
 
     /// Returns once a Claim of `id` would no longer answer IN_PROGRESS, or `wait` ran out, or the
     /// server is shutting down. Reads only: the Claim that follows does the one write.
-    async fn wait_until_settled(&self, id: &RecordId, args: &ClaimArgs, wait: Millis) -> Result<(), EngineError> {
+    async fn wait_until_settled(
+        &self,
+        id: &RecordId,
+        args: &ClaimArgs,
+        wait: Millis,
+    ) -> Result<(), EngineError> {
         let deadline = tokio::time::Instant::now() + millis(wait);
         let mut shutdown = self.shutdown.subscribe();
         let mut poll = POLL_MIN;
@@ -227,7 +276,11 @@ impl<S: Store> Engine<S> {
             }
             // In progress: sleep until it settles (notified), its lease runs out, or the deadline;
             // other processes' settles are seen by polling when the store is shared.
-            let lease_left = decision.record().lease_expires_at.map_or(0, |end| end - now).max(1);
+            let lease_left = decision
+                .record()
+                .lease_expires_at
+                .map_or(0, |end| end - now)
+                .max(1);
             let mut nap = lease_left;
             if !self.store.single_process() {
                 nap = nap.min(poll);
@@ -252,5 +305,7 @@ fn millis(ms: Millis) -> Duration {
 
 /// How long an IN_PROGRESS caller should wait: the lease's remainder, at most a second.
 fn retry_hint(record: &Record, now: Millis) -> Millis {
-    record.lease_expires_at.map_or(MAX_RETRY_HINT, |end| (end - now).clamp(1, MAX_RETRY_HINT))
+    record
+        .lease_expires_at
+        .map_or(MAX_RETRY_HINT, |end| (end - now).clamp(1, MAX_RETRY_HINT))
 }

@@ -18,7 +18,10 @@ pub struct Waiters {
 
 impl Default for Waiters {
     fn default() -> Self {
-        Self { shards: (0..SHARDS).map(|_| Notify::new()).collect(), hasher: RandomState::new() }
+        Self {
+            shards: (0..SHARDS).map(|_| Notify::new()).collect(),
+            hasher: RandomState::new(),
+        }
     }
 }
 

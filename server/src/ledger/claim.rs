@@ -49,7 +49,10 @@ pub struct ClaimDecision {
 impl ClaimDecision {
     /// The record after the Claim.
     pub fn record(&self) -> &Record {
-        self.transition.record.as_ref().expect("a claim always yields a record")
+        self.transition
+            .record
+            .as_ref()
+            .expect("a claim always yields a record")
     }
 }
 
@@ -72,7 +75,9 @@ pub fn claim(
         Status::Processing if !current.lease_expired(now) => {
             dedup_hit(current, ClaimOutcome::InProgress)
         }
-        Status::Processing if current.semantics == Semantics::AtLeastOnce => acquire(current, args, now),
+        Status::Processing if current.semantics == Semantics::AtLeastOnce => {
+            acquire(current, args, now)
+        }
         Status::Processing | Status::Unknown if args.reconcile => acquire(current, args, now),
         Status::Processing | Status::Unknown => needs_reconciliation(current, now),
         Status::Retry => acquire(current, args, now),
@@ -104,7 +109,10 @@ fn create(id: &RecordId, args: &ClaimArgs, now: Millis) -> ClaimDecision {
     };
     ClaimDecision {
         outcome: ClaimOutcome::Acquired,
-        transition: Transition { record: Some(record), change: Change::Insert },
+        transition: Transition {
+            record: Some(record),
+            change: Change::Insert,
+        },
     }
 }
 
@@ -131,7 +139,10 @@ fn dedup_hit(current: &Record, outcome: ClaimOutcome) -> ClaimDecision {
     let mut next = current.clone();
     next.version = current.version + 1;
     next.dedup_hits = current.dedup_hits.saturating_add(1);
-    ClaimDecision { outcome, transition: Transition::replace(current, next, false) }
+    ClaimDecision {
+        outcome,
+        transition: Transition::replace(current, next, false),
+    }
 }
 
 /// Rule 8: the at-most-once outcome is unknown; the status change itself is durable.

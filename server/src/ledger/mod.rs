@@ -11,7 +11,9 @@ mod settle;
 mod tests;
 
 pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome};
-pub use record::{Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status};
+pub use record::{
+    Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status,
+};
 pub use settle::{complete, fail, renew, Disposition};
 
 /// A request the state machine refuses; nothing changes.
@@ -61,13 +63,22 @@ pub struct Transition {
 
 impl Transition {
     fn keep(record: &Record) -> Self {
-        Self { record: Some(record.clone()), change: Change::Keep }
+        Self {
+            record: Some(record.clone()),
+            change: Change::Keep,
+        }
     }
 
     /// `next` replaces `current`; `next.version` must already be `current.version + 1`.
     fn replace(current: &Record, next: Record, durable: bool) -> Self {
         debug_assert_eq!(next.version, current.version + 1);
-        Self { record: Some(next), change: Change::Replace { expected_version: current.version, durable } }
+        Self {
+            record: Some(next),
+            change: Change::Replace {
+                expected_version: current.version,
+                durable,
+            },
+        }
     }
 }
 

@@ -21,8 +21,16 @@ pub struct RecordId {
 
 impl RecordId {
     /// Builds an identity from its three parts.
-    pub fn new(tenant: impl Into<String>, namespace: impl Into<String>, key: impl Into<String>) -> Self {
-        Self { tenant: tenant.into(), namespace: namespace.into(), key: key.into() }
+    pub fn new(
+        tenant: impl Into<String>,
+        namespace: impl Into<String>,
+        key: impl Into<String>,
+    ) -> Self {
+        Self {
+            tenant: tenant.into(),
+            namespace: namespace.into(),
+            key: key.into(),
+        }
     }
 }
 

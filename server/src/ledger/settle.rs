@@ -67,7 +67,10 @@ pub fn fail(
     now: Millis,
 ) -> Result<Transition, LedgerError> {
     if disposition == Disposition::Abandon && current.is_none_or(|r| r.is_expired(now)) {
-        return Ok(Transition { record: None, change: Change::Keep });
+        return Ok(Transition {
+            record: None,
+            change: Change::Keep,
+        });
     }
     let current = held(current, token, now)?;
     if open(current) {
@@ -77,7 +80,9 @@ pub fn fail(
             Disposition::Abandon => {
                 return Ok(Transition {
                     record: None,
-                    change: Change::Delete { expected_version: current.version },
+                    change: Change::Delete {
+                        expected_version: current.version,
+                    },
                 })
             }
         };

@@ -23,15 +23,26 @@ fn args(fp: u8) -> ClaimArgs {
 }
 
 fn amo(fp: u8) -> ClaimArgs {
-    ClaimArgs { semantics: Semantics::AtMostOnce, ..args(fp) }
+    ClaimArgs {
+        semantics: Semantics::AtMostOnce,
+        ..args(fp)
+    }
 }
 
 fn result(body: &str) -> OpResult {
-    OpResult { code: 200, body: body.as_bytes().to_vec(), ..OpResult::default() }
+    OpResult {
+        code: 200,
+        body: body.as_bytes().to_vec(),
+        ..OpResult::default()
+    }
 }
 
 fn error(msg: &str) -> OpError {
-    OpError { code: 500, message: msg.into(), details: vec![] }
+    OpError {
+        code: 500,
+        message: msg.into(),
+        details: vec![],
+    }
 }
 
 /// The record a decision leaves (applying it as a store would).
@@ -54,9 +65,15 @@ fn rule2_absent_creates_processing_token1() {
     assert_eq!(d.outcome, ClaimOutcome::Acquired);
     assert_eq!(d.transition.change, Change::Insert);
     let r = d.record();
-    assert_eq!((r.status, r.fencing_token, r.attempt, r.version), (Status::Processing, 1, 1, 1));
+    assert_eq!(
+        (r.status, r.fencing_token, r.attempt, r.version),
+        (Status::Processing, 1, 1, 1)
+    );
     assert_eq!(r.lease_expires_at, Some(T0 + LEASE));
-    assert_eq!((r.created_at, r.expires_at, r.lease_owner.as_str()), (T0, T0 + RETENTION, "worker-1"));
+    assert_eq!(
+        (r.created_at, r.expires_at, r.lease_owner.as_str()),
+        (T0, T0 + RETENTION, "worker-1")
+    );
 }
 
 #[test]
@@ -65,7 +82,10 @@ fn rule2_expired_record_counts_as_absent_exactly_at_the_boundary() {
     let just_before = claim(&id(), Some(&rec), &args(2), rec.expires_at - 1);
     assert_eq!(just_before.unwrap_err(), LedgerError::KeyReused);
     let at = claim(&id(), Some(&rec), &args(2), rec.expires_at).unwrap();
-    assert_eq!((at.outcome, at.transition.change), (ClaimOutcome::Acquired, Change::Insert));
+    assert_eq!(
+        (at.outcome, at.transition.change),
+        (ClaimOutcome::Acquired, Change::Insert)
+    );
     assert_eq!(at.record().fencing_token, 1);
 }
 
@@ -74,10 +94,18 @@ fn rule3_other_fingerprint_is_key_reused_in_every_state() {
     let processing = claimed(&args(1), T0);
     let mut states = vec![processing.clone(), completed(T0 + 1)];
     for s in [Status::Failed, Status::Retry, Status::Unknown] {
-        states.push(Record { status: s, ..processing.clone() });
+        states.push(Record {
+            status: s,
+            ..processing.clone()
+        });
     }
     for rec in states {
-        assert_eq!(claim(&id(), Some(&rec), &args(2), T0 + 2).unwrap_err(), LedgerError::KeyReused, "{:?}", rec.status);
+        assert_eq!(
+            claim(&id(), Some(&rec), &args(2), T0 + 2).unwrap_err(),
+            LedgerError::KeyReused,
+            "{:?}",
+            rec.status
+        );
     }
 }
 
@@ -88,14 +116,29 @@ fn rule4_succeeded_replays_and_counts_a_dedup_hit() {
     assert_eq!(d.outcome, ClaimOutcome::Completed);
     assert_eq!(d.record().result, Some(result("ok")));
     assert_eq!(d.record().dedup_hits, 1);
-    assert_eq!(d.transition.change, Change::Replace { expected_version: rec.version, durable: false });
+    assert_eq!(
+        d.transition.change,
+        Change::Replace {
+            expected_version: rec.version,
+            durable: false
+        }
+    );
     assert_eq!(d.record().updated_at, rec.updated_at);
 }
 
 #[test]
 fn rule5_failed_replays_the_error() {
     let rec = claimed(&args(1), T0);
-    let failed = after(&fail(Some(&rec), 1, &error("card declined"), Disposition::Final, T0 + 1).unwrap());
+    let failed = after(
+        &fail(
+            Some(&rec),
+            1,
+            &error("card declined"),
+            Disposition::Final,
+            T0 + 1,
+        )
+        .unwrap(),
+    );
     let d = claim(&id(), Some(&failed), &args(1), T0 + 2).unwrap();
     assert_eq!(d.outcome, ClaimOutcome::Failed);
     assert_eq!(d.record().error, Some(error("card declined")));
@@ -110,7 +153,11 @@ fn rule6_valid_lease_is_in_progress_until_the_boundary() {
     assert_eq!(d.record().fencing_token, 1);
     assert_eq!(d.record().dedup_hits, 1);
     let at = claim(&id(), Some(&rec), &args(1), T0 + LEASE).unwrap();
-    assert_eq!(at.outcome, ClaimOutcome::Acquired, "a lease is valid strictly before its end");
+    assert_eq!(
+        at.outcome,
+        ClaimOutcome::Acquired,
+        "a lease is valid strictly before its end"
+    );
 }
 
 #[test]
@@ -121,9 +168,18 @@ fn rule7_expired_at_least_once_lease_is_taken_over() {
     let d = claim(&id(), Some(&rec), &taker, T0 + LEASE + 5).unwrap();
     assert_eq!(d.outcome, ClaimOutcome::Acquired);
     let r = d.record();
-    assert_eq!((r.fencing_token, r.attempt, r.lease_owner.as_str()), (2, 2, "worker-2"));
+    assert_eq!(
+        (r.fencing_token, r.attempt, r.lease_owner.as_str()),
+        (2, 2, "worker-2")
+    );
     assert_eq!(r.lease_expires_at, Some(T0 + LEASE + 5 + LEASE));
-    assert_eq!(d.transition.change, Change::Replace { expected_version: 1, durable: true });
+    assert_eq!(
+        d.transition.change,
+        Change::Replace {
+            expected_version: 1,
+            durable: true
+        }
+    );
 }
 
 #[test]
@@ -133,25 +189,43 @@ fn rule8_expired_at_most_once_needs_reconciliation() {
     assert_eq!(d.outcome, ClaimOutcome::NeedsReconciliation);
     assert_eq!(d.record().status, Status::Unknown);
     assert_eq!(d.record().fencing_token, 1);
-    assert!(matches!(d.transition.change, Change::Replace { durable: true, .. }));
+    assert!(matches!(
+        d.transition.change,
+        Change::Replace { durable: true, .. }
+    ));
     // Already UNKNOWN: the answer repeats; only the counter changes.
     let unknown = d.record().clone();
     let again = claim(&id(), Some(&unknown), &args(1), T0 + LEASE + 1).unwrap();
     assert_eq!(again.outcome, ClaimOutcome::NeedsReconciliation);
-    assert!(matches!(again.transition.change, Change::Replace { durable: false, .. }));
+    assert!(matches!(
+        again.transition.change,
+        Change::Replace { durable: false, .. }
+    ));
 }
 
 #[test]
 fn rule8_reconcile_acquires_with_a_new_token() {
     let rec = claimed(&amo(1), T0);
-    let unknown = claim(&id(), Some(&rec), &amo(1), T0 + LEASE).unwrap().record().clone();
-    let reconciler = ClaimArgs { reconcile: true, ..amo(1) };
+    let unknown = claim(&id(), Some(&rec), &amo(1), T0 + LEASE)
+        .unwrap()
+        .record()
+        .clone();
+    let reconciler = ClaimArgs {
+        reconcile: true,
+        ..amo(1)
+    };
     let d = claim(&id(), Some(&unknown), &reconciler, T0 + LEASE + 1).unwrap();
     assert_eq!(d.outcome, ClaimOutcome::Acquired);
-    assert_eq!((d.record().status, d.record().fencing_token), (Status::Processing, 2));
+    assert_eq!(
+        (d.record().status, d.record().fencing_token),
+        (Status::Processing, 2)
+    );
     // The same works straight from an expired PROCESSING record.
     let direct = claim(&id(), Some(&rec), &reconciler, T0 + LEASE).unwrap();
-    assert_eq!((direct.outcome, direct.record().fencing_token), (ClaimOutcome::Acquired, 2));
+    assert_eq!(
+        (direct.outcome, direct.record().fencing_token),
+        (ClaimOutcome::Acquired, 2)
+    );
     // And the old holder has lost the lease.
     let old = complete(Some(d.record()), 1, &result("late"), T0 + LEASE + 2);
     assert_eq!(old.unwrap_err(), LedgerError::LeaseLost);
@@ -167,8 +241,20 @@ fn rule8_semantics_are_fixed_by_the_first_claim() {
 #[test]
 fn rule9_retry_is_acquired_again() {
     let rec = claimed(&args(1), T0);
-    let retry = after(&fail(Some(&rec), 1, &error("timeout"), Disposition::Retryable, T0 + 1).unwrap());
-    assert_eq!((retry.status, retry.error.clone()), (Status::Retry, Some(error("timeout"))));
+    let retry = after(
+        &fail(
+            Some(&rec),
+            1,
+            &error("timeout"),
+            Disposition::Retryable,
+            T0 + 1,
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        (retry.status, retry.error.clone()),
+        (Status::Retry, Some(error("timeout")))
+    );
     let d = claim(&id(), Some(&retry), &args(1), T0 + 2).unwrap();
     assert_eq!(d.outcome, ClaimOutcome::Acquired);
     assert_eq!((d.record().fencing_token, d.record().attempt), (2, 2));
@@ -179,18 +265,39 @@ fn complete_stores_the_result_and_retention() {
     let rec = claimed(&args(1), T0);
     let t = complete(Some(&rec), 1, &result("ok"), T0 + 100).unwrap();
     let done = after(&t);
-    assert_eq!((done.status, done.lease_expires_at), (Status::Succeeded, None));
+    assert_eq!(
+        (done.status, done.lease_expires_at),
+        (Status::Succeeded, None)
+    );
     assert_eq!(done.expires_at, T0 + 100 + RETENTION);
-    assert_eq!(t.change, Change::Replace { expected_version: 1, durable: true });
+    assert_eq!(
+        t.change,
+        Change::Replace {
+            expected_version: 1,
+            durable: true
+        }
+    );
 }
 
 #[test]
 fn complete_with_a_wrong_token_or_on_absent_is_lease_lost() {
     let rec = claimed(&args(1), T0);
-    assert_eq!(complete(Some(&rec), 2, &result("x"), T0).unwrap_err(), LedgerError::LeaseLost);
-    assert_eq!(complete(None, 1, &result("x"), T0).unwrap_err(), LedgerError::LeaseLost);
-    assert_eq!(renew(None, 1, LEASE, T0).unwrap_err(), LedgerError::LeaseLost);
-    assert_eq!(fail(None, 1, &error("e"), Disposition::Final, T0).unwrap_err(), LedgerError::LeaseLost);
+    assert_eq!(
+        complete(Some(&rec), 2, &result("x"), T0).unwrap_err(),
+        LedgerError::LeaseLost
+    );
+    assert_eq!(
+        complete(None, 1, &result("x"), T0).unwrap_err(),
+        LedgerError::LeaseLost
+    );
+    assert_eq!(
+        renew(None, 1, LEASE, T0).unwrap_err(),
+        LedgerError::LeaseLost
+    );
+    assert_eq!(
+        fail(None, 1, &error("e"), Disposition::Final, T0).unwrap_err(),
+        LedgerError::LeaseLost
+    );
 }
 
 #[test]
@@ -205,8 +312,14 @@ fn expired_lease_not_taken_over_still_completes() {
 #[test]
 fn holder_of_an_unknown_record_may_still_settle_it() {
     let rec = claimed(&amo(1), T0);
-    let unknown = claim(&id(), Some(&rec), &amo(1), T0 + LEASE).unwrap().record().clone();
-    assert_eq!(renew(Some(&unknown), 1, LEASE, T0 + LEASE).unwrap_err(), LedgerError::LeaseLost);
+    let unknown = claim(&id(), Some(&rec), &amo(1), T0 + LEASE)
+        .unwrap()
+        .record()
+        .clone();
+    assert_eq!(
+        renew(Some(&unknown), 1, LEASE, T0 + LEASE).unwrap_err(),
+        LedgerError::LeaseLost
+    );
     let done = after(&complete(Some(&unknown), 1, &result("ok"), T0 + LEASE + 1).unwrap());
     assert_eq!(done.status, Status::Succeeded);
 }
@@ -214,8 +327,14 @@ fn holder_of_an_unknown_record_may_still_settle_it() {
 #[test]
 fn complete_after_takeover_is_lease_lost() {
     let rec = claimed(&args(1), T0);
-    let taken = claim(&id(), Some(&rec), &args(1), T0 + LEASE).unwrap().record().clone();
-    assert_eq!(complete(Some(&taken), 1, &result("ok"), T0 + LEASE + 1).unwrap_err(), LedgerError::LeaseLost);
+    let taken = claim(&id(), Some(&rec), &args(1), T0 + LEASE)
+        .unwrap()
+        .record()
+        .clone();
+    assert_eq!(
+        complete(Some(&taken), 1, &result("ok"), T0 + LEASE + 1).unwrap_err(),
+        LedgerError::LeaseLost
+    );
     assert!(complete(Some(&taken), 2, &result("ok"), T0 + LEASE + 1).is_ok());
 }
 
@@ -224,56 +343,136 @@ fn repeated_identical_complete_is_ok_and_different_is_already_settled() {
     let done = completed(T0 + 1);
     let again = complete(Some(&done), 1, &result("ok"), T0 + 2).unwrap();
     assert_eq!((again.change, after(&again)), (Change::Keep, done.clone()));
-    assert_eq!(complete(Some(&done), 1, &result("other"), T0 + 2).unwrap_err(), LedgerError::AlreadySettled);
-    assert_eq!(fail(Some(&done), 1, &error("e"), Disposition::Final, T0 + 2).unwrap_err(), LedgerError::AlreadySettled);
-    assert_eq!(renew(Some(&done), 1, LEASE, T0 + 2).unwrap_err(), LedgerError::AlreadySettled);
+    assert_eq!(
+        complete(Some(&done), 1, &result("other"), T0 + 2).unwrap_err(),
+        LedgerError::AlreadySettled
+    );
+    assert_eq!(
+        fail(Some(&done), 1, &error("e"), Disposition::Final, T0 + 2).unwrap_err(),
+        LedgerError::AlreadySettled
+    );
+    assert_eq!(
+        renew(Some(&done), 1, LEASE, T0 + 2).unwrap_err(),
+        LedgerError::AlreadySettled
+    );
 }
 
 #[test]
 fn repeated_identical_fail_is_ok() {
     let rec = claimed(&args(1), T0);
-    for (disposition, status) in [(Disposition::Final, Status::Failed), (Disposition::Retryable, Status::Retry)] {
+    for (disposition, status) in [
+        (Disposition::Final, Status::Failed),
+        (Disposition::Retryable, Status::Retry),
+    ] {
         let failed = after(&fail(Some(&rec), 1, &error("e"), disposition, T0 + 1).unwrap());
         assert_eq!(failed.status, status);
-        assert_eq!(fail(Some(&failed), 1, &error("e"), disposition, T0 + 2).unwrap().change, Change::Keep);
-        assert_eq!(fail(Some(&failed), 1, &error("other"), disposition, T0 + 2).unwrap_err(), LedgerError::AlreadySettled);
-        assert_eq!(complete(Some(&failed), 1, &result("ok"), T0 + 2).unwrap_err(), LedgerError::AlreadySettled);
+        assert_eq!(
+            fail(Some(&failed), 1, &error("e"), disposition, T0 + 2)
+                .unwrap()
+                .change,
+            Change::Keep
+        );
+        assert_eq!(
+            fail(Some(&failed), 1, &error("other"), disposition, T0 + 2).unwrap_err(),
+            LedgerError::AlreadySettled
+        );
+        assert_eq!(
+            complete(Some(&failed), 1, &result("ok"), T0 + 2).unwrap_err(),
+            LedgerError::AlreadySettled
+        );
     }
     let retry = after(&fail(Some(&rec), 1, &error("e"), Disposition::Retryable, T0 + 1).unwrap());
-    assert_eq!(fail(Some(&retry), 1, &error("e"), Disposition::Final, T0 + 2).unwrap_err(), LedgerError::AlreadySettled);
+    assert_eq!(
+        fail(Some(&retry), 1, &error("e"), Disposition::Final, T0 + 2).unwrap_err(),
+        LedgerError::AlreadySettled
+    );
 }
 
 #[test]
 fn abandon_deletes_and_the_key_can_be_claimed_with_another_payload() {
     let rec = claimed(&args(1), T0);
-    let t = fail(Some(&rec), 1, &error("invalid input"), Disposition::Abandon, T0 + 1).unwrap();
-    assert_eq!((t.record, t.change), (None, Change::Delete { expected_version: 1 }));
+    let t = fail(
+        Some(&rec),
+        1,
+        &error("invalid input"),
+        Disposition::Abandon,
+        T0 + 1,
+    )
+    .unwrap();
+    assert_eq!(
+        (t.record, t.change),
+        (
+            None,
+            Change::Delete {
+                expected_version: 1
+            }
+        )
+    );
     // Stored as deleted: the next claim sees nothing, even with another fingerprint.
     let d = claim(&id(), None, &args(2), T0 + 2).unwrap();
-    assert_eq!((d.outcome, d.record().fencing_token), (ClaimOutcome::Acquired, 1));
+    assert_eq!(
+        (d.outcome, d.record().fencing_token),
+        (ClaimOutcome::Acquired, 1)
+    );
     // A retried ABANDON on the deleted record is OK; with a stale token on a new holder, LEASE_LOST.
-    assert_eq!(fail(None, 1, &error("invalid input"), Disposition::Abandon, T0 + 3).unwrap().change, Change::Keep);
+    assert_eq!(
+        fail(
+            None,
+            1,
+            &error("invalid input"),
+            Disposition::Abandon,
+            T0 + 3
+        )
+        .unwrap()
+        .change,
+        Change::Keep
+    );
     let renewed_holder = claimed(&args(2), T0 + 2);
-    let stale = fail(Some(&renewed_holder), 7, &error("x"), Disposition::Abandon, T0 + 3);
+    let stale = fail(
+        Some(&renewed_holder),
+        7,
+        &error("x"),
+        Disposition::Abandon,
+        T0 + 3,
+    );
     assert_eq!(stale.unwrap_err(), LedgerError::LeaseLost);
 }
 
 #[test]
 fn renew_extends_the_lease_and_the_record() {
-    let short = ClaimArgs { retention: 60_000, lease_ttl: 50_000, ..args(1) };
+    let short = ClaimArgs {
+        retention: 60_000,
+        lease_ttl: 50_000,
+        ..args(1)
+    };
     let rec = claimed(&short, T0);
     let (lease, t) = renew(Some(&rec), 1, 3_600_000, T0 + 10).unwrap();
-    assert_eq!((lease.token, lease.expires_at, lease.attempt), (1, T0 + 10 + 3_600_000, 1));
-    assert!(after(&t).expires_at >= lease.expires_at, "a record never expires under a live lease");
+    assert_eq!(
+        (lease.token, lease.expires_at, lease.attempt),
+        (1, T0 + 10 + 3_600_000, 1)
+    );
+    assert!(
+        after(&t).expires_at >= lease.expires_at,
+        "a record never expires under a live lease"
+    );
 }
 
 #[test]
 fn renew_after_retry_is_already_settled_and_after_takeover_lease_lost() {
     let rec = claimed(&args(1), T0);
     let retry = after(&fail(Some(&rec), 1, &error("e"), Disposition::Retryable, T0 + 1).unwrap());
-    assert_eq!(renew(Some(&retry), 1, LEASE, T0 + 2).unwrap_err(), LedgerError::AlreadySettled);
-    let reacquired = claim(&id(), Some(&retry), &args(1), T0 + 3).unwrap().record().clone();
-    assert_eq!(renew(Some(&reacquired), 1, LEASE, T0 + 4).unwrap_err(), LedgerError::LeaseLost);
+    assert_eq!(
+        renew(Some(&retry), 1, LEASE, T0 + 2).unwrap_err(),
+        LedgerError::AlreadySettled
+    );
+    let reacquired = claim(&id(), Some(&retry), &args(1), T0 + 3)
+        .unwrap()
+        .record()
+        .clone();
+    assert_eq!(
+        renew(Some(&reacquired), 1, LEASE, T0 + 4).unwrap_err(),
+        LedgerError::LeaseLost
+    );
 }
 
 #[test]

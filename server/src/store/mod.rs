@@ -14,6 +14,8 @@ use crate::ledger::{Millis, Record, RecordId};
 use std::future::Future;
 
 /// The result of a conditional write.
+// A conflict carries the record unboxed: it is the common answer under contention.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cas {
     /// The write was applied.
@@ -90,6 +92,11 @@ pub trait Store: Send + Sync + 'static {
     /// Whether every writer of this store's data runs in this process, so that in-process
     /// notifications see every settle (embedded: yes; a shared cluster: no, waiters must poll).
     fn single_process(&self) -> bool;
+
+    /// Makes every accepted write durable and releases resources; called once at shutdown.
+    fn close(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async { Ok(()) }
+    }
 
     /// Whether a Claim should try `insert_if_absent` before reading: right for stores where a failed
     /// insert returns the existing row in the same round trip (CQL LWT); a local store reads first.

@@ -2,7 +2,9 @@
 //! engine; `store_suite!` instantiates it for a backend.
 
 use crate::engine::{Clock, Engine};
-use crate::ledger::{ClaimArgs, ClaimOutcome, Disposition, OpError, OpResult, Record, RecordId, Semantics, Status};
+use crate::ledger::{
+    ClaimArgs, ClaimOutcome, Disposition, OpError, OpResult, Record, RecordId, Semantics, Status,
+};
 use crate::store::{Cas, Store};
 
 const T0: i64 = 1_700_000_000_000;
@@ -48,7 +50,10 @@ fn args(fp: u8) -> ClaimArgs {
 }
 
 fn record(id: &RecordId, now: i64) -> Record {
-    crate::ledger::claim(id, None, &args(1), now).unwrap().record().clone()
+    crate::ledger::claim(id, None, &args(1), now)
+        .unwrap()
+        .record()
+        .clone()
 }
 
 /// A fresh id, so cases never share keys even on a shared keyspace.
@@ -60,10 +65,19 @@ pub async fn insert_get_and_conflict<S: Store>(store: S) {
     let id = fresh_id("t1");
     assert_eq!(store.get(&id, T0).await.unwrap(), None);
     let rec = record(&id, T0);
-    assert_eq!(store.insert_if_absent(&rec, T0).await.unwrap(), Cas::Applied);
+    assert_eq!(
+        store.insert_if_absent(&rec, T0).await.unwrap(),
+        Cas::Applied
+    );
     assert_eq!(store.get(&id, T0).await.unwrap(), Some(rec.clone()));
-    let other = crate::ledger::claim(&id, None, &args(2), T0 + 1).unwrap().record().clone();
-    assert_eq!(store.insert_if_absent(&other, T0 + 1).await.unwrap(), Cas::Conflict(Some(rec)));
+    let other = crate::ledger::claim(&id, None, &args(2), T0 + 1)
+        .unwrap()
+        .record()
+        .clone();
+    assert_eq!(
+        store.insert_if_absent(&other, T0 + 1).await.unwrap(),
+        Cas::Conflict(Some(rec))
+    );
 }
 
 pub async fn replace_and_delete_check_version<S: Store>(store: S) {
@@ -73,13 +87,28 @@ pub async fn replace_and_delete_check_version<S: Store>(store: S) {
     let mut next = rec.clone();
     next.version = 2;
     next.dedup_hits = 7;
-    assert_eq!(store.replace_if_version(&next, 5, true, T0).await.unwrap(), Cas::Conflict(Some(rec.clone())));
-    assert_eq!(store.replace_if_version(&next, 1, true, T0).await.unwrap(), Cas::Applied);
+    assert_eq!(
+        store.replace_if_version(&next, 5, true, T0).await.unwrap(),
+        Cas::Conflict(Some(rec.clone()))
+    );
+    assert_eq!(
+        store.replace_if_version(&next, 1, true, T0).await.unwrap(),
+        Cas::Applied
+    );
     assert_eq!(store.get(&id, T0).await.unwrap(), Some(next.clone()));
-    assert_eq!(store.delete_if_version(&id, 1, T0).await.unwrap(), Cas::Conflict(Some(next)));
-    assert_eq!(store.delete_if_version(&id, 2, T0).await.unwrap(), Cas::Applied);
+    assert_eq!(
+        store.delete_if_version(&id, 1, T0).await.unwrap(),
+        Cas::Conflict(Some(next))
+    );
+    assert_eq!(
+        store.delete_if_version(&id, 2, T0).await.unwrap(),
+        Cas::Applied
+    );
     assert_eq!(store.get(&id, T0).await.unwrap(), None);
-    assert_eq!(store.delete_if_version(&id, 2, T0).await.unwrap(), Cas::Conflict(None));
+    assert_eq!(
+        store.delete_if_version(&id, 2, T0).await.unwrap(),
+        Cas::Conflict(None)
+    );
 }
 
 pub async fn expired_counts_as_absent<S: Store>(store: S) {
@@ -91,9 +120,18 @@ pub async fn expired_counts_as_absent<S: Store>(store: S) {
     assert_eq!(store.get(&id, at_expiry).await.unwrap(), None);
     let mut next = rec.clone();
     next.version = 2;
-    assert_eq!(store.replace_if_version(&next, 1, true, at_expiry).await.unwrap(), Cas::Conflict(None));
+    assert_eq!(
+        store
+            .replace_if_version(&next, 1, true, at_expiry)
+            .await
+            .unwrap(),
+        Cas::Conflict(None)
+    );
     let again = record(&id, at_expiry);
-    assert_eq!(store.insert_if_absent(&again, at_expiry).await.unwrap(), Cas::Applied);
+    assert_eq!(
+        store.insert_if_absent(&again, at_expiry).await.unwrap(),
+        Cas::Applied
+    );
     assert_eq!(store.get(&id, at_expiry).await.unwrap(), Some(again));
 }
 
@@ -102,8 +140,14 @@ pub async fn tenants_are_isolated<S: Store>(store: S) {
     let b = RecordId::new("tenant-b", a.namespace.clone(), a.key.clone());
     store.insert_if_absent(&record(&a, T0), T0).await.unwrap();
     assert_eq!(store.get(&b, T0).await.unwrap(), None);
-    assert_eq!(store.insert_if_absent(&record(&b, T0), T0).await.unwrap(), Cas::Applied);
-    assert_eq!(store.delete_if_version(&b, 1, T0).await.unwrap(), Cas::Applied);
+    assert_eq!(
+        store.insert_if_absent(&record(&b, T0), T0).await.unwrap(),
+        Cas::Applied
+    );
+    assert_eq!(
+        store.delete_if_version(&b, 1, T0).await.unwrap(),
+        Cas::Applied
+    );
     assert!(store.get(&a, T0).await.unwrap().is_some());
 }
 
@@ -122,7 +166,11 @@ pub async fn engine_claim_complete_replay<S: Store>(store: S) {
     let first = engine.claim(&id, &args(1), None).await.unwrap();
     assert_eq!(first.outcome, ClaimOutcome::Acquired);
     let token = first.lease.unwrap().token;
-    let result = OpResult { code: 201, body: b"charged".to_vec(), ..OpResult::default() };
+    let result = OpResult {
+        code: 201,
+        body: b"charged".to_vec(),
+        ..OpResult::default()
+    };
     let done = engine.complete(&id, token, &result).await.unwrap();
     assert_eq!(done.status, Status::Succeeded);
     let replay = engine.claim(&id, &args(1), None).await.unwrap();
@@ -135,15 +183,41 @@ pub async fn engine_claim_complete_replay<S: Store>(store: S) {
 pub async fn engine_retry_then_abandon<S: Store>(store: S) {
     let engine = Engine::new(store, Clock::manual(T0));
     let id = fresh_id("t1");
-    let token = engine.claim(&id, &args(1), None).await.unwrap().lease.unwrap().token;
-    let err = OpError { code: 503, message: "provider down".into(), details: vec![] };
-    let rec = engine.fail(&id, token, &err, Disposition::Retryable).await.unwrap().unwrap();
+    let token = engine
+        .claim(&id, &args(1), None)
+        .await
+        .unwrap()
+        .lease
+        .unwrap()
+        .token;
+    let err = OpError {
+        code: 503,
+        message: "provider down".into(),
+        details: vec![],
+    };
+    let rec = engine
+        .fail(&id, token, &err, Disposition::Retryable)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rec.status, Status::Retry);
     let again = engine.claim(&id, &args(1), None).await.unwrap();
-    assert_eq!((again.outcome, again.lease.unwrap().token), (ClaimOutcome::Acquired, 2));
-    assert_eq!(engine.fail(&id, 2, &err, Disposition::Abandon).await.unwrap(), None);
+    assert_eq!(
+        (again.outcome, again.lease.unwrap().token),
+        (ClaimOutcome::Acquired, 2)
+    );
+    assert_eq!(
+        engine
+            .fail(&id, 2, &err, Disposition::Abandon)
+            .await
+            .unwrap(),
+        None
+    );
     let other = engine.claim(&id, &args(9), None).await.unwrap();
-    assert_eq!((other.outcome, other.lease.unwrap().token), (ClaimOutcome::Acquired, 1));
+    assert_eq!(
+        (other.outcome, other.lease.unwrap().token),
+        (ClaimOutcome::Acquired, 1)
+    );
 }
 
 pub async fn engine_concurrent_claims_one_winner<S: Store>(store: S) {

@@ -145,7 +145,11 @@ pub fn decode_record(id: RecordId, bytes: &[u8]) -> Result<Record, StoreError> {
         id,
         status: status_from(s.status)?,
         fingerprint,
-        semantics: if s.semantics == 2 { Semantics::AtMostOnce } else { Semantics::AtLeastOnce },
+        semantics: if s.semantics == 2 {
+            Semantics::AtMostOnce
+        } else {
+            Semantics::AtLeastOnce
+        },
         fencing_token: s.fencing_token,
         attempt: s.attempt,
         dedup_hits: s.dedup_hits,
@@ -157,7 +161,11 @@ pub fn decode_record(id: RecordId, bytes: &[u8]) -> Result<Record, StoreError> {
             content_type: r.content_type,
             metadata: r.metadata,
         }),
-        error: s.error.map(|e| OpError { code: e.code, message: e.message, details: e.details }),
+        error: s.error.map(|e| OpError {
+            code: e.code,
+            message: e.message,
+            details: e.details,
+        }),
         parent: match (s.parent_namespace, s.parent_key) {
             (Some(namespace), Some(key)) => Some(ParentRef { namespace, key }),
             _ => None,
@@ -190,12 +198,27 @@ mod tests {
             retention: 60_000,
             semantics: Semantics::AtMostOnce,
             owner: "w".into(),
-            parent: Some(ParentRef { namespace: "p".into(), key: "pk".into() }),
+            parent: Some(ParentRef {
+                namespace: "p".into(),
+                key: "pk".into(),
+            }),
             reconcile: false,
         };
-        let mut record = crate::ledger::claim(&id, None, &args, 5).unwrap().record().clone();
-        record.result = Some(OpResult { code: 1, body: vec![0, 1], content_type: "x".into(), metadata: [("a".into(), "b".into())].into() });
-        record.error = Some(OpError { code: 2, message: "m".into(), details: vec![9] });
+        let mut record = crate::ledger::claim(&id, None, &args, 5)
+            .unwrap()
+            .record()
+            .clone();
+        record.result = Some(OpResult {
+            code: 1,
+            body: vec![0, 1],
+            content_type: "x".into(),
+            metadata: [("a".into(), "b".into())].into(),
+        });
+        record.error = Some(OpError {
+            code: 2,
+            message: "m".into(),
+            details: vec![9],
+        });
         assert_eq!(decode_record(id, &encode_record(&record)).unwrap(), record);
         assert!(decode_record(RecordId::new("t", "ns", "k"), b"\xff\xff").is_err());
     }

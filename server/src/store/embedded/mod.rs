@@ -37,7 +37,10 @@ impl EmbeddedStore {
     /// Opens (creating if needed) the store in `data_dir`. Fails if another process has it open.
     pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
         std::fs::create_dir_all(data_dir).map_err(|e| {
-            StoreError::Internal(format!("cannot create data dir {}: {e}", data_dir.display()))
+            StoreError::Internal(format!(
+                "cannot create data dir {}: {e}",
+                data_dir.display()
+            ))
         })?;
         let path = data_dir.join(DB_FILE);
         let db = Database::create(&path)
@@ -79,7 +82,10 @@ impl Store for EmbeddedStore {
     async fn get(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
         let txn = self.db.begin_read().map_err(internal)?;
         let table = txn.open_table(RECORDS).map_err(internal)?;
-        let Some(bytes) = table.get(codec::encode_id(id).as_slice()).map_err(internal)? else {
+        let Some(bytes) = table
+            .get(codec::encode_id(id).as_slice())
+            .map_err(internal)?
+        else {
             return Ok(None);
         };
         let record = codec::decode_record(id.clone(), bytes.value())?;
@@ -87,7 +93,11 @@ impl Store for EmbeddedStore {
     }
 
     async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
-        self.cas(Op::Insert { record: record.clone(), now }).await
+        self.cas(Op::Insert {
+            record: record.clone(),
+            now,
+        })
+        .await
     }
 
     async fn replace_if_version(
@@ -97,7 +107,13 @@ impl Store for EmbeddedStore {
         durable: bool,
         now: Millis,
     ) -> Result<Cas, StoreError> {
-        self.cas(Op::Replace { record: record.clone(), expected_version, durable, now }).await
+        self.cas(Op::Replace {
+            record: record.clone(),
+            expected_version,
+            durable,
+            now,
+        })
+        .await
     }
 
     async fn delete_if_version(
@@ -106,7 +122,12 @@ impl Store for EmbeddedStore {
         expected_version: u64,
         now: Millis,
     ) -> Result<Cas, StoreError> {
-        self.cas(Op::Delete { id: id.clone(), expected_version, now }).await
+        self.cas(Op::Delete {
+            id: id.clone(),
+            expected_version,
+            now,
+        })
+        .await
     }
 
     async fn sweep_expired(&self, now: Millis, limit: usize) -> Result<usize, StoreError> {
@@ -122,6 +143,10 @@ impl Store for EmbeddedStore {
 
     fn single_process(&self) -> bool {
         true
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        self.flush().await
     }
 }
 

@@ -20,14 +20,30 @@ const LAZY_FLUSH: Duration = Duration::from_secs(1);
 
 /// One queued write.
 pub enum Op {
-    Insert { record: Record, now: Millis },
-    Replace { record: Record, expected_version: u64, durable: bool, now: Millis },
-    Delete { id: RecordId, expected_version: u64, now: Millis },
-    Sweep { now: Millis, limit: usize },
+    Insert {
+        record: Record,
+        now: Millis,
+    },
+    Replace {
+        record: Record,
+        expected_version: u64,
+        durable: bool,
+        now: Millis,
+    },
+    Delete {
+        id: RecordId,
+        expected_version: u64,
+        now: Millis,
+    },
+    Sweep {
+        now: Millis,
+        limit: usize,
+    },
     Flush,
 }
 
 /// What a write did.
+#[allow(clippy::large_enum_variant)]
 pub enum Done {
     /// A conditional write's result.
     Cas(Cas),
@@ -103,8 +119,12 @@ fn needs_fsync(op: &Op) -> bool {
 fn commit_batch(db: &Database, batch: Vec<Request>, durable: bool) -> Result<(), StoreError> {
     let outcome = (|| {
         let mut txn = db.begin_write().map_err(internal)?;
-        txn.set_durability(if durable { Durability::Immediate } else { Durability::None })
-            .map_err(internal)?;
+        txn.set_durability(if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        })
+        .map_err(internal)?;
         let answers = apply_all(&txn, &batch)?;
         txn.commit().map_err(internal)?;
         Ok::<_, StoreError>(answers)
@@ -125,7 +145,10 @@ fn commit_batch(db: &Database, batch: Vec<Request>, durable: bool) -> Result<(),
     }
 }
 
-fn apply_all(txn: &WriteTransaction, batch: &[Request]) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
+fn apply_all(
+    txn: &WriteTransaction,
+    batch: &[Request],
+) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
     let mut records = txn.open_table(RECORDS).map_err(internal)?;
     let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
     let mut answers = Vec::with_capacity(batch.len());
@@ -139,7 +162,12 @@ type Records<'t> = Table<'t, &'static [u8], &'static [u8]>;
 type Expiry<'t> = Table<'t, (i64, &'static [u8]), ()>;
 
 /// The live record stored under `key` at `now`, if any.
-fn live(records: &Records<'_>, id: &RecordId, key: &[u8], now: Millis) -> Result<Option<Record>, StoreError> {
+fn live(
+    records: &Records<'_>,
+    id: &RecordId,
+    key: &[u8],
+    now: Millis,
+) -> Result<Option<Record>, StoreError> {
     let Some(bytes) = records.get(key).map_err(internal)? else {
         return Ok(None);
     };
@@ -148,21 +176,36 @@ fn live(records: &Records<'_>, id: &RecordId, key: &[u8], now: Millis) -> Result
 }
 
 /// The stored record under `key` whatever its expiry, for index upkeep.
-fn stored_expiry(records: &Records<'_>, id: &RecordId, key: &[u8]) -> Result<Option<Millis>, StoreError> {
+fn stored_expiry(
+    records: &Records<'_>,
+    id: &RecordId,
+    key: &[u8],
+) -> Result<Option<Millis>, StoreError> {
     let Some(bytes) = records.get(key).map_err(internal)? else {
         return Ok(None);
     };
-    Ok(Some(codec::decode_record(id.clone(), bytes.value())?.expires_at))
+    Ok(Some(
+        codec::decode_record(id.clone(), bytes.value())?.expires_at,
+    ))
 }
 
-fn put(records: &mut Records<'_>, expiry: &mut Expiry<'_>, key: &[u8], record: &Record) -> Result<(), StoreError> {
+fn put(
+    records: &mut Records<'_>,
+    expiry: &mut Expiry<'_>,
+    key: &[u8],
+    record: &Record,
+) -> Result<(), StoreError> {
     if let Some(old) = stored_expiry(records, &record.id, key)? {
         if old != record.expires_at {
             expiry.remove((old, key)).map_err(internal)?;
         }
     }
-    records.insert(key, codec::encode_record(record).as_slice()).map_err(internal)?;
-    expiry.insert((record.expires_at, key), ()).map_err(internal)?;
+    records
+        .insert(key, codec::encode_record(record).as_slice())
+        .map_err(internal)?;
+    expiry
+        .insert((record.expires_at, key), ())
+        .map_err(internal)?;
     Ok(())
 }
 
@@ -176,7 +219,12 @@ fn apply(records: &mut Records<'_>, expiry: &mut Expiry<'_>, op: &Op) -> Result<
             put(records, expiry, &key, record)?;
             Ok(Done::Cas(Cas::Applied))
         }
-        Op::Replace { record, expected_version, now, .. } => {
+        Op::Replace {
+            record,
+            expected_version,
+            now,
+            ..
+        } => {
             let key = codec::encode_id(&record.id);
             match live(records, &record.id, &key, *now)? {
                 Some(current) if current.version == *expected_version => {
@@ -186,12 +234,18 @@ fn apply(records: &mut Records<'_>, expiry: &mut Expiry<'_>, op: &Op) -> Result<
                 current => Ok(Done::Cas(Cas::Conflict(current))),
             }
         }
-        Op::Delete { id, expected_version, now } => {
+        Op::Delete {
+            id,
+            expected_version,
+            now,
+        } => {
             let key = codec::encode_id(id);
             match live(records, id, &key, *now)? {
                 Some(current) if current.version == *expected_version => {
                     records.remove(key.as_slice()).map_err(internal)?;
-                    expiry.remove((current.expires_at, key.as_slice())).map_err(internal)?;
+                    expiry
+                        .remove((current.expires_at, key.as_slice()))
+                        .map_err(internal)?;
                     Ok(Done::Cas(Cas::Applied))
                 }
                 current => Ok(Done::Cas(Cas::Conflict(current))),
@@ -203,7 +257,12 @@ fn apply(records: &mut Records<'_>, expiry: &mut Expiry<'_>, op: &Op) -> Result<
 }
 
 /// Removes up to `limit` records whose expires_at is at or before `now`, oldest first.
-fn sweep(records: &mut Records<'_>, expiry: &mut Expiry<'_>, now: Millis, limit: usize) -> Result<usize, StoreError> {
+fn sweep(
+    records: &mut Records<'_>,
+    expiry: &mut Expiry<'_>,
+    now: Millis,
+    limit: usize,
+) -> Result<usize, StoreError> {
     let mut due: Vec<(i64, Vec<u8>)> = Vec::new();
     for entry in expiry.range((i64::MIN, &[][..])..).map_err(internal)? {
         let (k, _) = entry.map_err(internal)?;

@@ -1,0 +1,438 @@
+//! Wire ↔ ledger: validates every request field against CONTRACT §1, §2, §6, §7 (naming the field
+//! on error) and turns records into their wire form. Nothing here touches a store.
+
+use super::error::ApiError;
+use super::limits::*;
+use crate::ledger::{ClaimArgs, ClaimOutcome, Disposition, Lease, Millis, OpError, OpResult};
+use crate::ledger::{ParentRef, Record, RecordId, Semantics, Status};
+use oncekey_api::fingerprint;
+use oncekey_api::v1;
+use prost_types::{Duration, Timestamp};
+
+/// `^[a-z0-9][a-z0-9._-]{0,127}$`
+fn valid_namespace(ns: &str) -> bool {
+    let bytes = ns.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= MAX_NAMESPACE_BYTES
+        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
+        && bytes.iter().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+        })
+}
+
+/// Validates a namespace named `field`.
+pub fn namespace(field: &str, ns: &str) -> Result<(), ApiError> {
+    if valid_namespace(ns) {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            field,
+            "must match ^[a-z0-9][a-z0-9._-]{0,127}$",
+        ))
+    }
+}
+
+/// Validates a key named `field`: 1..=256 bytes of UTF-8 without control characters.
+pub fn key(field: &str, key: &str) -> Result<(), ApiError> {
+    if key.is_empty() {
+        return Err(ApiError::invalid(field, "must not be empty"));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(ApiError::too_large(
+            field,
+            format!("at most {MAX_KEY_BYTES} bytes"),
+        ));
+    }
+    if key.chars().any(char::is_control) {
+        return Err(ApiError::invalid(
+            field,
+            "must not contain control characters",
+        ));
+    }
+    Ok(())
+}
+
+/// The record id of a request: the tenant from credentials plus validated namespace and key.
+pub fn record_id(tenant: &str, ns: &str, k: &str) -> Result<RecordId, ApiError> {
+    namespace("namespace", ns)?;
+    key("key", k)?;
+    Ok(RecordId::new(tenant, ns, k))
+}
+
+fn millis_of(field: &str, d: &Duration) -> Result<Millis, ApiError> {
+    if d.seconds < 0 || d.nanos < 0 || d.nanos >= 1_000_000_000 {
+        return Err(ApiError::invalid(field, "must be a non-negative duration"));
+    }
+    Ok(d.seconds
+        .saturating_mul(1000)
+        .saturating_add(i64::from(d.nanos / 1_000_000)))
+}
+
+/// A duration field within `min..=max`, or `default` when unset.
+fn bounded(
+    field: &str,
+    d: Option<&Duration>,
+    default: Millis,
+    min: Millis,
+    max: Millis,
+) -> Result<Millis, ApiError> {
+    let Some(d) = d else { return Ok(default) };
+    let ms = millis_of(field, d)?;
+    if (min..=max).contains(&ms) {
+        Ok(ms)
+    } else {
+        Err(ApiError::invalid(
+            field,
+            format!("must be between {} and {}", human(min), human(max)),
+        ))
+    }
+}
+
+fn human(ms: Millis) -> String {
+    match ms {
+        ms if ms % 86_400_000 == 0 => format!("{}d", ms / 86_400_000),
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        ms => format!("{ms}ms"),
+    }
+}
+
+/// `lease_ttl`: 1 s ..= 1 h, default from the server's flags.
+pub fn lease_ttl(d: Option<&Duration>, limits: &Limits) -> Result<Millis, ApiError> {
+    bounded("lease_ttl", d, limits.default_lease, MIN_LEASE, MAX_LEASE)
+}
+
+/// `lease_token`: a token from a lease (never 0).
+pub fn lease_token(token: u64) -> Result<u64, ApiError> {
+    if token == 0 {
+        return Err(ApiError::invalid(
+            "lease_token",
+            "must be the token of a lease (tokens start at 1)",
+        ));
+    }
+    Ok(token)
+}
+
+/// A Claim: its arguments and its `wait`.
+pub fn claim_args(
+    req: &v1::ClaimRequest,
+    limits: &Limits,
+) -> Result<(ClaimArgs, Option<Millis>), ApiError> {
+    let fingerprint = match &req.arguments {
+        Some(v1::claim_request::Arguments::Fingerprint(fp)) => fp
+            .as_slice()
+            .try_into()
+            .map_err(|_| ApiError::invalid("fingerprint", "must be 32 bytes (SHA-256)"))?,
+        Some(v1::claim_request::Arguments::PayloadJson(json)) => {
+            if json.len() > limits.max_payload_json_bytes {
+                return Err(ApiError::too_large(
+                    "payload_json",
+                    format!("at most {} bytes", limits.max_payload_json_bytes),
+                ));
+            }
+            fingerprint::fingerprint_json(json)
+                .map_err(|e| ApiError::invalid("payload_json", e.to_string()))?
+        }
+        None => {
+            return Err(ApiError::invalid(
+                "fingerprint",
+                "exactly one of fingerprint or payload_json is required",
+            ))
+        }
+    };
+    let lease_ttl = lease_ttl(req.lease_ttl.as_ref(), limits)?;
+    let retention = bounded(
+        "retention",
+        req.retention.as_ref(),
+        limits.default_retention.min(limits.max_retention),
+        MIN_RETENTION,
+        limits.max_retention,
+    )?;
+    let semantics = match v1::Semantics::try_from(req.semantics) {
+        Ok(v1::Semantics::Unspecified | v1::Semantics::AtLeastOnce) => Semantics::AtLeastOnce,
+        Ok(v1::Semantics::AtMostOnce) => Semantics::AtMostOnce,
+        Err(_) => return Err(ApiError::invalid("semantics", "unknown value")),
+    };
+    if req.owner.len() > limits.max_owner_bytes {
+        return Err(ApiError::too_large(
+            "owner",
+            format!("at most {} bytes", limits.max_owner_bytes),
+        ));
+    }
+    let parent = match &req.parent {
+        Some(p) => {
+            namespace("parent.namespace", &p.namespace)?;
+            key("parent.key", &p.key)?;
+            Some(ParentRef {
+                namespace: p.namespace.clone(),
+                key: p.key.clone(),
+            })
+        }
+        None => None,
+    };
+    let wait = match &req.wait {
+        Some(d) => Some(bounded("wait", Some(d), 0, 0, MAX_WAIT)?),
+        None => None,
+    };
+    let args = ClaimArgs {
+        fingerprint,
+        lease_ttl,
+        retention,
+        semantics,
+        owner: req.owner.clone(),
+        parent,
+        reconcile: req.reconcile,
+    };
+    Ok((args, wait))
+}
+
+/// A Complete's result (unset means an empty result).
+pub fn op_result(
+    result: Option<v1::OperationResult>,
+    limits: &Limits,
+) -> Result<OpResult, ApiError> {
+    let result = result.unwrap_or_default();
+    if result.body.len() > limits.max_result_bytes {
+        return Err(ApiError::too_large(
+            "result.body",
+            format!("at most {} bytes", limits.max_result_bytes),
+        ));
+    }
+    if result.metadata.len() > limits.max_metadata_entries {
+        return Err(ApiError::too_large(
+            "result.metadata",
+            format!("at most {} entries", limits.max_metadata_entries),
+        ));
+    }
+    if result
+        .metadata
+        .iter()
+        .any(|(k, v)| k.len() + v.len() > limits.max_metadata_entry_bytes)
+    {
+        return Err(ApiError::too_large(
+            "result.metadata",
+            format!(
+                "each entry at most {} bytes",
+                limits.max_metadata_entry_bytes
+            ),
+        ));
+    }
+    Ok(OpResult {
+        code: result.code,
+        body: result.body,
+        content_type: result.content_type,
+        metadata: result.metadata.into_iter().collect(),
+    })
+}
+
+/// A Fail's error (unset means an empty error).
+pub fn op_error(error: Option<v1::OperationError>, limits: &Limits) -> Result<OpError, ApiError> {
+    let error = error.unwrap_or_default();
+    if error.details.len() > limits.max_error_details_bytes {
+        return Err(ApiError::too_large(
+            "error.details",
+            format!("at most {} bytes", limits.max_error_details_bytes),
+        ));
+    }
+    if error.message.len() > MAX_ERROR_MESSAGE_BYTES {
+        return Err(ApiError::too_large(
+            "error.message",
+            format!("at most {MAX_ERROR_MESSAGE_BYTES} bytes"),
+        ));
+    }
+    Ok(OpError {
+        code: error.code,
+        message: error.message,
+        details: error.details,
+    })
+}
+
+/// A Fail's disposition: it must be chosen.
+pub fn disposition(value: i32) -> Result<Disposition, ApiError> {
+    match v1::Disposition::try_from(value) {
+        Ok(v1::Disposition::Retryable) => Ok(Disposition::Retryable),
+        Ok(v1::Disposition::Final) => Ok(Disposition::Final),
+        Ok(v1::Disposition::Abandon) => Ok(Disposition::Abandon),
+        _ => Err(ApiError::invalid(
+            "disposition",
+            "must be RETRYABLE, FINAL or ABANDON",
+        )),
+    }
+}
+
+/// Milliseconds since the epoch as a protobuf Timestamp.
+pub fn timestamp(ms: Millis) -> Timestamp {
+    Timestamp {
+        seconds: ms.div_euclid(1000),
+        nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
+    }
+}
+
+/// Milliseconds as a protobuf Duration.
+pub fn duration(ms: Millis) -> Duration {
+    Duration {
+        seconds: ms.div_euclid(1000),
+        nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
+    }
+}
+
+/// A lease on the wire.
+pub fn lease(lease: &Lease) -> v1::Lease {
+    v1::Lease {
+        token: lease.token,
+        expires_at: Some(timestamp(lease.expires_at)),
+        attempt: lease.attempt,
+    }
+}
+
+/// A claim outcome on the wire.
+pub fn outcome(outcome: ClaimOutcome) -> v1::ClaimOutcome {
+    match outcome {
+        ClaimOutcome::Acquired => v1::ClaimOutcome::Acquired,
+        ClaimOutcome::Completed => v1::ClaimOutcome::Completed,
+        ClaimOutcome::Failed => v1::ClaimOutcome::Failed,
+        ClaimOutcome::InProgress => v1::ClaimOutcome::InProgress,
+        ClaimOutcome::NeedsReconciliation => v1::ClaimOutcome::NeedsReconciliation,
+    }
+}
+
+/// A record on the wire (the tenant stays implicit).
+pub fn record(r: &Record) -> v1::Record {
+    v1::Record {
+        namespace: r.id.namespace.clone(),
+        key: r.id.key.clone(),
+        status: match r.status {
+            Status::Processing => v1::RecordStatus::Processing,
+            Status::Succeeded => v1::RecordStatus::Succeeded,
+            Status::Failed => v1::RecordStatus::Failed,
+            Status::Retry => v1::RecordStatus::Retry,
+            Status::Unknown => v1::RecordStatus::Unknown,
+        } as i32,
+        fingerprint: r.fingerprint.to_vec(),
+        semantics: match r.semantics {
+            Semantics::AtLeastOnce => v1::Semantics::AtLeastOnce,
+            Semantics::AtMostOnce => v1::Semantics::AtMostOnce,
+        } as i32,
+        fencing_token: r.fencing_token,
+        attempt: r.attempt,
+        dedup_hits: r.dedup_hits,
+        lease_owner: r.lease_owner.clone(),
+        lease_expires_at: r.lease_expires_at.map(timestamp),
+        result: r.result.as_ref().map(|res| v1::OperationResult {
+            code: res.code,
+            body: res.body.clone(),
+            content_type: res.content_type.clone(),
+            metadata: res
+                .metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }),
+        error: r.error.as_ref().map(|e| v1::OperationError {
+            code: e.code,
+            message: e.message.clone(),
+            details: e.details.clone(),
+        }),
+        parent: r.parent.as_ref().map(|p| v1::OperationRef {
+            namespace: p.namespace.clone(),
+            key: p.key.clone(),
+        }),
+        created_at: Some(timestamp(r.created_at)),
+        updated_at: Some(timestamp(r.updated_at)),
+        expires_at: Some(timestamp(r.expires_at)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces() {
+        for ok in ["payments.charge", "a", "0-x_y.z", &"a".repeat(128)] {
+            assert!(valid_namespace(ok), "{ok}");
+        }
+        for bad in ["", "Payments", ".x", "-x", "a b", "é", &"a".repeat(129)] {
+            assert!(!valid_namespace(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn keys() {
+        assert!(key("key", "order-1/β").is_ok());
+        assert!(matches!(key("key", ""), Err(ApiError::InvalidField { .. })));
+        assert!(matches!(
+            key("key", "a\nb"),
+            Err(ApiError::InvalidField { .. })
+        ));
+        assert!(key("key", &"k".repeat(256)).is_ok());
+        assert!(matches!(
+            key("key", &"k".repeat(257)),
+            Err(ApiError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn durations_are_bounded() {
+        let limits = Limits::default();
+        let secs = |s| {
+            Some(Duration {
+                seconds: s,
+                nanos: 0,
+            })
+        };
+        assert_eq!(lease_ttl(None, &limits).unwrap(), 30_000);
+        assert_eq!(lease_ttl(secs(1).as_ref(), &limits).unwrap(), 1_000);
+        assert_eq!(lease_ttl(secs(3600).as_ref(), &limits).unwrap(), 3_600_000);
+        for bad in [0, 3601, -1] {
+            let err = lease_ttl(secs(bad).as_ref(), &limits).unwrap_err();
+            assert!(
+                matches!(err, ApiError::InvalidField { ref field, .. } if field == "lease_ttl"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn claim_needs_exactly_one_fingerprint_source() {
+        let limits = Limits::default();
+        let mut req = v1::ClaimRequest {
+            namespace: "ns".into(),
+            key: "k".into(),
+            ..Default::default()
+        };
+        assert!(
+            matches!(claim_args(&req, &limits), Err(ApiError::InvalidField { ref field, .. }) if field == "fingerprint")
+        );
+        req.arguments = Some(v1::claim_request::Arguments::Fingerprint(vec![1; 31]));
+        assert!(claim_args(&req, &limits).is_err());
+        req.arguments = Some(v1::claim_request::Arguments::PayloadJson(
+            "{\"b\":1,\"a\":2}".into(),
+        ));
+        let (args, wait) = claim_args(&req, &limits).unwrap();
+        assert_eq!(
+            args.fingerprint,
+            fingerprint::fingerprint_json("{\"a\":2,\"b\":1}").unwrap()
+        );
+        assert_eq!(wait, None);
+        req.arguments = Some(v1::claim_request::Arguments::PayloadJson(
+            "{not json".into(),
+        ));
+        assert!(
+            matches!(claim_args(&req, &limits), Err(ApiError::InvalidField { ref field, .. }) if field == "payload_json")
+        );
+    }
+
+    #[test]
+    fn timestamps_round_trip_to_the_millisecond() {
+        assert_eq!(
+            timestamp(1_500),
+            Timestamp {
+                seconds: 1,
+                nanos: 500_000_000
+            }
+        );
+        assert_eq!(millis_of("x", &duration(61_001)).unwrap(), 61_001);
+    }
+}

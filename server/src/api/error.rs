@@ -1,0 +1,143 @@
+//! The one place where errors become gRPC statuses: every non-OK status carries exactly one
+//! `google.rpc.ErrorInfo` (domain `oncekey`), and INVALID_ARGUMENT also a `google.rpc.BadRequest`
+//! naming the field (CONTRACT §7). Store failures are logged here, once.
+//!
+//! Messages never contain another tenant's data, a token, a key or a stored body.
+
+use crate::engine::EngineError;
+use crate::ledger::LedgerError;
+use crate::store::StoreError;
+use oncekey_api::ERROR_DOMAIN;
+use std::collections::HashMap;
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// An error answered to a caller.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A field is missing, malformed or out of range.
+    #[error("invalid {field}: {description}")]
+    InvalidField {
+        /// The request field, e.g. `namespace` or `result.body`.
+        field: String,
+        /// What is wrong with it.
+        description: String,
+    },
+    /// A field exceeds its size limit.
+    #[error("{field} is too large: {description}")]
+    TooLarge {
+        /// The request field.
+        field: String,
+        /// The limit it exceeds.
+        description: String,
+    },
+    /// No valid credentials.
+    #[error("{0}")]
+    Unauthenticated(&'static str),
+    /// Valid credentials that do not allow the request.
+    #[error("{0}")]
+    PermissionDenied(&'static str),
+    /// The engine refused or failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl ApiError {
+    /// A malformed field.
+    pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
+        ApiError::InvalidField {
+            field: field.into(),
+            description: description.into(),
+        }
+    }
+
+    /// A field over its limit.
+    pub fn too_large(field: impl Into<String>, description: impl Into<String>) -> Self {
+        ApiError::TooLarge {
+            field: field.into(),
+            description: description.into(),
+        }
+    }
+}
+
+impl From<LedgerError> for ApiError {
+    fn from(e: LedgerError) -> Self {
+        ApiError::Engine(EngineError::Ledger(e))
+    }
+}
+
+fn status(code: Code, reason: &str, message: String, field: Option<(&str, &str)>) -> Status {
+    let mut metadata = HashMap::new();
+    if let Some((field, _)) = field {
+        metadata.insert("field".to_string(), field.to_string());
+    }
+    let mut details = ErrorDetails::with_error_info(reason, ERROR_DOMAIN, metadata);
+    if let Some((field, description)) = field {
+        details.add_bad_request_violation(field, description);
+    }
+    Status::with_error_details(code, message, details)
+}
+
+impl From<ApiError> for Status {
+    fn from(e: ApiError) -> Self {
+        let message = e.to_string();
+        match &e {
+            ApiError::InvalidField { field, description } => status(
+                Code::InvalidArgument,
+                "INVALID_FIELD",
+                message,
+                Some((field, description)),
+            ),
+            ApiError::TooLarge { field, description } => status(
+                Code::InvalidArgument,
+                "TOO_LARGE",
+                message,
+                Some((field, description)),
+            ),
+            ApiError::Unauthenticated(_) => {
+                status(Code::Unauthenticated, "UNAUTHENTICATED", message, None)
+            }
+            ApiError::PermissionDenied(_) => {
+                status(Code::PermissionDenied, "PERMISSION_DENIED", message, None)
+            }
+            ApiError::Engine(engine) => engine_status(engine, message),
+        }
+    }
+}
+
+fn engine_status(e: &EngineError, message: String) -> Status {
+    match e {
+        EngineError::Ledger(LedgerError::KeyReused) => {
+            status(Code::FailedPrecondition, "KEY_REUSED", message, None)
+        }
+        EngineError::Ledger(LedgerError::LeaseLost) => {
+            status(Code::FailedPrecondition, "LEASE_LOST", message, None)
+        }
+        EngineError::Ledger(LedgerError::AlreadySettled) => {
+            status(Code::FailedPrecondition, "ALREADY_SETTLED", message, None)
+        }
+        EngineError::NotFound => status(Code::NotFound, "NOT_FOUND", message, None),
+        EngineError::Contention => {
+            tracing::warn!("conditional writes kept conflicting on one record");
+            status(Code::Unavailable, "STORE_UNAVAILABLE", message, None)
+        }
+        EngineError::Store(StoreError::Unavailable(detail) | StoreError::Internal(detail)) => {
+            tracing::error!(error = %detail, "store failure");
+            status(
+                Code::Unavailable,
+                "STORE_UNAVAILABLE",
+                "the store is unavailable; retry with the same key".into(),
+                None,
+            )
+        }
+        EngineError::Store(StoreError::Corrupt(detail)) => {
+            tracing::error!(error = %detail, "corrupt record in store");
+            status(
+                Code::Internal,
+                "INTERNAL",
+                "the stored record could not be read".into(),
+                None,
+            )
+        }
+    }
+}

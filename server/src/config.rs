@@ -1,0 +1,272 @@
+//! The `oncekey` command line (CONTRACT §8): every flag also as `ONCEKEY_<FLAG>`.
+
+use crate::api::limits::Limits;
+use crate::ledger::Millis;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Oncekey: a shared idempotency ledger served over gRPC.
+#[derive(Debug, Parser)]
+#[command(name = "oncekey", version, about, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server.
+    Serve(Box<ServeArgs>),
+    /// Apply migrations/*.cql to the CQL store.
+    Migrate(MigrateArgs),
+    /// Manage bearer tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Claim a key (client side).
+    Claim(crate::cli::client::ClaimCmd),
+    /// Complete an acquired key (client side).
+    Complete(crate::cli::client::CompleteCmd),
+    /// Fail an acquired key (client side).
+    Fail(crate::cli::client::FailCmd),
+    /// Show a key's record (client side).
+    Lookup(crate::cli::client::LookupCmd),
+}
+
+/// `oncekey token …`
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Print a new random token and its tokens-file line (which holds only the token's hash).
+    New {
+        /// The tenant the token authenticates as.
+        #[arg(long, env = "ONCEKEY_TENANT")]
+        tenant: String,
+    },
+}
+
+/// Which store holds the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    /// One redb file under --data-dir (single machine).
+    Embedded,
+    /// A ScyllaDB / Apache Cassandra cluster.
+    Cql,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Connection settings for the CQL store.
+#[derive(Debug, Clone, Args)]
+pub struct CqlArgs {
+    /// Contact points, comma-separated host:port.
+    #[arg(
+        long,
+        env = "ONCEKEY_CQL_NODES",
+        value_delimiter = ',',
+        default_value = "127.0.0.1:9042"
+    )]
+    pub cql_nodes: Vec<String>,
+    /// Keyspace holding the ledger.
+    #[arg(long, env = "ONCEKEY_CQL_KEYSPACE", default_value = "oncekey")]
+    pub cql_keyspace: String,
+    /// Local datacenter: enables DC-aware routing, LOCAL_QUORUM and LOCAL_SERIAL.
+    #[arg(long, env = "ONCEKEY_CQL_LOCAL_DC")]
+    pub cql_local_dc: Option<String>,
+    /// CQL user name.
+    #[arg(long, env = "ONCEKEY_CQL_USERNAME")]
+    pub cql_username: Option<String>,
+    /// CQL password.
+    #[arg(long, env = "ONCEKEY_CQL_PASSWORD", hide_env_values = true)]
+    pub cql_password: Option<String>,
+}
+
+/// `oncekey migrate`
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    /// CQL connection.
+    #[command(flatten)]
+    pub cql: CqlArgs,
+    /// Directory of numbered .cql migrations.
+    #[arg(long, env = "ONCEKEY_MIGRATIONS_DIR", default_value = "migrations")]
+    pub migrations_dir: PathBuf,
+}
+
+/// `oncekey serve`
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// gRPC address (Ledger, health, reflection).
+    #[arg(long, env = "ONCEKEY_LISTEN", default_value = "127.0.0.1:50051")]
+    pub listen: SocketAddr,
+    /// Admin HTTP address: /metrics, /healthz, /readyz.
+    #[arg(long, env = "ONCEKEY_ADMIN_LISTEN", default_value = "127.0.0.1:9090")]
+    pub admin_listen: SocketAddr,
+    /// Where the ledger lives.
+    #[arg(long, env = "ONCEKEY_STORE", value_enum, default_value = "embedded")]
+    pub store: StoreKind,
+    /// The embedded store's directory.
+    #[arg(long, env = "ONCEKEY_DATA_DIR", default_value = "./oncekey-data")]
+    pub data_dir: PathBuf,
+    /// CQL connection (with --store cql).
+    #[command(flatten)]
+    pub cql: CqlArgs,
+    /// Tokens file: `tenant:sha256-hex-of-token` lines; reloaded on SIGHUP.
+    #[arg(long, env = "ONCEKEY_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
+    /// Allow listening on a non-loopback address without a tokens file.
+    #[arg(long, env = "ONCEKEY_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
+    /// Lease when a request does not say (1s ..= 1h).
+    #[arg(long, env = "ONCEKEY_DEFAULT_LEASE", default_value = "30s", value_parser = parse_duration)]
+    pub default_lease: Millis,
+    /// Retention when a Claim does not say (1m ..= --max-retention).
+    #[arg(long, env = "ONCEKEY_DEFAULT_RETENTION", default_value = "24h", value_parser = parse_duration)]
+    pub default_retention: Millis,
+    /// Longest retention a Claim may ask for.
+    #[arg(long, env = "ONCEKEY_MAX_RETENTION", default_value = "30d", value_parser = parse_duration)]
+    pub max_retention: Millis,
+    /// Largest result body a Complete may store, in bytes.
+    #[arg(long, env = "ONCEKEY_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
+    pub max_result_bytes: usize,
+    /// PEM certificate chain: serve gRPC over TLS.
+    #[arg(long, env = "ONCEKEY_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long, env = "ONCEKEY_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA bundle: require client certificates signed by it (mutual TLS).
+    #[arg(long, env = "ONCEKEY_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// OTLP/gRPC endpoint for traces.
+    #[arg(long, env = "ONCEKEY_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// Log format.
+    #[arg(long, env = "ONCEKEY_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// How long SIGTERM waits for in-flight RPCs before exiting anyway.
+    #[arg(long, env = "ONCEKEY_DRAIN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub drain_timeout: Millis,
+    /// How often the embedded store sweeps expired records.
+    #[arg(long, env = "ONCEKEY_SWEEP_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub sweep_interval: Millis,
+}
+
+/// A configuration mistake: the message names the flag; `oncekey` exits 64.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+impl ServeArgs {
+    /// Checks the flags against each other and the contract's bounds.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |msg: String| Err(ConfigError(msg));
+        if !(1_000..=3_600_000).contains(&self.default_lease) {
+            return bad("--default-lease must be between 1s and 1h".into());
+        }
+        if self.max_retention < 60_000 {
+            return bad("--max-retention must be at least 1m".into());
+        }
+        if !(60_000..=self.max_retention).contains(&self.default_retention) {
+            return bad("--default-retention must be between 1m and --max-retention".into());
+        }
+        if self.max_result_bytes == 0 || self.max_result_bytes > 64 * 1024 * 1024 {
+            return bad("--max-result-bytes must be between 1 and 67108864".into());
+        }
+        let loopback = self.listen.ip().is_loopback();
+        if self.tokens_file.is_none() && !loopback && !self.allow_unauthenticated {
+            return bad(format!(
+                "--listen {} is not a loopback address and no --tokens-file is set: add --tokens-file, or --allow-unauthenticated to accept anyone",
+                self.listen
+            ));
+        }
+        Ok(())
+    }
+
+    /// The request limits these flags set.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            default_lease: self.default_lease,
+            default_retention: self.default_retention,
+            max_retention: self.max_retention,
+            max_result_bytes: self.max_result_bytes,
+            ..Limits::default()
+        }
+    }
+}
+
+/// Parses `500ms`, `30s`, `5m`, `24h`, `30d` (or a bare number of seconds) into milliseconds.
+pub fn parse_duration(text: &str) -> Result<Millis, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let n: i64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 30s, 5m, 24h or 30d"))?;
+    let scale = match unit {
+        "ms" => 1,
+        "" | "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
+            ))
+        }
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(30_000));
+        assert_eq!(parse_duration("500ms"), Ok(500));
+        assert_eq!(parse_duration("24h"), Ok(86_400_000));
+        assert_eq!(parse_duration("30d"), Ok(2_592_000_000));
+        assert_eq!(parse_duration("7"), Ok(7_000));
+        assert!(parse_duration("3 weeks").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn non_loopback_needs_tokens_or_explicit_opt_in() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["oncekey", "serve"];
+            argv.extend_from_slice(extra);
+            match Cli::parse_from(argv).command {
+                Command::Serve(args) => args,
+                _ => unreachable!(),
+            }
+        };
+        assert!(parse(&[]).validate().is_ok());
+        let err = parse(&["--listen", "0.0.0.0:50051"])
+            .validate()
+            .unwrap_err();
+        assert!(err.0.contains("--tokens-file"), "{err}");
+        assert!(
+            parse(&["--listen", "0.0.0.0:50051", "--allow-unauthenticated"])
+                .validate()
+                .is_ok()
+        );
+        assert!(parse(&["--default-lease", "2h"])
+            .validate()
+            .unwrap_err()
+            .0
+            .contains("--default-lease"));
+    }
+}

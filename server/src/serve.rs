@@ -1,0 +1,190 @@
+//! `oncekey serve`: wires the store, engine, gRPC services (Ledger, health, reflection), the admin
+//! endpoint and background tasks together, then runs until SIGTERM/SIGINT and drains.
+//!
+//! Order: store, then engine, health and reflection, then listeners; once both listen, one line
+//! `listening grpc=ADDR admin=ADDR` goes to stdout (scripts and tests read it to learn the ports).
+//! On a signal: health NOT_SERVING, /readyz 503, waits and keep-alives end, in-flight RPCs drain
+//! (at most --drain-timeout), the store flushes, exit 0.
+
+use crate::admin::{self, AdminState};
+use crate::api::auth::Auth;
+use crate::api::LedgerService;
+use crate::config::{ConfigError, ServeArgs, StoreKind};
+use crate::engine::{Clock, Engine};
+use crate::store::embedded::EmbeddedStore;
+use crate::store::Store;
+use oncekey_api::v1::ledger_server::LedgerServer;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic_health::ServingStatus;
+
+/// How many expired records one sweep pass removes per transaction.
+const SWEEP_BATCH: usize = 1000;
+
+/// Runs the server until a shutdown signal; configuration errors come back as `ConfigError`.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    args.validate()?;
+    let auth = match &args.tokens_file {
+        Some(path) => {
+            Auth::from_file(path).map_err(|e| ConfigError(format!("--tokens-file: {e}")))?
+        }
+        None => Auth::dev(),
+    };
+    if args.otlp_endpoint.is_some() {
+        tracing::warn!(
+            "--otlp-endpoint is accepted but trace export is not implemented yet; spans stay local"
+        );
+    }
+    match args.store {
+        StoreKind::Embedded => {
+            let store = EmbeddedStore::open(&args.data_dir)
+                .map_err(|e| ConfigError(format!("--data-dir {}: {e}", args.data_dir.display())))?;
+            tracing::info!(data_dir = %args.data_dir.display(), "embedded store open");
+            serve_store(store, &args, Arc::new(auth)).await
+        }
+        StoreKind::Cql => {
+            Err(ConfigError("--store cql is not available in this build yet".into()).into())
+        }
+    }
+}
+
+fn tls(args: &ServeArgs) -> anyhow::Result<Option<ServerTlsConfig>> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let read = |flag: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| ConfigError(format!("{flag} {}: {e}", path.display())))
+    };
+    let mut config = ServerTlsConfig::new().identity(Identity::from_pem(
+        read("--tls-cert", cert)?,
+        read("--tls-key", key)?,
+    ));
+    if let Some(ca) = &args.tls_client_ca {
+        config = config.client_ca_root(Certificate::from_pem(read("--tls-client-ca", ca)?));
+    }
+    Ok(Some(config))
+}
+
+async fn bind(flag: &str, addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| ConfigError(format!("{flag} {addr}: {e}")).into())
+}
+
+/// Serves one store until shutdown.
+pub async fn serve_store<S: Store>(
+    store: S,
+    args: &ServeArgs,
+    auth: Arc<Auth>,
+) -> anyhow::Result<()> {
+    let engine = Arc::new(Engine::new(store, Clock::System));
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<LedgerServer<LedgerService<S>>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(oncekey_api::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let ledger = LedgerService::new(engine.clone(), args.limits()).into_server(auth.clone());
+
+    let grpc_listener = bind("--listen", args.listen).await?;
+    let admin_listener = bind("--admin-listen", args.admin_listen).await?;
+    println!(
+        "listening grpc={} admin={}",
+        grpc_listener.local_addr()?,
+        admin_listener.local_addr()?
+    );
+    tracing::info!(grpc = %grpc_listener.local_addr()?, admin = %admin_listener.local_addr()?, tls = args.tls_cert.is_some(), authenticated = auth.has_tokens(), "oncekey serving");
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let admin_state = Arc::new(AdminState {
+        engine: engine.clone(),
+        draining: false.into(),
+    });
+    let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stopped()));
+    let sweeper = tokio::spawn(sweep_loop(engine.clone(), args.sweep_interval));
+    tokio::spawn(reload_on_sighup(auth));
+
+    let mut builder = Server::builder().http2_keepalive_interval(Some(Duration::from_secs(30)));
+    if let Some(config) = tls(args)? {
+        builder = builder.tls_config(config)?;
+    }
+    let server = builder
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(ledger)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(grpc_listener), stopped());
+    tokio::pin!(server);
+
+    tokio::select! {
+        result = &mut server => result?,
+        () = shutdown_signal() => {
+            tracing::info!("shutdown signal: draining");
+            admin_state.draining.store(true, Ordering::Relaxed);
+            health.set_service_status("", ServingStatus::NotServing).await;
+            health.set_not_serving::<LedgerServer<LedgerService<S>>>().await;
+            engine.begin_shutdown();
+            stop_tx.send_replace(true);
+            let drain = Duration::from_millis(u64::try_from(args.drain_timeout).unwrap_or(0));
+            match tokio::time::timeout(drain, &mut server).await {
+                Ok(result) => result?,
+                Err(_) => tracing::warn!("drain timeout: exiting with RPCs still open"),
+            }
+        }
+    }
+    stop_tx.send_replace(true);
+    sweeper.abort();
+    let _ = admin_task.await;
+    engine.store().close().await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn sweep_loop<S: Store>(engine: Arc<Engine<S>>, every: i64) {
+    let mut tick = tokio::time::interval(Duration::from_millis(
+        u64::try_from(every).unwrap_or(1000).max(10),
+    ));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match engine.sweep(SWEEP_BATCH).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(removed = n, "swept expired records"),
+            Err(e) => tracing::warn!(error = %e, "sweep failed"),
+        }
+    }
+}
+
+async fn reload_on_sighup(auth: Arc<Auth>) {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        match auth.reload() {
+            Ok(n) => tracing::info!(entries = n, "tokens file reloaded"),
+            Err(e) => {
+                tracing::error!(error = %e, "tokens file reload failed; keeping the previous tokens")
+            }
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
