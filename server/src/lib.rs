@@ -8,6 +8,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod inflight;
 pub mod ledger;
 pub mod serve;
 pub mod store;

@@ -11,6 +11,7 @@ use crate::api::auth::Auth;
 use crate::api::LedgerService;
 use crate::config::{ConfigError, ServeArgs, StoreKind};
 use crate::engine::{Clock, Engine};
+use crate::inflight::InFlight;
 use crate::store::embedded::EmbeddedStore;
 use crate::store::Store;
 use oncekey_api::v1::ledger_server::LedgerServer;
@@ -119,7 +120,9 @@ pub async fn serve_store<S: Store>(
     if let Some(config) = tls(args)? {
         builder = builder.tls_config(config)?;
     }
+    let inflight = InFlight::default();
     let server = builder
+        .layer(inflight.clone())
         .add_service(health_service)
         .add_service(reflection)
         .add_service(ledger)
@@ -135,10 +138,18 @@ pub async fn serve_store<S: Store>(
             health.set_not_serving::<LedgerServer<LedgerService<S>>>().await;
             engine.begin_shutdown();
             stop_tx.send_replace(true);
+            // Done when the server closed every connection, or when no RPC is in flight (idle
+            // keep-alive connections need not hold us), or at the drain timeout.
             let drain = Duration::from_millis(u64::try_from(args.drain_timeout).unwrap_or(0));
-            match tokio::time::timeout(drain, &mut server).await {
+            let drained = async {
+                tokio::select! {
+                    result = &mut server => result,
+                    () = inflight.idle() => Ok(()),
+                }
+            };
+            match tokio::time::timeout(drain, drained).await {
                 Ok(result) => result?,
-                Err(_) => tracing::warn!("drain timeout: exiting with RPCs still open"),
+                Err(_) => tracing::warn!(in_flight = inflight.active(), "drain timeout: exiting with RPCs still open"),
             }
         }
     }

@@ -1,1 +1,308 @@
-//! Helpers for the end-to-end tests.
+//! The end-to-end harness: starts the real `oncekey` binary on free ports, connects gRPC clients to
+//! it, and kills or stops it. A test that cannot start the server fails loudly with its stderr.
+//!
+//! The binary is `$ONCEKEY_BIN`, or `oncekey` in the cargo target directory these tests were built
+//! into (the test command builds it first).
+
+use oncekey_api::v1;
+use oncekey_client::{Client, ConnectOptions, LedgerRpc};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use tonic_types::StatusExt;
+
+/// The `oncekey` binary under test.
+pub fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("ONCEKEY_BIN") {
+        return PathBuf::from(path);
+    }
+    // target/<profile>/deps/<test-exe> → target/<profile>/oncekey
+    let exe = std::env::current_exe().expect("current exe");
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("oncekey");
+    assert!(
+        path.exists(),
+        "the oncekey binary is missing at {}: build it first (cargo build -p oncekey-server) or set ONCEKEY_BIN",
+        path.display()
+    );
+    path
+}
+
+/// A running `oncekey serve`.
+pub struct Server {
+    child: Option<Child>,
+    /// `http://ADDR` of the gRPC port.
+    pub grpc: String,
+    /// `http://ADDR` of the admin port.
+    pub admin: String,
+    /// The embedded store's directory.
+    pub data_dir: PathBuf,
+    stderr_path: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    /// Starts a server on a fresh data directory with extra flags.
+    pub fn start(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data_dir = dir.path().join("data");
+        let mut server = Self::start_on(&data_dir, extra);
+        server._dir = Some(dir);
+        server
+    }
+
+    /// Starts a server on `data_dir` (kept by the caller, e.g. across a restart).
+    pub fn start_on(data_dir: &Path, extra: &[&str]) -> Server {
+        let stderr_path = data_dir.with_extension(format!(
+            "stderr-{}",
+            std::process::id() as u64 * 1000 + nonce()
+        ));
+        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+        let mut child = Command::new(binary())
+            .arg("serve")
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
+            .arg(data_dir)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn oncekey");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(name))
+                .map(|a| format!("http://{a}"))
+        };
+        match (field("grpc="), field("admin=")) {
+            (Some(grpc), Some(admin)) => Server {
+                child: Some(child),
+                grpc,
+                admin,
+                data_dir: data_dir.to_owned(),
+                stderr_path,
+                _dir: None,
+            },
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "oncekey serve did not start; stderr:\n{}",
+                    read(&stderr_path)
+                );
+            }
+        }
+    }
+
+    /// A client for `tenant` (dev mode: the tenant header).
+    pub async fn client(&self, tenant: &str) -> LedgerRpc {
+        self.connect(ConnectOptions {
+            tenant: Some(tenant.into()),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// A client with a bearer token.
+    pub async fn client_with_token(&self, token: &str) -> LedgerRpc {
+        self.connect(ConnectOptions {
+            token: Some(token.into()),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// A client with explicit options.
+    pub async fn connect(&self, options: ConnectOptions) -> LedgerRpc {
+        Client::connect(&self.grpc, options)
+            .await
+            .expect("connect")
+            .ledger()
+    }
+
+    /// `kill -9`: no chance to flush anything.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("kill -9");
+            child.wait().expect("wait");
+        }
+    }
+
+    /// SIGTERM, then waits (at most `timeout`) for the exit status.
+    pub fn terminate(&mut self, timeout: Duration) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill -TERM");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "oncekey did not exit within {timeout:?} of SIGTERM; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        read(&self.stderr_path)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+        let _ = std::fs::remove_file(&self.stderr_path);
+    }
+}
+
+fn read(path: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let _ = f.read_to_string(&mut text);
+    }
+    text
+}
+
+fn nonce() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Runs `oncekey` with `args` to completion: (exit code, stdout, stderr).
+pub fn run_cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(binary())
+        .args(args)
+        .output()
+        .expect("run oncekey");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The ErrorInfo reason of a status (panics if the status has none: every error must carry one).
+pub fn reason(status: &tonic::Status) -> String {
+    let info = status
+        .get_details_error_info()
+        .unwrap_or_else(|| panic!("status without ErrorInfo: {status:?}"));
+    assert_eq!(info.domain, oncekey_api::ERROR_DOMAIN);
+    info.reason
+}
+
+/// The field a BadRequest names.
+pub fn bad_field(status: &tonic::Status) -> String {
+    let bad = status
+        .get_details_bad_request()
+        .unwrap_or_else(|| panic!("INVALID_ARGUMENT without BadRequest: {status:?}"));
+    bad.field_violations
+        .first()
+        .expect("a violation")
+        .field
+        .clone()
+}
+
+/// A Claim with `payload_json`.
+pub fn claim(ns: &str, key: &str, payload: &str) -> v1::ClaimRequest {
+    v1::ClaimRequest {
+        namespace: ns.into(),
+        key: key.into(),
+        arguments: Some(v1::claim_request::Arguments::PayloadJson(payload.into())),
+        owner: "e2e".into(),
+        ..Default::default()
+    }
+}
+
+/// A protobuf Duration of `ms` milliseconds.
+pub fn ms(ms: i64) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: ms / 1000,
+        nanos: ((ms % 1000) * 1_000_000) as i32,
+    }
+}
+
+/// An OperationResult with `body`.
+pub fn result(code: i32, body: &[u8]) -> v1::OperationResult {
+    v1::OperationResult {
+        code,
+        body: body.to_vec(),
+        content_type: "application/json".into(),
+        ..Default::default()
+    }
+}
+
+/// A Complete of `key` with `token`.
+pub fn complete(ns: &str, key: &str, token: u64, res: v1::OperationResult) -> v1::CompleteRequest {
+    v1::CompleteRequest {
+        namespace: ns.into(),
+        key: key.into(),
+        lease_token: token,
+        result: Some(res),
+    }
+}
+
+/// A Fail of `key` with `token`.
+pub fn fail(
+    ns: &str,
+    key: &str,
+    token: u64,
+    disposition: v1::Disposition,
+    message: &str,
+) -> v1::FailRequest {
+    v1::FailRequest {
+        namespace: ns.into(),
+        key: key.into(),
+        lease_token: token,
+        error: Some(v1::OperationError {
+            code: 1,
+            message: message.into(),
+            details: vec![],
+        }),
+        disposition: disposition as i32,
+    }
+}
+
+/// A Lookup of `key`.
+pub fn lookup(ns: &str, key: &str) -> v1::LookupRequest {
+    v1::LookupRequest {
+        namespace: ns.into(),
+        key: key.into(),
+    }
+}
+
+/// The outcome of a Claim response.
+pub fn outcome(r: &v1::ClaimResponse) -> v1::ClaimOutcome {
+    v1::ClaimOutcome::try_from(r.outcome).expect("known outcome")
+}
+
+/// The status of a record.
+pub fn status(r: &v1::Record) -> v1::RecordStatus {
+    v1::RecordStatus::try_from(r.status).expect("known status")
+}

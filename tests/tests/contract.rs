@@ -1,0 +1,440 @@
+//! CONTRACT §5 over real gRPC against the real binary: every Claim rule, Complete/Fail/Renew with
+//! their errors, Lookup, KeepAlive and Claim.wait.
+
+use oncekey_api::v1::{self, ClaimOutcome, Disposition, RecordStatus};
+use oncekey_tests::*;
+use std::time::Duration;
+use tonic::Code;
+
+const NS: &str = "payments.charge";
+
+#[tokio::test]
+async fn claim_complete_replay_and_key_reuse() {
+    let server = Server::start(&[]);
+    let mut c = server.client("acme").await;
+
+    let first = c
+        .claim(claim(NS, "order-1", r#"{"amount":100,"currency":"EUR"}"#))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(outcome(&first), ClaimOutcome::Acquired);
+    let lease = first.lease.clone().unwrap();
+    assert_eq!((lease.token, lease.attempt), (1, 1));
+    assert_eq!(
+        status(first.record.as_ref().unwrap()),
+        RecordStatus::Processing
+    );
+
+    // Rule 6: a duplicate while in flight.
+    let dup = c
+        .claim(claim(NS, "order-1", r#"{"currency":"EUR","amount":100}"#))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(outcome(&dup), ClaimOutcome::InProgress);
+    assert!(dup.retry_after.is_some() && dup.lease.is_none());
+
+    let body = b"{\"charge\":\"ch_1\"}\x00\xff".to_vec();
+    let done = c
+        .complete(complete(NS, "order-1", 1, result(201, &body)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        status(done.record.as_ref().unwrap()),
+        RecordStatus::Succeeded
+    );
+
+    // Rule 4: replay byte for byte, counted.
+    let replay = c
+        .claim(claim(NS, "order-1", r#"{"amount":1e2,"currency":"EUR"}"#))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(outcome(&replay), ClaimOutcome::Completed);
+    let record = replay.record.unwrap();
+    assert_eq!(record.result.as_ref().unwrap().body, body);
+    assert_eq!(record.result.as_ref().unwrap().code, 201);
+    assert_eq!(record.dedup_hits, 2);
+
+    // Rule 3: another payload → KEY_REUSED, nothing changes.
+    let err = c
+        .claim(claim(NS, "order-1", r#"{"amount":5}"#))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), reason(&err).as_str()),
+        (Code::FailedPrecondition, "KEY_REUSED")
+    );
+    let after = c
+        .lookup(lookup(NS, "order-1"))
+        .await
+        .unwrap()
+        .into_inner()
+        .record
+        .unwrap();
+    assert_eq!(
+        (after.dedup_hits, status(&after)),
+        (2, RecordStatus::Succeeded)
+    );
+
+    // The identical Complete again is OK; a different one is ALREADY_SETTLED.
+    c.complete(complete(NS, "order-1", 1, result(201, &body)))
+        .await
+        .unwrap();
+    let err = c
+        .complete(complete(NS, "order-1", 1, result(200, b"other")))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "ALREADY_SETTLED");
+    // A token that never held it: LEASE_LOST.
+    let err = c
+        .complete(complete(NS, "order-1", 9, result(201, &body)))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), reason(&err).as_str()),
+        (Code::FailedPrecondition, "LEASE_LOST")
+    );
+}
+
+#[tokio::test]
+async fn fail_final_retryable_and_abandon() {
+    let server = Server::start(&[]);
+    let mut c = server.client("acme").await;
+
+    c.claim(claim(NS, "final", "{}")).await.unwrap();
+    c.fail(fail(NS, "final", 1, Disposition::Final, "card declined"))
+        .await
+        .unwrap();
+    let replay = c
+        .claim(claim(NS, "final", "{}"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(outcome(&replay), ClaimOutcome::Failed);
+    assert_eq!(
+        replay.record.unwrap().error.unwrap().message,
+        "card declined"
+    );
+
+    // Rule 9: RETRY is acquired again with token+1.
+    c.claim(claim(NS, "retry", "{}")).await.unwrap();
+    let rec = c
+        .fail(fail(NS, "retry", 1, Disposition::Retryable, "timeout"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status(rec.record.as_ref().unwrap()), RecordStatus::Retry);
+    let again = c
+        .claim(claim(NS, "retry", "{}"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (outcome(&again), again.lease.unwrap().token),
+        (ClaimOutcome::Acquired, 2)
+    );
+    let err = c
+        .renew(v1::RenewRequest {
+            namespace: NS.into(),
+            key: "retry".into(),
+            lease_token: 1,
+            lease_ttl: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "LEASE_LOST");
+
+    // ABANDON deletes: the key may be claimed again, even with another payload.
+    c.claim(claim(NS, "abandon", r#"{"v":1}"#)).await.unwrap();
+    let gone = c
+        .fail(fail(
+            NS,
+            "abandon",
+            1,
+            Disposition::Abandon,
+            "invalid input",
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(gone.record.is_none());
+    let err = c.lookup(lookup(NS, "abandon")).await.unwrap_err();
+    assert_eq!(
+        (err.code(), reason(&err).as_str()),
+        (Code::NotFound, "NOT_FOUND")
+    );
+    let fresh = c
+        .claim(claim(NS, "abandon", r#"{"v":2}"#))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (outcome(&fresh), fresh.lease.unwrap().token),
+        (ClaimOutcome::Acquired, 1)
+    );
+}
+
+#[tokio::test]
+async fn expired_leases_takeover_and_reconciliation() {
+    let server = Server::start(&[]);
+    let mut c = server.client("acme").await;
+    let short = |key: &str, semantics: v1::Semantics| v1::ClaimRequest {
+        lease_ttl: Some(ms(1000)),
+        semantics: semantics as i32,
+        ..claim(NS, key, "{}")
+    };
+
+    // Rule 7: at-least-once takeover after the lease ran out.
+    c.claim(short("alo", v1::Semantics::AtLeastOnce))
+        .await
+        .unwrap();
+    // Rule 8: at-most-once becomes UNKNOWN.
+    c.claim(short("amo", v1::Semantics::AtMostOnce))
+        .await
+        .unwrap();
+    // A lease that ran out but was not taken over stays valid for its holder.
+    c.claim(short("late", v1::Semantics::AtLeastOnce))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    let taken = c
+        .claim(short("alo", v1::Semantics::AtLeastOnce))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(outcome(&taken), ClaimOutcome::Acquired);
+    assert_eq!(
+        (
+            taken.lease.as_ref().unwrap().token,
+            taken.lease.unwrap().attempt
+        ),
+        (2, 2)
+    );
+    let err = c
+        .complete(complete(NS, "alo", 1, result(200, b"late")))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "LEASE_LOST");
+
+    let unknown = c
+        .claim(short("amo", v1::Semantics::AtMostOnce))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(outcome(&unknown), ClaimOutcome::NeedsReconciliation);
+    assert_eq!(
+        status(unknown.record.as_ref().unwrap()),
+        RecordStatus::Unknown
+    );
+    let reconcile = v1::ClaimRequest {
+        reconcile: true,
+        ..short("amo", v1::Semantics::AtMostOnce)
+    };
+    let rec = c.claim(reconcile).await.unwrap().into_inner();
+    assert_eq!(
+        (outcome(&rec), rec.lease.unwrap().token),
+        (ClaimOutcome::Acquired, 2)
+    );
+
+    let late = c
+        .complete(complete(NS, "late", 1, result(200, b"ok")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        status(late.record.as_ref().unwrap()),
+        RecordStatus::Succeeded
+    );
+}
+
+#[tokio::test]
+async fn renew_and_server_side_keep_alive() {
+    let server = Server::start(&[]);
+    let mut c = server.client("acme").await;
+    c.claim(v1::ClaimRequest {
+        lease_ttl: Some(ms(1000)),
+        ..claim(NS, "ka", "{}")
+    })
+    .await
+    .unwrap();
+    let renewed = c
+        .renew(v1::RenewRequest {
+            namespace: NS.into(),
+            key: "ka".into(),
+            lease_token: 1,
+            lease_ttl: Some(ms(2000)),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(renewed.lease.unwrap().token, 1);
+
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tx.send(v1::KeepAliveRequest {
+        namespace: NS.into(),
+        key: "ka".into(),
+        lease_token: 1,
+        lease_ttl: Some(ms(1200)),
+    })
+    .await
+    .unwrap();
+    let mut leases = c
+        .keep_alive(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut expiries = Vec::new();
+    for _ in 0..4 {
+        let lease = tokio::time::timeout(Duration::from_secs(3), leases.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        expiries.push(lease.expires_at.unwrap());
+    }
+    assert!(
+        expiries
+            .windows(2)
+            .all(|w| (w[1].seconds, w[1].nanos) > (w[0].seconds, w[0].nanos)),
+        "{expiries:?}"
+    );
+    // Far past the 1.2 s lease, kept alive by the server: nobody can take it over.
+    let dup = c.claim(claim(NS, "ka", "{}")).await.unwrap().into_inner();
+    assert_eq!(outcome(&dup), ClaimOutcome::InProgress);
+
+    // Settling ends the stream cleanly.
+    c.complete(complete(NS, "ka", 1, result(200, b"done")))
+        .await
+        .unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(3), async {
+        loop {
+            match leases.message().await {
+                Ok(Some(_)) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the stream ends once the record settles");
+    assert!(matches!(end, Ok(None)), "{end:?}");
+    drop(tx);
+}
+
+#[tokio::test]
+async fn keep_alive_of_a_lost_lease_fails_with_lease_lost() {
+    let server = Server::start(&[]);
+    let mut c = server.client("acme").await;
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tx.send(v1::KeepAliveRequest {
+        namespace: NS.into(),
+        key: "nobody".into(),
+        lease_token: 1,
+        lease_ttl: None,
+    })
+    .await
+    .unwrap();
+    let err = c
+        .keep_alive(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "LEASE_LOST");
+}
+
+#[tokio::test]
+async fn claim_wait_returns_the_result_of_the_in_flight_call() {
+    let server = Server::start(&[]);
+    let mut c = server.client("acme").await;
+    c.claim(claim(NS, "slow", "{}")).await.unwrap();
+    let mut waiter = c.clone();
+    let waiting = tokio::spawn(async move {
+        let req = v1::ClaimRequest {
+            wait: Some(ms(10_000)),
+            ..claim(NS, "slow", "{}")
+        };
+        waiter.claim(req).await.unwrap().into_inner()
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished());
+    c.complete(complete(NS, "slow", 1, result(200, b"slow result")))
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("woken on settle")
+        .unwrap();
+    assert_eq!(outcome(&answer), ClaimOutcome::Completed);
+    assert_eq!(answer.record.unwrap().result.unwrap().body, b"slow result");
+
+    // At the deadline the answer is IN_PROGRESS.
+    c.claim(claim(NS, "stuck", "{}")).await.unwrap();
+    let req = v1::ClaimRequest {
+        wait: Some(ms(300)),
+        ..claim(NS, "stuck", "{}")
+    };
+    let answer = c.claim(req).await.unwrap().into_inner();
+    assert_eq!(outcome(&answer), ClaimOutcome::InProgress);
+    assert_eq!(
+        answer.record.unwrap().dedup_hits,
+        1,
+        "a waiting claim counts once"
+    );
+}
+
+#[tokio::test]
+async fn health_and_admin_endpoints() {
+    let server = Server::start(&[]);
+    let channel = tonic::transport::Endpoint::from_shared(server.grpc.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    for service in ["", "oncekey.v1.Ledger"] {
+        let reply = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            reply.status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        );
+    }
+    for (path, body) in [
+        ("/healthz", "ok"),
+        ("/readyz", "ready"),
+        ("/metrics", "oncekey_build_info"),
+    ] {
+        let (code, text) = http_get(&server.admin, path).await;
+        assert_eq!(code, 200, "{path}");
+        assert!(text.contains(body), "{path}: {text}");
+    }
+}
+
+/// A minimal HTTP/1.1 GET: (status code, body).
+async fn http_get(base: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (code, body)
+}
