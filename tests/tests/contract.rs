@@ -19,7 +19,7 @@ async fn claim_complete_replay_and_key_reuse() {
         .unwrap()
         .into_inner();
     assert_eq!(outcome(&first), ClaimOutcome::Acquired);
-    let lease = first.lease.clone().unwrap();
+    let lease = first.lease.unwrap();
     assert_eq!((lease.token, lease.attempt), (1, 1));
     assert_eq!(
         status(first.record.as_ref().unwrap()),
@@ -171,10 +171,17 @@ async fn fail_final_retryable_and_abandon() {
         .await
         .unwrap()
         .into_inner();
+    // A new claim with new arguments; its token continues the sequence, so the abandoning
+    // holder's token 1 cannot act on it.
     assert_eq!(
         (outcome(&fresh), fresh.lease.unwrap().token),
-        (ClaimOutcome::Acquired, 1)
+        (ClaimOutcome::Acquired, 2)
     );
+    let err = c
+        .complete(complete(NS, "abandon", 1, result(200, b"stale")))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "LEASE_LOST");
 }
 
 #[tokio::test]

@@ -308,6 +308,8 @@ pub fn record(r: &Record) -> v1::Record {
             Status::Failed => v1::RecordStatus::Failed,
             Status::Retry => v1::RecordStatus::Retry,
             Status::Unknown => v1::RecordStatus::Unknown,
+            // Never shown: the engine answers NOT_FOUND or no record for a tombstone.
+            Status::Abandoned => v1::RecordStatus::Unspecified,
         } as i32,
         fingerprint: r.fingerprint.to_vec(),
         semantics: match r.semantics {

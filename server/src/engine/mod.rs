@@ -157,7 +157,7 @@ impl<S: Store> Engine<S> {
                 Ok((ledger::fail(current, token, error, disposition, now)?, ()))
             })
             .await?;
-        Ok(record)
+        Ok(record.filter(|r| r.status != Status::Abandoned))
     }
 
     /// Renew: the lease runs `lease_ttl` from now.
@@ -178,9 +178,9 @@ impl<S: Store> Engine<S> {
 
     /// The live record of `id`.
     pub async fn lookup(&self, id: &RecordId) -> Result<Record, EngineError> {
-        self.store
-            .get(id, self.clock.now())
-            .await?
+        let record = self.store.get(id, self.clock.now()).await?;
+        record
+            .filter(|r| r.status != Status::Abandoned)
             .ok_or(EngineError::NotFound)
     }
 
@@ -225,11 +225,6 @@ impl<S: Store> Engine<S> {
                 ) => {
                     self.store
                         .replace_if_version(next, *expected_version, *durable, now)
-                        .await?
-                }
-                (Change::Delete { expected_version }, _) => {
-                    self.store
-                        .delete_if_version(id, *expected_version, now)
                         .await?
                 }
                 (Change::Insert | Change::Replace { .. }, None) => {

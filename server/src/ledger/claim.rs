@@ -66,6 +66,9 @@ pub fn claim(
     let Some(current) = current.filter(|r| !r.is_expired(now)) else {
         return Ok(create(id, args, now));
     };
+    if current.status == Status::Abandoned {
+        return Ok(recreate(id, current, args, now));
+    }
     if current.fingerprint != args.fingerprint {
         return Err(LedgerError::KeyReused);
     }
@@ -81,6 +84,7 @@ pub fn claim(
         Status::Processing | Status::Unknown if args.reconcile => acquire(current, args, now),
         Status::Processing | Status::Unknown => needs_reconciliation(current, now),
         Status::Retry => acquire(current, args, now),
+        Status::Abandoned => unreachable!("handled above"),
     };
     Ok(decision)
 }
@@ -114,6 +118,19 @@ fn create(id: &RecordId, args: &ClaimArgs, now: Millis) -> ClaimDecision {
             change: Change::Insert,
         },
     }
+}
+
+/// Rule 2 over a tombstone: a new record for any arguments, whose token continues the sequence.
+fn recreate(id: &RecordId, tombstone: &Record, args: &ClaimArgs, now: Millis) -> ClaimDecision {
+    let mut decision = create(id, args, now);
+    let record = decision.transition.record.as_mut().expect("created");
+    record.fencing_token = tombstone.fencing_token + 1;
+    record.version = tombstone.version + 1;
+    decision.transition.change = Change::Replace {
+        expected_version: tombstone.version,
+        durable: true,
+    };
+    decision
 }
 
 /// Rules 7, 8 (reconcile) and 9: token+1, attempt+1, new owner and lease.

@@ -45,14 +45,10 @@ pub enum Change {
         /// the next durable commit instead of forcing its own fsync.
         durable: bool,
     },
-    /// Delete the stored record whose version is `expected_version`.
-    Delete {
-        /// The version read before deciding.
-        expected_version: u64,
-    },
 }
 
-/// A decision: the record after it (none when deleted or absent) and how to store it.
+/// A decision: the record after it (none when absent) and how to store it. A tombstone
+/// (`Status::Abandoned`) is stored like any record; the engine shows callers no record for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transition {
     /// The record as the caller should see it after the decision.

@@ -47,6 +47,10 @@ pub enum Status {
     Retry,
     /// An at-most-once operation whose lease ran out; needs reconciliation.
     Unknown,
+    /// Abandoned: a tombstone, never shown to callers (Lookup answers NOT_FOUND). The key may be
+    /// claimed again with any arguments, but its fencing sequence continues, so that no holder of
+    /// an earlier token can act on the new claim.
+    Abandoned,
 }
 
 /// What a lost lease means for the operation.

@@ -57,8 +57,9 @@ pub fn complete(
     Err(LedgerError::AlreadySettled)
 }
 
-/// Fail: RETRY, FAILED or deleted; the identical Fail again is OK, and so is ABANDON of a record
-/// that is already gone (the key is claimable, which is all ABANDON promises).
+/// Fail: RETRY, FAILED or abandoned (a tombstone the caller never sees); the identical Fail again
+/// is OK, and so is ABANDON of a record that is already gone (the key is claimable, which is all
+/// ABANDON promises).
 pub fn fail(
     current: Option<&Record>,
     token: u64,
@@ -77,17 +78,10 @@ pub fn fail(
         let status = match disposition {
             Disposition::Retryable => Status::Retry,
             Disposition::Final => Status::Failed,
-            Disposition::Abandon => {
-                return Ok(Transition {
-                    record: None,
-                    change: Change::Delete {
-                        expected_version: current.version,
-                    },
-                })
-            }
+            Disposition::Abandon => Status::Abandoned,
         };
         let mut next = settled(current, status, now);
-        next.error = Some(error.clone());
+        next.error = (status != Status::Abandoned).then(|| error.clone());
         next.result = None;
         return Ok(Transition::replace(current, next, true));
     }
@@ -95,7 +89,9 @@ pub fn fail(
         (current.status, disposition),
         (Status::Retry, Disposition::Retryable) | (Status::Failed, Disposition::Final)
     );
-    if same_status && current.error.as_ref() == Some(error) {
+    if (same_status && current.error.as_ref() == Some(error))
+        || (current.status == Status::Abandoned && disposition == Disposition::Abandon)
+    {
         return Ok(Transition::keep(current));
     }
     Err(LedgerError::AlreadySettled)
@@ -119,6 +115,8 @@ pub fn renew(
         }
         // The lease ran out and the record awaits reconciliation: renewing cannot bring it back.
         Status::Unknown => Err(LedgerError::LeaseLost),
-        Status::Succeeded | Status::Failed | Status::Retry => Err(LedgerError::AlreadySettled),
+        Status::Succeeded | Status::Failed | Status::Retry | Status::Abandoned => {
+            Err(LedgerError::AlreadySettled)
+        }
     }
 }

@@ -389,7 +389,7 @@ fn repeated_identical_fail_is_ok() {
 }
 
 #[test]
-fn abandon_deletes_and_the_key_can_be_claimed_with_another_payload() {
+fn abandon_leaves_a_tombstone_the_key_can_be_claimed_with_another_payload() {
     let rec = claimed(&args(1), T0);
     let t = fail(
         Some(&rec),
@@ -399,27 +399,36 @@ fn abandon_deletes_and_the_key_can_be_claimed_with_another_payload() {
         T0 + 1,
     )
     .unwrap();
+    let tombstone = after(&t);
+    assert_eq!(tombstone.status, Status::Abandoned);
     assert_eq!(
-        (t.record, t.change),
-        (
-            None,
-            Change::Delete {
-                expected_version: 1
-            }
-        )
+        t.change,
+        Change::Replace {
+            expected_version: 1,
+            durable: true
+        }
     );
-    // Stored as deleted: the next claim sees nothing, even with another fingerprint.
-    let d = claim(&id(), None, &args(2), T0 + 2).unwrap();
+    // Claimable again with another fingerprint; the fencing sequence continues.
+    let d = claim(&id(), Some(&tombstone), &args(2), T0 + 2).unwrap();
+    assert_eq!(d.outcome, ClaimOutcome::Acquired);
+    let r = d.record();
     assert_eq!(
-        (d.outcome, d.record().fencing_token),
-        (ClaimOutcome::Acquired, 1)
+        (r.fencing_token, r.attempt, r.dedup_hits, r.fingerprint),
+        (2, 1, 0, [2; 32])
     );
-    // A retried ABANDON on the deleted record is OK; with a stale token on a new holder, LEASE_LOST.
+    assert_eq!(
+        d.transition.change,
+        Change::Replace {
+            expected_version: tombstone.version,
+            durable: true
+        }
+    );
+    // The abandoning holder retrying its ABANDON is OK; anything else it tries is ALREADY_SETTLED.
     assert_eq!(
         fail(
-            None,
+            Some(&tombstone),
             1,
-            &error("invalid input"),
+            &error("x"),
             Disposition::Abandon,
             T0 + 3
         )
@@ -427,15 +436,31 @@ fn abandon_deletes_and_the_key_can_be_claimed_with_another_payload() {
         .change,
         Change::Keep
     );
-    let renewed_holder = claimed(&args(2), T0 + 2);
+    assert_eq!(
+        complete(Some(&tombstone), 1, &result("ok"), T0 + 3).unwrap_err(),
+        LedgerError::AlreadySettled
+    );
+    // The old token cannot touch the new claim.
+    let new_life = d.record().clone();
+    assert_eq!(
+        complete(Some(&new_life), 1, &result("ok"), T0 + 3).unwrap_err(),
+        LedgerError::LeaseLost
+    );
     let stale = fail(
-        Some(&renewed_holder),
-        7,
+        Some(&new_life),
+        1,
         &error("x"),
         Disposition::Abandon,
         T0 + 3,
     );
     assert_eq!(stale.unwrap_err(), LedgerError::LeaseLost);
+    // ABANDON of a record already gone is OK: the key is claimable.
+    assert_eq!(
+        fail(None, 1, &error("x"), Disposition::Abandon, T0 + 3)
+            .unwrap()
+            .change,
+        Change::Keep
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The behavioural suite every store must pass, written once against the `Store` trait and the
 //! engine; `store_suite!` instantiates it for a backend.
 
-use crate::engine::{Clock, Engine};
+use crate::engine::{Clock, Engine, EngineError};
 use crate::ledger::{
     ClaimArgs, ClaimOutcome, Disposition, OpError, OpResult, Record, RecordId, Semantics, Status,
 };
@@ -213,11 +213,16 @@ pub async fn engine_retry_then_abandon<S: Store>(store: S) {
             .unwrap(),
         None
     );
+    assert!(matches!(
+        engine.lookup(&id).await,
+        Err(EngineError::NotFound)
+    ));
     let other = engine.claim(&id, &args(9), None).await.unwrap();
     assert_eq!(
         (other.outcome, other.lease.unwrap().token),
-        (ClaimOutcome::Acquired, 1)
+        (ClaimOutcome::Acquired, 3)
     );
+    assert_eq!(other.record.fingerprint, [9; 32]);
 }
 
 pub async fn engine_concurrent_claims_one_winner<S: Store>(store: S) {

@@ -83,6 +83,7 @@ fn status_code(status: Status) -> i32 {
         Status::Failed => 3,
         Status::Retry => 4,
         Status::Unknown => 5,
+        Status::Abandoned => 6,
     }
 }
 
@@ -93,6 +94,7 @@ fn status_from(code: i32) -> Result<Status, StoreError> {
         3 => Status::Failed,
         4 => Status::Retry,
         5 => Status::Unknown,
+        6 => Status::Abandoned,
         other => return Err(StoreError::Corrupt(format!("unknown status {other}"))),
     })
 }

@@ -1,0 +1,322 @@
+//! Property test: random sequences of Claim / Complete / Fail / Renew / clock advance from several
+//! clients of two tenants, run through the engine against the real embedded store, checking after
+//! every step that
+//! - at most one client holds a valid lease on a record at any time;
+//! - fencing tokens strictly increase within a record's life (a new life starts only after the
+//!   record was abandoned or expired);
+//! - a SUCCEEDED record never changes its result;
+//! - no operation of one tenant observes another tenant's record.
+//!
+//! Clients follow the documented operating rule that retention outlasts every retry: once a record
+//! may have expired, its old holders give up their leases (a holder stalled past the record's
+//! expiry could otherwise meet a new record whose tokens restart at 1; see README).
+
+use oncekey_server::engine::{Clock, Engine, EngineError};
+use oncekey_server::ledger::{ClaimArgs, ClaimOutcome, Disposition, Lease, LedgerError, Millis};
+use oncekey_server::ledger::{OpError, OpResult, RecordId, Semantics, Status};
+use oncekey_server::store::embedded::EmbeddedStore;
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+const TENANTS: [&str; 2] = ["acme", "globex"];
+const KEYS: [&str; 2] = ["k1", "k2"];
+const CLIENTS: usize = 3;
+const LEASE: Millis = 1_000;
+const RETENTION: Millis = 60_000;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Claim {
+        client: usize,
+        tenant: usize,
+        key: usize,
+        payload: u8,
+        amo: bool,
+        reconcile: bool,
+    },
+    Complete {
+        client: usize,
+        tenant: usize,
+        key: usize,
+    },
+    Fail {
+        client: usize,
+        tenant: usize,
+        key: usize,
+        disposition: u8,
+    },
+    Renew {
+        client: usize,
+        tenant: usize,
+        key: usize,
+    },
+    Advance {
+        ms: Millis,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let who = (0..CLIENTS, 0..TENANTS.len(), 0..KEYS.len());
+    prop_oneof![
+        3 => (who.clone(), 0u8..2, any::<bool>(), any::<bool>()).prop_map(|((client, tenant, key), payload, amo, reconcile)| Op::Claim { client, tenant, key, payload, amo, reconcile }),
+        2 => who.clone().prop_map(|(client, tenant, key)| Op::Complete { client, tenant, key }),
+        1 => (who.clone(), 0u8..3).prop_map(|((client, tenant, key), disposition)| Op::Fail { client, tenant, key, disposition }),
+        1 => who.prop_map(|(client, tenant, key)| Op::Renew { client, tenant, key }),
+        2 => prop_oneof![Just(100), Just(600), Just(1_000), Just(61_000)].prop_map(|ms| Op::Advance { ms }),
+    ]
+}
+
+/// What the model knows about one record (per tenant and key).
+#[derive(Default)]
+struct Model {
+    /// The last token handed out in this record's life.
+    last_token: u64,
+    /// The result stored by a successful Complete in this life.
+    result: Option<OpResult>,
+    /// The record may be gone (abandoned, or expiry may have passed): a new life may start.
+    may_be_gone: bool,
+    /// Latest expiry the model saw.
+    expires_at: Millis,
+}
+
+struct World {
+    engine: Engine<EmbeddedStore>,
+    clock: Clock,
+    /// (client, tenant, key) → the lease that client believes it holds.
+    leases: HashMap<(usize, usize, usize), Lease>,
+    models: HashMap<(usize, usize), Model>,
+}
+
+fn id(tenant: usize, key: usize) -> RecordId {
+    RecordId::new(TENANTS[tenant], "prop.ns", KEYS[key])
+}
+
+fn result_for(tenant: usize, client: usize, token: u64) -> OpResult {
+    OpResult {
+        code: 200,
+        body: format!("{}:{client}:{token}", TENANTS[tenant]).into_bytes(),
+        ..OpResult::default()
+    }
+}
+
+impl World {
+    async fn step(&mut self, op: &Op) {
+        match *op {
+            Op::Advance { ms } => {
+                self.clock.advance(ms);
+                let now = self.clock.now();
+                for (&(tenant, key), model) in self.models.iter_mut() {
+                    if model.expires_at > 0 && now >= model.expires_at {
+                        model.may_be_gone = true;
+                        self.leases.retain(|&(_, t, k), _| (t, k) != (tenant, key));
+                    }
+                }
+            }
+            Op::Claim {
+                client,
+                tenant,
+                key,
+                payload,
+                amo,
+                reconcile,
+            } => {
+                let args = ClaimArgs {
+                    fingerprint: [payload; 32],
+                    lease_ttl: LEASE,
+                    retention: RETENTION,
+                    semantics: if amo {
+                        Semantics::AtMostOnce
+                    } else {
+                        Semantics::AtLeastOnce
+                    },
+                    owner: format!("client-{client}"),
+                    parent: None,
+                    reconcile,
+                };
+                match self.engine.claim(&id(tenant, key), &args, None).await {
+                    Ok(reply) => {
+                        assert_eq!(reply.record.id.tenant, TENANTS[tenant], "tenant isolation");
+                        let model = self.models.entry((tenant, key)).or_default();
+                        model.expires_at = model.expires_at.max(reply.record.expires_at);
+                        if reply.outcome == ClaimOutcome::Acquired {
+                            let lease = reply.lease.expect("ACQUIRED carries a lease");
+                            if lease.token == 1 && model.last_token > 0 {
+                                assert!(
+                                    model.may_be_gone,
+                                    "token restarted at 1 while the record lived"
+                                );
+                                model.result = None;
+                            } else {
+                                assert!(
+                                    lease.token > model.last_token,
+                                    "fencing tokens must increase"
+                                );
+                            }
+                            model.last_token = lease.token;
+                            model.may_be_gone = false;
+                            self.leases.insert((client, tenant, key), lease);
+                        }
+                        if reply.outcome == ClaimOutcome::Completed {
+                            check_result(model, reply.record.result.as_ref(), tenant);
+                        }
+                    }
+                    Err(EngineError::Ledger(LedgerError::KeyReused)) => {}
+                    Err(e) => panic!("claim failed: {e}"),
+                }
+            }
+            Op::Complete {
+                client,
+                tenant,
+                key,
+            } => {
+                let Some(lease) = self.leases.get(&(client, tenant, key)).copied() else {
+                    return;
+                };
+                let res = result_for(tenant, client, lease.token);
+                match self
+                    .engine
+                    .complete(&id(tenant, key), lease.token, &res)
+                    .await
+                {
+                    Ok(record) => {
+                        assert_eq!(record.status, Status::Succeeded);
+                        let model = self.models.entry((tenant, key)).or_default();
+                        check_result(model, record.result.as_ref(), tenant);
+                        model.result = record.result.clone();
+                        model.expires_at = model.expires_at.max(record.expires_at);
+                        self.leases.remove(&(client, tenant, key));
+                    }
+                    Err(EngineError::Ledger(
+                        LedgerError::LeaseLost | LedgerError::AlreadySettled,
+                    )) => {
+                        self.leases.remove(&(client, tenant, key));
+                    }
+                    Err(e) => panic!("complete failed: {e}"),
+                }
+            }
+            Op::Fail {
+                client,
+                tenant,
+                key,
+                disposition,
+            } => {
+                let Some(lease) = self.leases.get(&(client, tenant, key)).copied() else {
+                    return;
+                };
+                let disposition = [
+                    Disposition::Retryable,
+                    Disposition::Final,
+                    Disposition::Abandon,
+                ][disposition as usize];
+                let error = OpError {
+                    code: 1,
+                    message: "failed".into(),
+                    details: vec![],
+                };
+                let outcome = self
+                    .engine
+                    .fail(&id(tenant, key), lease.token, &error, disposition)
+                    .await;
+                match outcome {
+                    Ok(record) => {
+                        let model = self.models.entry((tenant, key)).or_default();
+                        assert!(
+                            model.result.is_none() || model.may_be_gone,
+                            "a SUCCEEDED record was failed"
+                        );
+                        match record {
+                            Some(record) => {
+                                model.expires_at = model.expires_at.max(record.expires_at)
+                            }
+                            // Abandoned: the next claim starts a new record (its tokens continue).
+                            None => model.result = None,
+                        }
+                    }
+                    Err(EngineError::Ledger(
+                        LedgerError::LeaseLost | LedgerError::AlreadySettled,
+                    )) => {}
+                    Err(e) => panic!("fail failed: {e}"),
+                }
+                self.leases.remove(&(client, tenant, key));
+            }
+            Op::Renew {
+                client,
+                tenant,
+                key,
+            } => {
+                let Some(lease) = self.leases.get(&(client, tenant, key)).copied() else {
+                    return;
+                };
+                match self
+                    .engine
+                    .renew(&id(tenant, key), lease.token, LEASE)
+                    .await
+                {
+                    Ok(renewed) => {
+                        assert_eq!(renewed.token, lease.token);
+                        let model = self.models.entry((tenant, key)).or_default();
+                        model.expires_at = model.expires_at.max(renewed.expires_at);
+                        self.leases.insert((client, tenant, key), renewed);
+                    }
+                    Err(EngineError::Ledger(_)) => {
+                        self.leases.remove(&(client, tenant, key));
+                    }
+                    Err(e) => panic!("renew failed: {e}"),
+                }
+            }
+        }
+        self.check_single_holder().await;
+    }
+
+    /// At most one client believes it holds a valid lease on each record, and it is the record's.
+    async fn check_single_holder(&self) {
+        let now = self.clock.now();
+        for tenant in 0..TENANTS.len() {
+            for key in 0..KEYS.len() {
+                let holders: Vec<_> = (0..CLIENTS)
+                    .filter_map(|c| self.leases.get(&(c, tenant, key)))
+                    .filter(|lease| lease.expires_at > now)
+                    .collect();
+                assert!(holders.len() <= 1, "two valid leases at once: {holders:?}");
+                if let (Some(lease), Ok(record)) =
+                    (holders.first(), self.engine.lookup(&id(tenant, key)).await)
+                {
+                    if record.status == Status::Processing {
+                        assert_eq!(
+                            record.fencing_token, lease.token,
+                            "the valid lease is the record's"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn check_result(model: &Model, seen: Option<&OpResult>, tenant: usize) {
+    let seen = seen.expect("a SUCCEEDED record has a result");
+    assert!(
+        seen.body.starts_with(TENANTS[tenant].as_bytes()),
+        "tenant isolation: saw another tenant's result"
+    );
+    if let Some(stored) = &model.result {
+        assert_eq!(stored, seen, "a SUCCEEDED result changed");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #[test]
+    fn ledger_invariants_hold(ops in proptest::collection::vec(op(), 1..60)) {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let clock = Clock::manual(1_700_000_000_000);
+            let store = EmbeddedStore::open(dir.path()).unwrap();
+            let mut world = World { engine: Engine::new(store, clock.clone()), clock, leases: HashMap::new(), models: HashMap::new() };
+            for op in &ops {
+                world.step(op).await;
+            }
+        });
+    }
+}
