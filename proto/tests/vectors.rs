@@ -6,7 +6,10 @@ use oncekey_api::fingerprint::{canonicalize_json, fingerprint_json, fingerprint_
 use serde_json::Value;
 
 fn vectors() -> Vec<Value> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/vectors/fingerprint.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/vectors/fingerprint.json"
+    );
     let text = std::fs::read_to_string(path).expect("shared vectors");
     let doc: Value = serde_json::from_str(&text).expect("vectors are JSON");
     let vectors = doc["vectors"].as_array().expect("a vectors array").clone();
@@ -23,8 +26,16 @@ fn canonical_text_and_hash_match_every_vector() {
             assert!(canonicalize_json(input).is_err(), "{name}: must be refused");
             continue;
         }
-        assert_eq!(canonicalize_json(input).unwrap(), v["canonical"].as_str().unwrap(), "{name}");
-        assert_eq!(hex::encode(fingerprint_json(input).unwrap()), v["sha256"].as_str().unwrap(), "{name}");
+        assert_eq!(
+            canonicalize_json(input).unwrap(),
+            v["canonical"].as_str().unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            hex::encode(fingerprint_json(input).unwrap()),
+            v["sha256"].as_str().unwrap(),
+            "{name}"
+        );
     }
 }
 
@@ -32,6 +43,11 @@ fn canonical_text_and_hash_match_every_vector() {
 fn serde_values_fingerprint_like_their_text() {
     for v in vectors().into_iter().filter(|v| v["error"].is_null()) {
         let value: Value = serde_json::from_str(v["input"].as_str().unwrap()).unwrap();
-        assert_eq!(hex::encode(fingerprint_of(&value).unwrap()), v["sha256"].as_str().unwrap(), "{}", v["name"]);
+        assert_eq!(
+            hex::encode(fingerprint_of(&value).unwrap()),
+            v["sha256"].as_str().unwrap(),
+            "{}",
+            v["name"]
+        );
     }
 }
