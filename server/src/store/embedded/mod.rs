@@ -17,6 +17,7 @@ use redb::{Database, ReadableDatabase, TableDefinition};
 use std::path::Path;
 use std::sync::{mpsc, Arc};
 use tokio::sync::oneshot;
+pub use writer::Stats;
 use writer::{Done, Op, Request};
 
 /// id bytes → record bytes.
@@ -31,6 +32,7 @@ pub const DB_FILE: &str = "oncekey.redb";
 pub struct EmbeddedStore {
     db: Arc<Database>,
     writes: mpsc::Sender<Request>,
+    stats: Arc<Stats>,
 }
 
 impl EmbeddedStore {
@@ -47,8 +49,9 @@ impl EmbeddedStore {
             .map_err(|e| StoreError::Internal(format!("cannot open {}: {e}", path.display())))?;
         let db = Arc::new(db);
         writer::create_tables(&db)?;
-        let writes = writer::spawn(db.clone())?;
-        Ok(Self { db, writes })
+        let stats = Arc::new(Stats::default());
+        let writes = writer::spawn(db.clone(), stats.clone())?;
+        Ok(Self { db, writes, stats })
     }
 
     async fn submit(&self, op: Op) -> Result<Done, StoreError> {
@@ -59,6 +62,11 @@ impl EmbeddedStore {
         answer
             .await
             .map_err(|_| StoreError::Unavailable("the store's writer has stopped".into()))?
+    }
+
+    /// Counts of writes and fsyncs so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
     }
 
     /// Makes every write so far durable (including counter-only writes); used at shutdown.
@@ -153,6 +161,47 @@ impl Store for EmbeddedStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::{Clock, Engine};
+    use crate::ledger::{ClaimArgs, RecordId, Semantics};
+    use std::sync::atomic::Ordering;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_claims_share_fsyncs() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(Engine::new(
+            EmbeddedStore::open(dir.path()).unwrap(),
+            Clock::System,
+        ));
+        let before = engine.store().stats().fsyncs.load(Ordering::Relaxed);
+        let args = ClaimArgs {
+            fingerprint: [1; 32],
+            lease_ttl: 30_000,
+            retention: 60_000,
+            semantics: Semantics::AtLeastOnce,
+            owner: "t".into(),
+            parent: None,
+            reconcile: false,
+        };
+        let claims: Vec<_> = (0..256)
+            .map(|i| {
+                let (engine, args) = (engine.clone(), args.clone());
+                tokio::spawn(async move {
+                    let id = RecordId::new("t", "ns", format!("k{i}"));
+                    engine.claim(&id, &args, None).await.unwrap()
+                })
+            })
+            .collect();
+        for claim in claims {
+            claim.await.unwrap();
+        }
+        let fsyncs = engine.store().stats().fsyncs.load(Ordering::Relaxed) - before;
+        let writes = engine.store().stats().writes.load(Ordering::Relaxed);
+        assert!(writes >= 256, "{writes}");
+        assert!(
+            fsyncs < 256,
+            "256 new records took {fsyncs} fsyncs: no group commit"
+        );
+    }
 
     crate::store_suite!(embedded, async {
         let dir = tempfile::tempdir().unwrap();

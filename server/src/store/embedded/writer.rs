@@ -9,6 +9,7 @@ use super::{codec, EXPIRY, RECORDS};
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Cas, StoreError};
 use redb::{Database, Durability, ReadableTable, Table, WriteTransaction};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -51,6 +52,15 @@ pub enum Done {
     Swept(usize),
 }
 
+/// What the writer has done so far: group commit shows as `writes` > `fsyncs`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Conditional writes applied or refused.
+    pub writes: AtomicU64,
+    /// Commits that forced an fsync.
+    pub fsyncs: AtomicU64,
+}
+
 /// A write and where to send its answer.
 pub struct Request {
     pub op: Op,
@@ -70,22 +80,22 @@ pub fn create_tables(db: &Database) -> Result<(), StoreError> {
 }
 
 /// Starts the writer thread; it stops (after a final durable commit) when every sender is dropped.
-pub fn spawn(db: Arc<Database>) -> Result<mpsc::Sender<Request>, StoreError> {
+pub fn spawn(db: Arc<Database>, stats: Arc<Stats>) -> Result<mpsc::Sender<Request>, StoreError> {
     let (tx, rx) = mpsc::channel::<Request>();
     std::thread::Builder::new()
         .name("oncekey-writer".into())
-        .spawn(move || run(&db, &rx))
+        .spawn(move || run(&db, &rx, &stats))
         .map_err(internal)?;
     Ok(tx)
 }
 
-fn run(db: &Database, rx: &mpsc::Receiver<Request>) {
+fn run(db: &Database, rx: &mpsc::Receiver<Request>, stats: &Stats) {
     let mut lazy_pending = false;
     loop {
         let first = match rx.recv_timeout(LAZY_FLUSH) {
             Ok(request) => request,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if lazy_pending && commit_batch(db, Vec::new(), true).is_ok() {
+                if lazy_pending && commit_batch(db, Vec::new(), true, stats).is_ok() {
                     lazy_pending = false;
                 }
                 continue;
@@ -100,14 +110,14 @@ fn run(db: &Database, rx: &mpsc::Receiver<Request>) {
             }
         }
         let durable = batch.iter().any(|r| needs_fsync(&r.op));
-        match commit_batch(db, batch, durable) {
+        match commit_batch(db, batch, durable, stats) {
             // A durable commit also makes every earlier non-durable one durable.
             Ok(()) => lazy_pending = !durable,
             Err(e) => tracing::error!(error = %e, "embedded store commit failed"),
         }
     }
     if lazy_pending {
-        let _ = commit_batch(db, Vec::new(), true);
+        let _ = commit_batch(db, Vec::new(), true, stats);
     }
 }
 
@@ -116,7 +126,18 @@ fn needs_fsync(op: &Op) -> bool {
 }
 
 /// Applies `batch` in one transaction and answers every request after the commit.
-fn commit_batch(db: &Database, batch: Vec<Request>, durable: bool) -> Result<(), StoreError> {
+fn commit_batch(
+    db: &Database,
+    batch: Vec<Request>,
+    durable: bool,
+    stats: &Stats,
+) -> Result<(), StoreError> {
+    stats
+        .writes
+        .fetch_add(batch.len() as u64, Ordering::Relaxed);
+    if durable {
+        stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+    }
     let outcome = (|| {
         let mut txn = db.begin_write().map_err(internal)?;
         txn.set_durability(if durable {
