@@ -20,7 +20,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the server.
     Serve(Box<ServeArgs>),
-    /// Apply migrations/*.cql to the CQL store.
+    /// Create the CQL keyspace and apply the migrations built into this binary (idempotent).
     Migrate(MigrateArgs),
     /// Manage bearer tokens.
     #[command(subcommand)]
@@ -95,9 +95,11 @@ pub struct MigrateArgs {
     /// CQL connection.
     #[command(flatten)]
     pub cql: CqlArgs,
-    /// Directory of numbered .cql migrations.
-    #[arg(long, env = "ONCEKEY_MIGRATIONS_DIR", default_value = "migrations")]
-    pub migrations_dir: PathBuf,
+    /// Replication of the keyspace when migrate creates it (ignored once it exists):
+    /// `NetworkTopologyStrategy:dc1=3[,dc2=3…]` for production, `SimpleStrategy:1` for a local
+    /// single node only. The migrations themselves are built into the binary.
+    #[arg(long, env = "ONCEKEY_CQL_REPLICATION", value_parser = crate::store::cql::migrate::parse_replication)]
+    pub cql_replication: Option<crate::store::cql::migrate::Replication>,
 }
 
 /// `oncekey serve`

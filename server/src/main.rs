@@ -44,12 +44,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             telemetry::init(args.log_format);
             return serve::run(*args).await;
         }
-        Command::Migrate(_) => {
-            return Err(ConfigError(
-                "oncekey migrate needs the CQL store, which this build does not have yet".into(),
-            )
-            .into())
-        }
+        Command::Migrate(args) => return oncekey_server::store::cql::migrate::command(args).await,
         Command::Token(TokenCommand::New { tenant }) => {
             let (token, line) = oncekey_server::cli::token::new_token(&tenant)?;
             println!("token: {token}");

@@ -49,7 +49,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             serve_store(store, &args, Arc::new(auth)).await
         }
         StoreKind::Cql => {
-            Err(ConfigError("--store cql is not available in this build yet".into()).into())
+            let store = crate::store::cql::CqlStore::connect(&args.cql)
+                .await
+                .map_err(|e| ConfigError(e.to_string()))?;
+            tracing::info!(keyspace = %args.cql.cql_keyspace, local_dc = ?args.cql.cql_local_dc, "cql store open");
+            serve_store(store, &args, Arc::new(auth)).await
         }
     }
 }

@@ -6,6 +6,7 @@
 //! a distributed store can map each transition to one lightweight transaction
 //! (`INSERT … IF NOT EXISTS`, `UPDATE … IF version = ?`, `DELETE … IF version = ?`).
 
+pub mod cql;
 pub mod embedded;
 #[cfg(test)]
 pub(crate) mod suite;

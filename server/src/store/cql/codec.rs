@@ -1,0 +1,411 @@
+//! How a `Record` maps to the columns of the `records` table and back.
+//!
+//! One list of columns (`COLUMNS`) drives both the statement texts (see `statements`) and the bound
+//! values, so the two cannot drift apart. Rows are decoded by column name, never by position:
+//! Cassandra and ScyllaDB return different column sets for a failed lightweight transaction.
+//! This module does no I/O and knows nothing of consistency levels or retries.
+
+use crate::ledger::{Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status};
+use crate::store::StoreError;
+use scylla::response::query_result::ColumnSpecs;
+use scylla::value::{CqlTimestamp, CqlValue, Row};
+use std::collections::BTreeMap;
+
+/// The partition key, in order: tenant is part of it, so tenants never share a row.
+pub const KEY_COLUMNS: [&str; 3] = ["tenant", "namespace", "key"];
+
+/// Every non-key column, in the order their values are bound.
+pub const COLUMNS: [&str; 22] = [
+    "version",
+    "status",
+    "fingerprint",
+    "semantics",
+    "fencing_token",
+    "attempt",
+    "dedup_hits",
+    "lease_owner",
+    "lease_expires_at",
+    "created_at",
+    "updated_at",
+    "expires_at",
+    "retention_ms",
+    "result_code",
+    "result_body",
+    "result_content_type",
+    "result_metadata",
+    "error_code",
+    "error_message",
+    "error_details",
+    "parent",
+    "write_id",
+];
+
+/// The longest TTL Cassandra and ScyllaDB accept (20 years).
+pub const MAX_TTL_SECS: i32 = 630_720_000;
+
+/// A bound value: `None` writes a null (clears the column).
+pub type Value = Option<CqlValue>;
+
+/// The row TTL for `record` written at `now`: whole seconds until `expires_at`, rounded up so the
+/// row never disappears before the record expires; at least 1 (0 would mean "never expire").
+pub fn ttl_secs(record: &Record, now: Millis) -> i32 {
+    let left = record.expires_at.saturating_sub(now).max(1);
+    let secs = left.saturating_add(999) / 1000;
+    i32::try_from(secs)
+        .unwrap_or(MAX_TTL_SECS)
+        .min(MAX_TTL_SECS)
+}
+
+/// The partition key values of `id`.
+pub fn key_values(id: &RecordId) -> [Value; 3] {
+    [text(&id.tenant), text(&id.namespace), text(&id.key)]
+}
+
+/// The values of `COLUMNS` for `record`, tagged with `write_id` (a random per-write nonce that
+/// lets an uncertain write be recognised as ours).
+pub fn column_values(record: &Record, write_id: [u8; 16]) -> Vec<Value> {
+    let result = record.result.as_ref();
+    let error = record.error.as_ref();
+    vec![
+        big(record.version),
+        text(status_name(record.status)),
+        Some(CqlValue::Blob(record.fingerprint.to_vec())),
+        text(semantics_name(record.semantics)),
+        big(record.fencing_token),
+        big(u64::from(record.attempt)),
+        big(record.dedup_hits),
+        text(&record.lease_owner),
+        record.lease_expires_at.map(timestamp),
+        Some(timestamp(record.created_at)),
+        Some(timestamp(record.updated_at)),
+        Some(timestamp(record.expires_at)),
+        Some(CqlValue::BigInt(record.retention)),
+        result.map(|r| CqlValue::Int(r.code)),
+        result.map(|r| CqlValue::Blob(r.body.clone())),
+        result.and_then(|r| text(&r.content_type)),
+        result.and_then(|r| metadata(&r.metadata)),
+        error.map(|e| CqlValue::Int(e.code)),
+        error.and_then(|e| text(&e.message)),
+        error.map(|e| CqlValue::Blob(e.details.clone())),
+        record
+            .parent
+            .as_ref()
+            .map(|p| CqlValue::Tuple(vec![text(&p.namespace), text(&p.key)])),
+        Some(CqlValue::Blob(write_id.to_vec())),
+    ]
+}
+
+/// A timestamp value.
+pub fn timestamp(ms: Millis) -> CqlValue {
+    CqlValue::Timestamp(CqlTimestamp(ms))
+}
+
+/// A version value (`bigint`).
+pub fn big(n: u64) -> Value {
+    Some(CqlValue::BigInt(i64::try_from(n).unwrap_or(i64::MAX)))
+}
+
+fn text(s: &str) -> Value {
+    Some(CqlValue::Text(s.to_owned()))
+}
+
+/// An empty map is stored as null (CQL does not distinguish them).
+fn metadata(map: &BTreeMap<String, String>) -> Value {
+    (!map.is_empty()).then(|| {
+        CqlValue::Map(
+            map.iter()
+                .map(|(k, v)| (CqlValue::Text(k.clone()), CqlValue::Text(v.clone())))
+                .collect(),
+        )
+    })
+}
+
+fn status_name(status: Status) -> &'static str {
+    match status {
+        Status::Processing => "PROCESSING",
+        Status::Succeeded => "SUCCEEDED",
+        Status::Failed => "FAILED",
+        Status::Retry => "RETRY",
+        Status::Unknown => "UNKNOWN",
+        Status::Abandoned => "ABANDONED",
+    }
+}
+
+fn semantics_name(semantics: Semantics) -> &'static str {
+    match semantics {
+        Semantics::AtLeastOnce => "AT_LEAST_ONCE",
+        Semantics::AtMostOnce => "AT_MOST_ONCE",
+    }
+}
+
+/// One returned row, read by column name.
+pub struct RowView<'a> {
+    specs: ColumnSpecs<'a, 'a>,
+    row: &'a Row,
+}
+
+impl<'a> RowView<'a> {
+    /// Wraps a row with the column specs of its result.
+    pub fn new(specs: ColumnSpecs<'a, 'a>, row: &'a Row) -> Self {
+        Self { specs, row }
+    }
+
+    /// Whether the result carries column `name` at all (Cassandra omits columns on some failed
+    /// conditions).
+    pub fn has(&self, name: &str) -> bool {
+        self.specs.get_by_name(name).is_some()
+    }
+
+    /// The value of column `name`, `None` when absent from the result or null.
+    pub fn get(&self, name: &str) -> Option<&'a CqlValue> {
+        let (index, _) = self.specs.get_by_name(name)?;
+        self.row.columns.get(index)?.as_ref()
+    }
+
+    /// `[applied]` of a conditional statement.
+    pub fn applied(&self) -> Result<bool, StoreError> {
+        match self.get("[applied]") {
+            Some(CqlValue::Boolean(b)) => Ok(*b),
+            other => Err(corrupt("[applied]", other)),
+        }
+    }
+
+    /// The stored version; `None` for a row whose cells all expired (only its row marker is left).
+    pub fn version(&self) -> Result<Option<u64>, StoreError> {
+        self.get("version")
+            .map(|v| u64_of("version", v))
+            .transpose()
+    }
+
+    /// The stored write nonce, if any.
+    pub fn write_id(&self) -> Option<&'a [u8]> {
+        match self.get("write_id") {
+            Some(CqlValue::Blob(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Whether every record column is present (a full row rather than just condition columns).
+    pub fn is_full(&self) -> bool {
+        COLUMNS.iter().all(|c| self.has(c))
+    }
+
+    /// Decodes the record of `id`; `None` when the row holds no record (all cells expired).
+    pub fn record(&self, id: &RecordId) -> Result<Option<Record>, StoreError> {
+        let Some(version) = self.version()? else {
+            return Ok(None);
+        };
+        let status = match self.text_req("status")? {
+            "PROCESSING" => Status::Processing,
+            "SUCCEEDED" => Status::Succeeded,
+            "FAILED" => Status::Failed,
+            "RETRY" => Status::Retry,
+            "UNKNOWN" => Status::Unknown,
+            "ABANDONED" => Status::Abandoned,
+            other => return Err(StoreError::Corrupt(format!("unknown status {other:?}"))),
+        };
+        let semantics = match self.text_req("semantics")? {
+            "AT_LEAST_ONCE" => Semantics::AtLeastOnce,
+            "AT_MOST_ONCE" => Semantics::AtMostOnce,
+            other => return Err(StoreError::Corrupt(format!("unknown semantics {other:?}"))),
+        };
+        let fingerprint = self
+            .blob("fingerprint")
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| StoreError::Corrupt("fingerprint is not 32 bytes".into()))?;
+        let result = match self.get("result_code") {
+            None => None,
+            Some(code) => Some(OpResult {
+                code: i32_of("result_code", code)?,
+                body: self.blob("result_body").unwrap_or_default().to_vec(),
+                content_type: self.text("result_content_type")?.unwrap_or_default().into(),
+                metadata: self.metadata("result_metadata")?,
+            }),
+        };
+        let error = match self.get("error_code") {
+            None => None,
+            Some(code) => Some(OpError {
+                code: i32_of("error_code", code)?,
+                message: self.text("error_message")?.unwrap_or_default().into(),
+                details: self.blob("error_details").unwrap_or_default().to_vec(),
+            }),
+        };
+        Ok(Some(Record {
+            id: id.clone(),
+            status,
+            fingerprint,
+            semantics,
+            fencing_token: self.u64_req("fencing_token")?,
+            attempt: u32::try_from(self.u64_req("attempt")?)
+                .map_err(|_| StoreError::Corrupt("attempt out of range".into()))?,
+            dedup_hits: self.u64_req("dedup_hits")?,
+            lease_owner: self.text("lease_owner")?.unwrap_or_default().into(),
+            lease_expires_at: self.timestamp("lease_expires_at")?,
+            result,
+            error,
+            parent: self.parent()?,
+            created_at: self.timestamp_req("created_at")?,
+            updated_at: self.timestamp_req("updated_at")?,
+            expires_at: self.timestamp_req("expires_at")?,
+            retention: match self.get("retention_ms") {
+                Some(CqlValue::BigInt(n)) => *n,
+                other => return Err(corrupt("retention_ms", other)),
+            },
+            version,
+        }))
+    }
+
+    fn text(&self, name: &str) -> Result<Option<&'a str>, StoreError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(CqlValue::Text(s) | CqlValue::Ascii(s)) => Ok(Some(s)),
+            other => Err(corrupt(name, other)),
+        }
+    }
+
+    fn text_req(&self, name: &str) -> Result<&'a str, StoreError> {
+        self.text(name)?.ok_or_else(|| corrupt(name, None))
+    }
+
+    fn blob(&self, name: &str) -> Option<&'a [u8]> {
+        match self.get(name) {
+            Some(CqlValue::Blob(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    fn u64_req(&self, name: &str) -> Result<u64, StoreError> {
+        u64_of(name, self.get(name).ok_or_else(|| corrupt(name, None))?)
+    }
+
+    fn timestamp(&self, name: &str) -> Result<Option<Millis>, StoreError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(CqlValue::Timestamp(CqlTimestamp(ms))) => Ok(Some(*ms)),
+            other => Err(corrupt(name, other)),
+        }
+    }
+
+    fn timestamp_req(&self, name: &str) -> Result<Millis, StoreError> {
+        self.timestamp(name)?.ok_or_else(|| corrupt(name, None))
+    }
+
+    fn metadata(&self, name: &str) -> Result<BTreeMap<String, String>, StoreError> {
+        match self.get(name) {
+            None => Ok(BTreeMap::new()),
+            Some(CqlValue::Map(pairs)) => pairs
+                .iter()
+                .map(|pair| match pair {
+                    (CqlValue::Text(k), CqlValue::Text(v)) => Ok((k.clone(), v.clone())),
+                    _ => Err(StoreError::Corrupt(format!(
+                        "{name} holds a non-text entry"
+                    ))),
+                })
+                .collect(),
+            other => Err(corrupt(name, other)),
+        }
+    }
+
+    fn parent(&self) -> Result<Option<ParentRef>, StoreError> {
+        match self.get("parent") {
+            None => Ok(None),
+            Some(CqlValue::Tuple(parts)) => match parts.as_slice() {
+                [Some(CqlValue::Text(namespace)), Some(CqlValue::Text(key))] => {
+                    Ok(Some(ParentRef {
+                        namespace: namespace.clone(),
+                        key: key.clone(),
+                    }))
+                }
+                _ => Err(StoreError::Corrupt("parent is not (text, text)".into())),
+            },
+            other => Err(corrupt("parent", other)),
+        }
+    }
+}
+
+fn u64_of(name: &str, value: &CqlValue) -> Result<u64, StoreError> {
+    match value {
+        CqlValue::BigInt(n) => u64::try_from(*n).map_err(|_| corrupt(name, Some(value))),
+        other => Err(corrupt(name, Some(other))),
+    }
+}
+
+fn i32_of(name: &str, value: &CqlValue) -> Result<i32, StoreError> {
+    match value {
+        CqlValue::Int(n) => Ok(*n),
+        other => Err(corrupt(name, Some(other))),
+    }
+}
+
+/// Names the column and the kind of value found, never the value (it may be a stored body).
+fn corrupt(name: &str, found: Option<&CqlValue>) -> StoreError {
+    let kind = match found {
+        None => "null".to_owned(),
+        Some(v) => format!("{:?}", std::mem::discriminant(v)),
+    };
+    StoreError::Corrupt(format!("column {name}: unexpected {kind}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(expires_at: Millis) -> Record {
+        let id = RecordId::new("t", "ns", "k");
+        let args = crate::ledger::ClaimArgs {
+            fingerprint: [1; 32],
+            lease_ttl: 1_000,
+            retention: 60_000,
+            semantics: Semantics::AtLeastOnce,
+            owner: "o".into(),
+            parent: None,
+            reconcile: false,
+        };
+        let mut r = crate::ledger::claim(&id, None, &args, 0)
+            .unwrap()
+            .record()
+            .clone();
+        r.expires_at = expires_at;
+        r
+    }
+
+    #[test]
+    fn ttl_rounds_up_to_whole_seconds() {
+        assert_eq!(ttl_secs(&rec(60_000), 0), 60);
+        assert_eq!(ttl_secs(&rec(60_001), 0), 61);
+        assert_eq!(ttl_secs(&rec(60_999), 0), 61);
+        assert_eq!(ttl_secs(&rec(1), 0), 1);
+        assert_eq!(ttl_secs(&rec(1_500), 1_000), 1);
+    }
+
+    #[test]
+    fn ttl_is_recomputed_from_now() {
+        let r = rec(3_600_000);
+        assert_eq!(ttl_secs(&r, 0), 3_600);
+        assert_eq!(ttl_secs(&r, 3_000_000), 600);
+        assert_eq!(ttl_secs(&r, 3_599_001), 1);
+    }
+
+    #[test]
+    fn ttl_never_zero_or_negative() {
+        // 0 would mean "no TTL": an already-expired record still gets the shortest TTL.
+        assert_eq!(ttl_secs(&rec(1_000), 1_000), 1);
+        assert_eq!(ttl_secs(&rec(1_000), 50_000), 1);
+        assert_eq!(ttl_secs(&rec(i64::MIN), i64::MAX), 1);
+    }
+
+    #[test]
+    fn ttl_is_capped() {
+        assert_eq!(ttl_secs(&rec(i64::MAX), 0), MAX_TTL_SECS);
+        let twenty_one_years = 21 * 365 * 86_400_000;
+        assert_eq!(ttl_secs(&rec(twenty_one_years), 0), MAX_TTL_SECS);
+        assert_eq!(ttl_secs(&rec(630_720_000_000), 0), MAX_TTL_SECS);
+        assert_eq!(ttl_secs(&rec(630_719_999_001), 0), MAX_TTL_SECS);
+        assert_eq!(ttl_secs(&rec(630_719_000_000), 0), MAX_TTL_SECS - 1_000);
+    }
+
+    #[test]
+    fn values_cover_every_column() {
+        assert_eq!(column_values(&rec(1), [0; 16]).len(), COLUMNS.len());
+    }
+}

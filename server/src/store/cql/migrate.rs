@@ -1,0 +1,579 @@
+//! `oncekey migrate`: creates the keyspace and applies the numbered `migrations/*.cql` files,
+//! which are embedded in the binary (a deployed binary needs no files).
+//!
+//! Applied versions are recorded in the keyspace's own `schema_migrations` table. Each version is
+//! claimed with a lightweight transaction (`INSERT … IF NOT EXISTS`) before it runs, so two
+//! migrators started at once never run DDL concurrently: the loser waits for the winner, and takes
+//! over a claim whose holder stopped (every migration file is idempotent, so re-running is safe).
+//! Running migrate again is a no-op. The keyspace itself is created from `--cql-replication`
+//! (`SimpleStrategy:1` is for a local single node only); on ScyllaDB it is created with tablets
+//! disabled, as lightweight transactions on tablet keyspaces need ScyllaDB 2025.x or newer.
+//!
+//! This module must not touch the records table's data.
+
+use super::connect::{self, ConnectError};
+use crate::config::MigrateArgs;
+use scylla::client::session::Session;
+use scylla::statement::unprepared::Statement;
+use scylla::statement::Consistency;
+use scylla::value::{CqlTimestamp, CqlValue, Row};
+use sha2::{Digest, Sha256};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// One numbered migration.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// Its number, from the file name.
+    pub version: i32,
+    /// The file name without `.cql`.
+    pub name: &'static str,
+    /// The CQL text.
+    pub text: &'static str,
+}
+
+/// Every migration, in order. A unit test checks this list against the `migrations/` folder.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "0001_ledger",
+    text: include_str!("../../../../migrations/0001_ledger.cql"),
+}];
+
+/// The bookkeeping table (created before any migration, so it is not one of them).
+const BOOKKEEPING: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
+    version int PRIMARY KEY,
+    name text,
+    checksum text,
+    owner text,
+    started_at timestamp,
+    applied_at timestamp
+) WITH comment = 'oncekey: applied migrations; written only with lightweight transactions'";
+
+/// A claim older than this whose migration has not finished is taken over.
+const STALE_CLAIM: Duration = Duration::from_secs(120);
+/// How often a waiting migrator looks whether the claim holder finished.
+const POLL: Duration = Duration::from_millis(250);
+/// Schema changes can be slow on a loaded cluster.
+const DDL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Why migrate failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    /// Could not connect, or a flag is wrong.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// The keyspace does not exist and no replication was given.
+    #[error("keyspace {0} does not exist: pass --cql-replication, e.g. NetworkTopologyStrategy:dc1=3 (or SimpleStrategy:1 for a local single node only)")]
+    NoReplication(String),
+    /// An applied migration differs from the embedded one.
+    #[error("migration {name} was applied with different content (checksum {stored}, this binary has {embedded}); migrations must never be edited once released")]
+    Changed {
+        /// The migration.
+        name: String,
+        /// The recorded checksum.
+        stored: String,
+        /// The embedded file's checksum.
+        embedded: String,
+    },
+    /// A CQL statement failed.
+    #[error("{0}")]
+    Cql(String),
+}
+
+impl MigrateError {
+    /// Whether the operator must fix a flag or the setup (exit code 64).
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            MigrateError::NoReplication(_)
+                | MigrateError::Connect(ConnectError::Flag(_) | ConnectError::Unreachable { .. })
+        )
+    }
+}
+
+fn cql(context: &str) -> impl Fn(scylla::errors::ExecutionError) -> MigrateError + '_ {
+    move |e| MigrateError::Cql(format!("{context}: {e}"))
+}
+
+/// Keyspace replication from `--cql-replication`: `SimpleStrategy:<rf>` (local use only),
+/// `NetworkTopologyStrategy:<rf>` or `NetworkTopologyStrategy:<dc>=<rf>,<dc>=<rf>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replication(String);
+
+impl Replication {
+    /// The CQL map literal, e.g. `{'class': 'SimpleStrategy', 'replication_factor': 1}`.
+    pub fn cql(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Parses `--cql-replication`.
+pub fn parse_replication(text: &str) -> Result<Replication, String> {
+    let usage = "use SimpleStrategy:<rf> (local use only) or NetworkTopologyStrategy:<dc>=<rf>[,<dc>=<rf>…]";
+    let (class, spec) = text
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?}: {usage}"))?;
+    let factor = |rf: &str| match rf.trim().parse::<u16>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "{text:?}: replication factor {rf:?} is not a number ≥ 1"
+        )),
+    };
+    let entries = match class.trim() {
+        "SimpleStrategy" => vec![("replication_factor".to_owned(), factor(spec)?)],
+        "NetworkTopologyStrategy" if !spec.contains('=') => {
+            vec![("replication_factor".to_owned(), factor(spec)?)]
+        }
+        "NetworkTopologyStrategy" => spec
+            .split(',')
+            .map(|pair| {
+                let (dc, rf) = pair
+                    .split_once('=')
+                    .ok_or_else(|| format!("{text:?}: {usage}"))?;
+                let dc = dc.trim();
+                let valid = !dc.is_empty()
+                    && dc
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+                if !valid {
+                    return Err(format!("{text:?}: bad datacenter name {dc:?}"));
+                }
+                Ok((dc.to_owned(), factor(rf)?))
+            })
+            .collect::<Result<_, _>>()?,
+        other => return Err(format!("{text:?}: unknown strategy {other:?}; {usage}")),
+    };
+    let mut cql = format!("{{'class': '{}'", class.trim());
+    for (key, rf) in entries {
+        cql.push_str(&format!(", '{key}': {rf}"));
+    }
+    cql.push('}');
+    Ok(Replication(cql))
+}
+
+/// What one migration run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The migration.
+    pub name: &'static str,
+    /// `true` if this run applied it, `false` if it was applied already (or by a concurrent run).
+    pub applied_now: bool,
+}
+
+/// `oncekey migrate`: applies every migration and prints one line per migration.
+pub async fn command(args: MigrateArgs) -> anyhow::Result<()> {
+    crate::telemetry::init(crate::config::LogFormat::Text);
+    match run(&args).await {
+        Ok(outcomes) => {
+            for o in outcomes {
+                let what = if o.applied_now {
+                    "applied"
+                } else {
+                    "already applied"
+                };
+                println!("{} {what}", o.name);
+            }
+            println!("keyspace {} is up to date", args.cql.cql_keyspace);
+            Ok(())
+        }
+        Err(e) if e.is_config() => Err(crate::config::ConfigError(e.to_string()).into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Creates the keyspace if needed and applies the pending migrations.
+pub async fn run(args: &MigrateArgs) -> Result<Vec<Outcome>, MigrateError> {
+    let keyspace = args.cql.cql_keyspace.as_str();
+    let session = connect::session(&args.cql).await?;
+    create_keyspace(&session, keyspace, args.cql_replication.as_ref()).await?;
+    session
+        .use_keyspace(keyspace, false)
+        .await
+        .map_err(|e| MigrateError::Cql(format!("USE {keyspace}: {e}")))?;
+    ddl(&session, BOOKKEEPING).await?;
+    let owner = format!("{:016x}", rand::random::<u64>());
+    let mut outcomes = Vec::new();
+    for migration in MIGRATIONS {
+        let applied_now = apply_one(&session, migration, &owner).await?;
+        if applied_now {
+            tracing::info!(migration = migration.name, keyspace, "migration applied");
+        }
+        outcomes.push(Outcome {
+            name: migration.name,
+            applied_now,
+        });
+    }
+    Ok(outcomes)
+}
+
+async fn create_keyspace(
+    session: &Session,
+    keyspace: &str,
+    replication: Option<&Replication>,
+) -> Result<(), MigrateError> {
+    let exists = !rows(
+        session,
+        "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?",
+        vec![CqlValue::Text(keyspace.into())],
+    )
+    .await?
+    .is_empty();
+    if exists {
+        return Ok(());
+    }
+    let replication = replication.ok_or_else(|| MigrateError::NoReplication(keyspace.into()))?;
+    let mut text = format!(
+        "CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {} AND durable_writes = true",
+        replication.cql()
+    );
+    if scylla_with_tablets(session).await? {
+        text.push_str(" AND tablets = {'enabled': false}");
+    }
+    ddl(session, &text).await
+}
+
+/// Whether the cluster is ScyllaDB with tablet support (the `tablets` keyspace option exists).
+async fn scylla_with_tablets(session: &Session) -> Result<bool, MigrateError> {
+    let found = rows(
+        session,
+        "SELECT column_name FROM system_schema.columns \
+         WHERE keyspace_name = 'system_schema' AND table_name = 'scylla_keyspaces'",
+        vec![],
+    )
+    .await?;
+    Ok(found.iter().any(
+        |r| matches!(r.columns.first(), Some(Some(CqlValue::Text(c))) if c == "initial_tablets"),
+    ))
+}
+
+/// Claims, runs and records one migration; `Ok(false)` when someone else applied it.
+async fn apply_one(session: &Session, m: &Migration, owner: &str) -> Result<bool, MigrateError> {
+    let checksum = checksum(m.text);
+    let claim = lwt(
+        session,
+        "INSERT INTO schema_migrations (version, name, checksum, owner, started_at) \
+         VALUES (?, ?, ?, ?, ?) IF NOT EXISTS",
+        vec![
+            Some(CqlValue::Int(m.version)),
+            Some(CqlValue::Text(m.name.into())),
+            Some(CqlValue::Text(checksum.clone())),
+            Some(CqlValue::Text(owner.into())),
+            Some(now()),
+        ],
+    )
+    .await?;
+    if claim {
+        run_file(session, m).await?;
+        return finish(session, m, owner).await.map(|_| true);
+    }
+    loop {
+        let state = claim_state(session, m.version).await?;
+        if state.applied {
+            if state.checksum != checksum {
+                return Err(MigrateError::Changed {
+                    name: m.name.into(),
+                    stored: state.checksum,
+                    embedded: checksum,
+                });
+            }
+            return Ok(false);
+        }
+        if state.age > STALE_CLAIM {
+            let taken = lwt(
+                session,
+                "UPDATE schema_migrations SET owner = ?, started_at = ?, checksum = ? \
+                 WHERE version = ? IF owner = ?",
+                vec![
+                    Some(CqlValue::Text(owner.into())),
+                    Some(now()),
+                    Some(CqlValue::Text(checksum.clone())),
+                    Some(CqlValue::Int(m.version)),
+                    Some(CqlValue::Text(state.owner.clone())),
+                ],
+            )
+            .await?;
+            if taken {
+                tracing::warn!(migration = m.name, stale_owner = %state.owner, "took over a stale migration claim");
+                run_file(session, m).await?;
+                return finish(session, m, owner).await.map(|_| true);
+            }
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Marks a migration applied, if this migrator still holds its claim.
+async fn finish(session: &Session, m: &Migration, owner: &str) -> Result<(), MigrateError> {
+    let done = lwt(
+        session,
+        "UPDATE schema_migrations SET applied_at = ? WHERE version = ? IF owner = ?",
+        vec![
+            Some(now()),
+            Some(CqlValue::Int(m.version)),
+            Some(CqlValue::Text(owner.into())),
+        ],
+    )
+    .await?;
+    if !done {
+        // Taken over while running: the new holder re-runs the (idempotent) file and records it.
+        tracing::warn!(
+            migration = m.name,
+            "claim taken over while running; the new holder records it"
+        );
+    }
+    Ok(())
+}
+
+struct ClaimState {
+    owner: String,
+    checksum: String,
+    applied: bool,
+    age: Duration,
+}
+
+async fn claim_state(session: &Session, version: i32) -> Result<ClaimState, MigrateError> {
+    let mut statement = Statement::new(
+        "SELECT owner, checksum, started_at, applied_at FROM schema_migrations WHERE version = ?",
+    );
+    statement.set_consistency(Consistency::Serial);
+    let result = session
+        .query_unpaged(statement, vec![CqlValue::Int(version)])
+        .await
+        .map_err(cql("reading schema_migrations"))?;
+    let found = all_rows(result)?;
+    let row = found
+        .first()
+        .ok_or_else(|| MigrateError::Cql(format!("the claim of migration {version} vanished")))?;
+    let text = |i: usize| match row.columns.get(i) {
+        Some(Some(CqlValue::Text(s))) => s.clone(),
+        _ => String::new(),
+    };
+    let started = match row.columns.get(2) {
+        Some(Some(CqlValue::Timestamp(CqlTimestamp(ms)))) => *ms,
+        _ => 0,
+    };
+    let now_ms = now_millis();
+    Ok(ClaimState {
+        owner: text(0),
+        checksum: text(1),
+        applied: matches!(row.columns.get(3), Some(Some(_))),
+        age: Duration::from_millis(u64::try_from(now_ms - started).unwrap_or(0)),
+    })
+}
+
+/// Runs every statement of a migration file.
+async fn run_file(session: &Session, m: &Migration) -> Result<(), MigrateError> {
+    for statement in split_statements(m.text) {
+        ddl(session, &statement).await?;
+    }
+    Ok(())
+}
+
+/// The statements of a CQL file: `--` comment lines dropped, split on `;`.
+pub fn split_statements(text: &str) -> Vec<String> {
+    let code: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    code.split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The hex SHA-256 of a migration's text.
+pub fn checksum(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+async fn ddl(session: &Session, text: &str) -> Result<(), MigrateError> {
+    let mut statement = Statement::new(text);
+    statement.set_request_timeout(Some(DDL_TIMEOUT));
+    session
+        .query_unpaged(statement, ())
+        .await
+        .map_err(|e| MigrateError::Cql(format!("{}: {e}", first_line(text))))?;
+    // The driver waits for schema agreement after a schema change; make sure of it.
+    session
+        .await_schema_agreement()
+        .await
+        .map_err(|e| MigrateError::Cql(format!("schema agreement: {e}")))?;
+    Ok(())
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}
+
+/// Runs a conditional statement; returns `[applied]`.
+async fn lwt(
+    session: &Session,
+    text: &str,
+    values: Vec<Option<CqlValue>>,
+) -> Result<bool, MigrateError> {
+    let result = session
+        .query_unpaged(text, values)
+        .await
+        .map_err(cql("schema_migrations"))?;
+    let rows = result
+        .into_rows_result()
+        .map_err(|e| MigrateError::Cql(format!("schema_migrations: {e}")))?;
+    let (index, _) = rows
+        .column_specs()
+        .get_by_name("[applied]")
+        .ok_or_else(|| MigrateError::Cql("conditional statement without [applied]".into()))?;
+    let first = rows
+        .rows::<Row>()
+        .map_err(|e| MigrateError::Cql(e.to_string()))?
+        .next()
+        .transpose()
+        .map_err(|e| MigrateError::Cql(e.to_string()))?;
+    Ok(matches!(
+        first.and_then(|r| r.columns.into_iter().nth(index).flatten()),
+        Some(CqlValue::Boolean(true))
+    ))
+}
+
+async fn rows(
+    session: &Session,
+    text: &str,
+    values: Vec<CqlValue>,
+) -> Result<Vec<Row>, MigrateError> {
+    let result = session
+        .query_unpaged(text, values)
+        .await
+        .map_err(cql("reading the schema"))?;
+    all_rows(result)
+}
+
+fn all_rows(result: scylla::response::query_result::QueryResult) -> Result<Vec<Row>, MigrateError> {
+    let rows = result
+        .into_rows_result()
+        .map_err(|e| MigrateError::Cql(e.to_string()))?;
+    let collected = rows
+        .rows::<Row>()
+        .map_err(|e| MigrateError::Cql(e.to_string()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| MigrateError::Cql(e.to_string()));
+    collected
+}
+
+/// For `serve`: fails unless the ledger tables exist and every embedded migration was applied.
+pub async fn check_applied(session: &Session, keyspace: &str) -> Result<(), ConnectError> {
+    let other = |e: MigrateError| ConnectError::Other(e.to_string());
+    let tables = rows(
+        session,
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?",
+        vec![CqlValue::Text(keyspace.into())],
+    )
+    .await
+    .map_err(other)?;
+    let has = |name: &str| {
+        tables
+            .iter()
+            .any(|r| matches!(r.columns.first(), Some(Some(CqlValue::Text(t))) if t == name))
+    };
+    if !has(super::statements::RECORDS) || !has("schema_migrations") {
+        return Err(ConnectError::NoTables(keyspace.into()));
+    }
+    let applied = rows(
+        session,
+        &format!("SELECT version, applied_at FROM {keyspace}.schema_migrations"),
+        vec![],
+    )
+    .await
+    .map_err(other)?;
+    for m in MIGRATIONS {
+        let done = applied.iter().any(|r| {
+            matches!(r.columns.first(), Some(Some(CqlValue::Int(v))) if *v == m.version)
+                && matches!(r.columns.get(1), Some(Some(_)))
+        });
+        if !done {
+            return Err(ConnectError::Outdated {
+                keyspace: keyspace.into(),
+                missing: m.name.into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn now() -> CqlValue {
+    CqlValue::Timestamp(CqlTimestamp(now_millis()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replication_flags() {
+        assert_eq!(
+            parse_replication("SimpleStrategy:1").unwrap().cql(),
+            "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+        );
+        assert_eq!(
+            parse_replication("NetworkTopologyStrategy:dc1=3,dc2=3")
+                .unwrap()
+                .cql(),
+            "{'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 3}"
+        );
+        assert_eq!(
+            parse_replication("NetworkTopologyStrategy:3")
+                .unwrap()
+                .cql(),
+            "{'class': 'NetworkTopologyStrategy', 'replication_factor': 3}"
+        );
+        for bad in [
+            "SimpleStrategy",
+            "SimpleStrategy:0",
+            "SimpleStrategy:x",
+            "LocalStrategy:1",
+            "NetworkTopologyStrategy:dc'1=3",
+            "NetworkTopologyStrategy:dc1=3,dc2",
+        ] {
+            assert!(parse_replication(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn embedded_migrations_match_the_folder() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".cql"))
+            .collect();
+        files.sort();
+        let embedded: Vec<String> = MIGRATIONS
+            .iter()
+            .map(|m| format!("{}.cql", m.name))
+            .collect();
+        assert_eq!(
+            files, embedded,
+            "register every migrations/*.cql in MIGRATIONS, in order"
+        );
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i32::try_from(i + 1).unwrap());
+            assert!(m.name.starts_with(&format!("{:04}_", m.version)));
+            let on_disk = std::fs::read_to_string(dir.join(format!("{}.cql", m.name))).unwrap();
+            assert_eq!(on_disk, m.text);
+        }
+    }
+
+    #[test]
+    fn statements_split_without_comments() {
+        let parts = split_statements(
+            "-- a; comment\nCREATE TABLE a (x int);\n\n-- b\nCREATE TABLE b (y int);\n",
+        );
+        assert_eq!(parts, ["CREATE TABLE a (x int)", "CREATE TABLE b (y int)"]);
+        assert_eq!(split_statements(MIGRATIONS[0].text).len(), 1);
+    }
+}

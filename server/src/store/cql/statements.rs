@@ -1,0 +1,169 @@
+//! The prepared statements of the CQL store: their texts (generated from the codec's column list)
+//! and their consistency settings.
+//!
+//! Every write is a lightweight transaction; reads are plain QUORUM reads except `read_serial`, a
+//! linearizable (Paxos) read used to settle uncertain outcomes and failed conditions. Nothing here
+//! executes a statement.
+
+use super::codec::{COLUMNS, KEY_COLUMNS};
+use scylla::client::session::Session;
+use scylla::errors::PrepareError;
+use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::{Consistency, SerialConsistency};
+
+/// The table holding the records (inside the configured keyspace).
+pub const RECORDS: &str = "records";
+
+/// Consistency levels for one deployment: QUORUM/SERIAL, or LOCAL_QUORUM/LOCAL_SERIAL when a
+/// local datacenter is configured. Never mix SERIAL and LOCAL_SERIAL on the same data.
+#[derive(Debug, Clone, Copy)]
+pub struct Levels {
+    /// For reads and for the commit phase of conditional writes.
+    pub consistency: Consistency,
+    /// For the Paxos phase of conditional writes and for linearizable reads.
+    pub serial: SerialConsistency,
+}
+
+impl Levels {
+    /// The levels for a deployment with (`true`) or without a local datacenter.
+    pub fn new(local_dc: bool) -> Self {
+        if local_dc {
+            Self {
+                consistency: Consistency::LocalQuorum,
+                serial: SerialConsistency::LocalSerial,
+            }
+        } else {
+            Self {
+                consistency: Consistency::Quorum,
+                serial: SerialConsistency::Serial,
+            }
+        }
+    }
+
+    fn serial_read(self) -> Consistency {
+        match self.serial {
+            SerialConsistency::LocalSerial => Consistency::LocalSerial,
+            SerialConsistency::Serial => Consistency::Serial,
+        }
+    }
+}
+
+/// The store's prepared statements.
+pub struct Statements {
+    /// The record of a key at QUORUM.
+    pub read: PreparedStatement,
+    /// The record of a key at SERIAL: sees every accepted Paxos proposal.
+    pub read_serial: PreparedStatement,
+    /// Create if absent; binds the key, `COLUMNS`, then the TTL.
+    pub insert: PreparedStatement,
+    /// Replace a live record of a version; binds the TTL, `COLUMNS`, the key, the expected
+    /// version and `now`.
+    pub replace: PreparedStatement,
+    /// Replace an expired (or cell-less) row of a version; binds the TTL, `COLUMNS`, the key and
+    /// the expected version (null for a row whose cells all expired).
+    pub overwrite: PreparedStatement,
+    /// Delete a live record of a version; binds the key, the expected version and `now`.
+    pub delete: PreparedStatement,
+}
+
+fn where_key() -> String {
+    KEY_COLUMNS
+        .iter()
+        .map(|c| format!("{c} = ?"))
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
+/// `SELECT <columns> FROM ks.records WHERE <key>`.
+pub fn select_text(keyspace: &str) -> String {
+    format!(
+        "SELECT {} FROM {keyspace}.{RECORDS} WHERE {}",
+        COLUMNS.join(", "),
+        where_key()
+    )
+}
+
+/// `INSERT … IF NOT EXISTS USING TTL ?` (that order: the condition comes before USING).
+pub fn insert_text(keyspace: &str) -> String {
+    let names: Vec<&str> = KEY_COLUMNS.iter().chain(COLUMNS.iter()).copied().collect();
+    let marks = vec!["?"; names.len()].join(", ");
+    format!(
+        "INSERT INTO {keyspace}.{RECORDS} ({}) VALUES ({marks}) IF NOT EXISTS USING TTL ?",
+        names.join(", ")
+    )
+}
+
+/// `UPDATE … USING TTL ? SET <every column> WHERE <key> IF <condition>`.
+pub fn update_text(keyspace: &str, condition: &str) -> String {
+    let sets: Vec<String> = COLUMNS.iter().map(|c| format!("{c} = ?")).collect();
+    format!(
+        "UPDATE {keyspace}.{RECORDS} USING TTL ? SET {} WHERE {} IF {condition}",
+        sets.join(", "),
+        where_key()
+    )
+}
+
+/// `DELETE … WHERE <key> IF version = ? AND expires_at > ?`.
+pub fn delete_text(keyspace: &str) -> String {
+    format!(
+        "DELETE FROM {keyspace}.{RECORDS} WHERE {} IF version = ? AND expires_at > ?",
+        where_key()
+    )
+}
+
+impl Statements {
+    /// Prepares every statement against `keyspace`; fails when the table does not exist.
+    pub async fn prepare(
+        session: &Session,
+        keyspace: &str,
+        levels: Levels,
+    ) -> Result<Self, PrepareError> {
+        let prepare = |text: String, idempotent: bool| async move {
+            let mut statement = session.prepare(text).await?;
+            statement.set_consistency(levels.consistency);
+            statement.set_serial_consistency(Some(levels.serial));
+            // Reads may be retried by the driver; conditional writes never are: an uncertain
+            // write is settled by a serial read instead (see `mod.rs`).
+            statement.set_is_idempotent(idempotent);
+            Ok::<_, PrepareError>(statement)
+        };
+        let mut read_serial = prepare(select_text(keyspace), true).await?;
+        read_serial.set_consistency(levels.serial_read());
+        Ok(Self {
+            read: prepare(select_text(keyspace), true).await?,
+            read_serial,
+            insert: prepare(insert_text(keyspace), false).await?,
+            replace: prepare(
+                update_text(keyspace, "version = ? AND expires_at > ?"),
+                false,
+            )
+            .await?,
+            overwrite: prepare(update_text(keyspace, "version = ?"), false).await?,
+            delete: prepare(delete_text(keyspace), false).await?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_put_the_condition_and_ttl_where_cql_wants_them() {
+        let insert = insert_text("ks");
+        assert!(insert.starts_with("INSERT INTO ks.records (tenant, namespace, key, version,"));
+        assert!(insert.ends_with("IF NOT EXISTS USING TTL ?"));
+        assert_eq!(
+            insert.matches('?').count(),
+            KEY_COLUMNS.len() + COLUMNS.len() + 1
+        );
+        let update = update_text("ks", "version = ?");
+        assert!(update.starts_with("UPDATE ks.records USING TTL ? SET version = ?, status = ?"));
+        assert!(update.ends_with("WHERE tenant = ? AND namespace = ? AND key = ? IF version = ?"));
+        assert_eq!(
+            delete_text("ks"),
+            "DELETE FROM ks.records WHERE tenant = ? AND namespace = ? AND key = ? \
+             IF version = ? AND expires_at > ?"
+        );
+    }
+}

@@ -1,0 +1,359 @@
+//! Tests of the CQL store against a real node, never a mock: the shared store suite plus the
+//! CQL-specific paths (row markers, settling uncertain writes, migrate, startup errors).
+//!
+//! The node is started once per test process with `scripts/cassandra start` (a no-op when it runs
+//! already); if it cannot start, every test fails with the script's output: nothing is skipped.
+//! Each test gets its own keyspace, so tests run in parallel and need no teardown; keyspaces that
+//! earlier runs left behind are dropped once they are an hour old.
+
+use super::*;
+use crate::config::{CqlArgs, MigrateArgs};
+use crate::ledger::{OpError, OpResult, ParentRef};
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Test keyspaces are named `oncekey_t_<unix seconds>_<random>`.
+const PREFIX: &str = "oncekey_t_";
+const STALE_SECS: u64 = 3600;
+
+/// The address of the node, started if needed (once per process).
+fn node() -> &'static str {
+    static NODE: OnceLock<String> = OnceLock::new();
+    NODE.get_or_init(|| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/cassandra");
+        let out = std::process::Command::new(script)
+            .arg("start")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{script} start failed ({}):\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+            .lines()
+            .last()
+            .unwrap_or_else(|| panic!("{script} start printed no address"))
+            .trim()
+            .to_owned()
+    })
+}
+
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn cql_args(keyspace: &str) -> CqlArgs {
+    CqlArgs {
+        cql_nodes: vec![node().to_owned()],
+        cql_keyspace: keyspace.to_owned(),
+        cql_local_dc: None,
+        cql_username: None,
+        cql_password: None,
+    }
+}
+
+fn migrate_args(keyspace: &str) -> MigrateArgs {
+    MigrateArgs {
+        cql: cql_args(keyspace),
+        cql_replication: Some(migrate::parse_replication("SimpleStrategy:1").unwrap()),
+    }
+}
+
+/// A keyspace name no other test uses.
+fn fresh_keyspace() -> String {
+    format!("{PREFIX}{}_{:08x}", unix_secs(), rand::random::<u32>())
+}
+
+/// Drops test keyspaces older than an hour (once per process; never a running test's keyspace).
+async fn drop_stale_keyspaces(session: &Session) {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    if ONCE.set(()).is_err() {
+        return;
+    }
+    let Ok(result) = session
+        .query_unpaged("SELECT keyspace_name FROM system_schema.keyspaces", ())
+        .await
+    else {
+        return;
+    };
+    let Ok(rows) = result.into_rows_result() else {
+        return;
+    };
+    let names: Vec<String> = rows
+        .rows::<(String,)>()
+        .map(|it| it.filter_map(Result::ok).map(|(n,)| n).collect())
+        .unwrap_or_default();
+    for name in names {
+        let created = name
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split('_').next())
+            .and_then(|secs| secs.parse::<u64>().ok());
+        if created.is_some_and(|t| t + STALE_SECS < unix_secs()) {
+            let _ = session
+                .query_unpaged(format!("DROP KEYSPACE IF EXISTS {name}"), ())
+                .await;
+        }
+    }
+}
+
+/// A migrated fresh keyspace and a store on it.
+pub(super) async fn fresh_store() -> (CqlStore, String) {
+    let keyspace = fresh_keyspace();
+    migrate::run(&migrate_args(&keyspace))
+        .await
+        .unwrap_or_else(|e| panic!("migrate {keyspace}: {e}"));
+    let store = CqlStore::connect(&cql_args(&keyspace))
+        .await
+        .unwrap_or_else(|e| panic!("connect {keyspace}: {e}"));
+    drop_stale_keyspaces(&store.session).await;
+    (store, keyspace)
+}
+
+crate::store_suite!(cql, async { fresh_store().await });
+
+fn now_ms() -> Millis {
+    i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+fn new_record(now: Millis, retention: Millis) -> Record {
+    let id = RecordId::new("t", "cql.ns", format!("k-{}", rand::random::<u64>()));
+    let args = crate::ledger::ClaimArgs {
+        fingerprint: [7; 32],
+        lease_ttl: 1_000,
+        retention,
+        semantics: crate::ledger::Semantics::AtMostOnce,
+        owner: "worker-1".into(),
+        parent: Some(ParentRef {
+            namespace: "parent.ns".into(),
+            key: "parent-key".into(),
+        }),
+        reconcile: false,
+    };
+    crate::ledger::claim(&id, None, &args, now)
+        .unwrap()
+        .record()
+        .clone()
+}
+
+#[tokio::test]
+async fn every_field_round_trips() {
+    let (store, _) = fresh_store().await;
+    let now = now_ms();
+    let mut rec = new_record(now, 60_000);
+    assert_eq!(
+        store.insert_if_absent(&rec, now).await.unwrap(),
+        Cas::Applied
+    );
+    assert_eq!(store.get(&rec.id, now).await.unwrap(), Some(rec.clone()));
+    let mut next = rec.clone();
+    next.version = 2;
+    next.status = crate::ledger::Status::Succeeded;
+    next.lease_expires_at = None;
+    next.result = Some(OpResult {
+        code: 201,
+        body: vec![0, 1, 2, 255],
+        content_type: "application/octet-stream".into(),
+        metadata: [
+            ("a".to_owned(), "1".to_owned()),
+            ("b".to_owned(), String::new()),
+        ]
+        .into(),
+    });
+    next.error = Some(OpError {
+        code: 503,
+        message: "earlier attempt failed".into(),
+        details: vec![9; 10],
+    });
+    next.dedup_hits = u64::from(u32::MAX) + 5;
+    assert_eq!(
+        store.replace_if_version(&next, 1, true, now).await.unwrap(),
+        Cas::Applied
+    );
+    assert_eq!(store.get(&next.id, now).await.unwrap(), Some(next.clone()));
+    // Empty values survive too (empty body, no metadata, empty owner).
+    rec.version = 3;
+    rec.lease_owner = String::new();
+    rec.result = Some(OpResult::default());
+    rec.parent = None;
+    assert_eq!(
+        store.replace_if_version(&rec, 2, true, now).await.unwrap(),
+        Cas::Applied
+    );
+    assert_eq!(store.get(&rec.id, now).await.unwrap(), Some(rec));
+}
+
+/// A write that shortens the row's TTL leaves the INSERT's row marker alive after every cell
+/// expired: such a row must read as absent and be claimable again.
+#[tokio::test]
+async fn row_marker_outliving_its_cells_counts_as_absent() {
+    let (store, _) = fresh_store().await;
+    let now = now_ms();
+    let rec = new_record(now, 3_600_000);
+    assert_eq!(
+        store.insert_if_absent(&rec, now).await.unwrap(),
+        Cas::Applied
+    );
+    let mut short = rec.clone();
+    short.version = 2;
+    short.expires_at = now + 1_000;
+    assert_eq!(
+        store
+            .replace_if_version(&short, 1, true, now)
+            .await
+            .unwrap(),
+        Cas::Applied
+    );
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    let later = now_ms();
+    assert_eq!(store.get(&rec.id, later).await.unwrap(), None);
+    let found = store.read_serial(&rec.id).await.unwrap();
+    assert_eq!((found.version, found.record), (None, None), "cells expired");
+    let mut again = new_record(later, 60_000);
+    again.id = rec.id.clone();
+    assert_eq!(
+        store.insert_if_absent(&again, later).await.unwrap(),
+        Cas::Applied
+    );
+    assert_eq!(
+        store.get(&rec.id, later).await.unwrap(),
+        Some(again.clone())
+    );
+    assert_eq!(
+        store.delete_if_version(&rec.id, 7, later).await.unwrap(),
+        Cas::Conflict(Some(again))
+    );
+}
+
+/// A row still present in the table but past its expires_at is replaced by an insert.
+#[tokio::test]
+async fn insert_overwrites_an_expired_row_once() {
+    let (store, _) = fresh_store().await;
+    let now = now_ms();
+    let rec = new_record(now, 60_000);
+    store.insert_if_absent(&rec, now).await.unwrap();
+    let later = rec.expires_at;
+    let mut again = new_record(later, 60_000);
+    again.id = rec.id.clone();
+    assert_eq!(
+        store.insert_if_absent(&again, later).await.unwrap(),
+        Cas::Applied
+    );
+    let stored = store.read_serial(&rec.id).await.unwrap();
+    assert_eq!(stored.record, Some(again.clone()));
+    // A second insert meets the live record.
+    assert_eq!(
+        store.insert_if_absent(&rec, later).await.unwrap(),
+        Cas::Conflict(Some(again))
+    );
+}
+
+/// The settling read behind uncertain outcomes: our write_id means applied, anything else is a
+/// conflict carrying the live record; a delete is applied iff no live record is left.
+#[tokio::test]
+async fn settling_recognises_our_own_write() {
+    let (store, _) = fresh_store().await;
+    let now = now_ms();
+    let rec = new_record(now, 60_000);
+    store.insert_if_absent(&rec, now).await.unwrap();
+    let ours = store.read_serial(&rec.id).await.unwrap().write_id.unwrap();
+    assert_eq!(
+        store
+            .settle(&rec.id, Proposal::Write(ours), now)
+            .await
+            .unwrap(),
+        Cas::Applied
+    );
+    assert_eq!(
+        store
+            .settle(&rec.id, Proposal::Write([0; 16]), now)
+            .await
+            .unwrap(),
+        Cas::Conflict(Some(rec.clone()))
+    );
+    assert_eq!(
+        store.settle(&rec.id, Proposal::Delete, now).await.unwrap(),
+        Cas::Conflict(Some(rec.clone()))
+    );
+    store.delete_if_version(&rec.id, 1, now).await.unwrap();
+    assert_eq!(
+        store.settle(&rec.id, Proposal::Delete, now).await.unwrap(),
+        Cas::Applied
+    );
+    assert_eq!(
+        store
+            .settle(&rec.id, Proposal::Write(ours), now)
+            .await
+            .unwrap(),
+        Cas::Conflict(None)
+    );
+}
+
+#[tokio::test]
+async fn migrate_twice_is_a_no_op() {
+    let keyspace = fresh_keyspace();
+    let first = migrate::run(&migrate_args(&keyspace)).await.unwrap();
+    assert!(first.iter().all(|o| o.applied_now), "{first:?}");
+    let second = migrate::run(&migrate_args(&keyspace)).await.unwrap();
+    assert_eq!(second.len(), migrate::MIGRATIONS.len());
+    assert!(second.iter().all(|o| !o.applied_now), "{second:?}");
+    // Once the keyspace exists, replication is not needed.
+    let mut no_replication = migrate_args(&keyspace);
+    no_replication.cql_replication = None;
+    migrate::run(&no_replication).await.unwrap();
+    CqlStore::connect(&cql_args(&keyspace)).await.unwrap();
+}
+
+#[tokio::test]
+async fn concurrent_migrators_apply_each_version_once() {
+    let keyspace = fresh_keyspace();
+    let (args_a, args_b) = (migrate_args(&keyspace), migrate_args(&keyspace));
+    let (a, b) = tokio::join!(migrate::run(&args_a), migrate::run(&args_b));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.name, y.name);
+        assert!(
+            x.applied_now ^ y.applied_now,
+            "exactly one applied {}: {a:?} {b:?}",
+            x.name
+        );
+    }
+    let store = CqlStore::connect(&cql_args(&keyspace)).await.unwrap();
+    store.check_ready().await.unwrap();
+}
+
+#[tokio::test]
+async fn startup_errors_say_what_to_do() {
+    let missing = fresh_keyspace();
+    let err = CqlStore::connect(&cql_args(&missing)).await.err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        format!("keyspace {missing} has no ledger tables: run `oncekey migrate`")
+    );
+    let mut no_replication = migrate_args(&missing);
+    no_replication.cql_replication = None;
+    let err = migrate::run(&no_replication).await.unwrap_err();
+    assert!(
+        err.is_config() && err.to_string().contains("--cql-replication"),
+        "{err}"
+    );
+
+    let mut unreachable = cql_args("oncekey");
+    unreachable.cql_nodes = vec!["127.0.0.1:1".into()];
+    let err = CqlStore::connect(&unreachable).await.err().unwrap();
+    assert!(
+        err.to_string().starts_with("--cql-nodes 127.0.0.1:1: "),
+        "{err}"
+    );
+}

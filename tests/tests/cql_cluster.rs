@@ -1,0 +1,230 @@
+//! Two `oncekey serve --store cql` processes on one keyspace of a real Cassandra node: one winner
+//! among concurrent Claims spread over both, a takeover on one server of a lease granted by the
+//! other, and a replay through one server of a result completed through the other. Also the
+//! startup errors of `serve --store cql` and `migrate`.
+//!
+//! The node comes from `$ONCEKEY_TEST_CQL_NODES`, or is started with `scripts/cassandra start`
+//! (once per process). Each test migrates a fresh keyspace with the real `oncekey migrate`.
+
+use oncekey_api::v1::{ClaimOutcome, RecordStatus};
+use oncekey_tests::*;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tonic::Code;
+
+const NS: &str = "cluster.test";
+
+/// Contact point of the node, started if needed.
+fn node() -> &'static str {
+    static NODE: OnceLock<String> = OnceLock::new();
+    NODE.get_or_init(|| {
+        if let Ok(nodes) = std::env::var("ONCEKEY_TEST_CQL_NODES") {
+            if !nodes.trim().is_empty() {
+                return nodes.trim().to_owned();
+            }
+        }
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/cassandra");
+        let out = std::process::Command::new(script)
+            .arg("start")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{script} start failed ({}):\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout.lines().last().expect("an address").trim().to_owned()
+    })
+}
+
+/// A fresh keyspace, migrated with the real binary.
+fn migrated_keyspace() -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let keyspace = format!(
+        "oncekey_t_{}_{:x}_{:x}_{}",
+        now.as_secs(),
+        std::process::id(),
+        now.subsec_nanos(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let (code, stdout, stderr) = run_cli(&[
+        "migrate",
+        "--cql-nodes",
+        node(),
+        "--cql-keyspace",
+        &keyspace,
+        "--cql-replication",
+        "SimpleStrategy:1",
+    ]);
+    assert_eq!(code, 0, "migrate failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("0001_ledger applied"), "{stdout}");
+    keyspace
+}
+
+fn cql_server(keyspace: &str) -> Server {
+    Server::start(&[
+        "--store",
+        "cql",
+        "--cql-nodes",
+        node(),
+        "--cql-keyspace",
+        keyspace,
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claims_over_two_servers_have_one_winner() {
+    let keyspace = migrated_keyspace();
+    let (a, b) = (cql_server(&keyspace), cql_server(&keyspace));
+    let clients = [a.client("acme").await, b.client("acme").await];
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let mut client = clients[i % 2].clone();
+            tokio::spawn(async move {
+                client
+                    .claim(claim(NS, "one-key", r#"{"n":1}"#))
+                    .await
+                    .map(|r| outcome(&r.into_inner()))
+            })
+        })
+        .collect();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for task in tasks {
+        let answer = match task.await.unwrap() {
+            Ok(outcome) => format!("{outcome:?}"),
+            Err(status) => format!("error {:?} {}", status.code(), status.message()),
+        };
+        *counts.entry(answer).or_default() += 1;
+    }
+    assert_eq!(
+        counts,
+        BTreeMap::from([("Acquired".into(), 1), ("InProgress".into(), 199)])
+    );
+    let mut c = clients[1].clone();
+    let record = c
+        .lookup(lookup(NS, "one-key"))
+        .await
+        .unwrap()
+        .into_inner()
+        .record
+        .unwrap();
+    assert_eq!((record.dedup_hits, record.fencing_token), (199, 1));
+}
+
+#[tokio::test]
+async fn takeover_on_one_server_of_a_lease_from_the_other() {
+    let keyspace = migrated_keyspace();
+    let (a, b) = (cql_server(&keyspace), cql_server(&keyspace));
+    let (mut ca, mut cb) = (a.client("acme").await, b.client("acme").await);
+    let mut request = claim(NS, "takeover", r#"{"n":2}"#);
+    request.lease_ttl = Some(ms(1_000));
+    request.owner = "server-a-worker".into();
+    let first = ca.claim(request.clone()).await.unwrap().into_inner();
+    assert_eq!(outcome(&first), ClaimOutcome::Acquired);
+    assert_eq!(first.lease.unwrap().token, 1);
+
+    // Still held: B sees it in progress.
+    let held = cb.claim(request.clone()).await.unwrap().into_inner();
+    assert_eq!(outcome(&held), ClaimOutcome::InProgress);
+
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    request.owner = "server-b-worker".into();
+    let taken = cb.claim(request).await.unwrap().into_inner();
+    assert_eq!(outcome(&taken), ClaimOutcome::Acquired);
+    let lease = taken.lease.unwrap();
+    assert_eq!((lease.token, lease.attempt), (2, 2));
+    assert_eq!(taken.record.unwrap().lease_owner, "server-b-worker");
+
+    // A's old token is fenced off, through either server.
+    let err = ca
+        .complete(complete(NS, "takeover", 1, result(200, b"late")))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), reason(&err).as_str()),
+        (Code::FailedPrecondition, "LEASE_LOST")
+    );
+    let done = cb
+        .complete(complete(NS, "takeover", 2, result(200, b"ok")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        status(done.record.as_ref().unwrap()),
+        RecordStatus::Succeeded
+    );
+}
+
+#[tokio::test]
+async fn complete_on_one_server_replays_on_the_other() {
+    let keyspace = migrated_keyspace();
+    let (a, b) = (cql_server(&keyspace), cql_server(&keyspace));
+    let (mut ca, mut cb) = (a.client("acme").await, b.client("acme").await);
+    let request = claim(NS, "replay", r#"{"amount":100,"currency":"EUR"}"#);
+    let first = ca.claim(request.clone()).await.unwrap().into_inner();
+    assert_eq!(outcome(&first), ClaimOutcome::Acquired);
+
+    let body: Vec<u8> = (0..=255u8)
+        .chain(b"{\"charge\":\"ch_1\"}".iter().copied())
+        .collect();
+    let mut stored = result(201, &body);
+    stored.metadata.insert("x-request-id".into(), "r-1".into());
+    ca.complete(complete(NS, "replay", 1, stored.clone()))
+        .await
+        .unwrap();
+
+    let replay = cb.claim(request).await.unwrap().into_inner();
+    assert_eq!(outcome(&replay), ClaimOutcome::Completed);
+    let record = replay.record.unwrap();
+    assert_eq!(record.result.as_ref(), Some(&stored), "byte for byte");
+    assert_eq!(record.dedup_hits, 1);
+    // Another tenant does not see it, on either server.
+    let err = b
+        .client("other")
+        .await
+        .lookup(lookup(NS, "replay"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+}
+
+#[test]
+fn serve_and_migrate_fail_clearly_without_a_schema_or_a_node() {
+    let missing = "oncekey_t_0_missing";
+    let serve = |nodes: &str, keyspace: &str| {
+        run_cli(&[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--store",
+            "cql",
+            "--cql-nodes",
+            nodes,
+            "--cql-keyspace",
+            keyspace,
+        ])
+    };
+    let (code, _, stderr) = serve(node(), missing);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "keyspace {missing} has no ledger tables: run `oncekey migrate`"
+        )),
+        "{stderr}"
+    );
+
+    let (code, _, stderr) = serve("127.0.0.1:1", "oncekey");
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("--cql-nodes 127.0.0.1:1"), "{stderr}");
+
+    let (code, _, stderr) = run_cli(&["migrate", "--cql-nodes", node(), "--cql-keyspace", missing]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("--cql-replication"), "{stderr}");
+}
