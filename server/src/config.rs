@@ -33,6 +33,8 @@ pub enum Command {
     Fail(crate::cli::client::FailCmd),
     /// Show a key's record (client side).
     Lookup(crate::cli::client::LookupCmd),
+    /// Ask a server's grpc.health.v1 service; exit 0 only when SERVING (for probes and helm test).
+    Health(crate::cli::client::HealthCmd),
 }
 
 /// `oncekey token …`

@@ -55,6 +55,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Complete(cmd) => client::complete(cmd).await?,
         Command::Fail(cmd) => client::fail(cmd).await?,
         Command::Lookup(cmd) => client::lookup(cmd).await?,
+        Command::Health(cmd) => client::health(cmd).await?,
     };
     println!("{}", serde_json::to_string_pretty(&output)?);
     Ok(())

@@ -471,6 +471,9 @@ async fn operator_cli_claims_completes_replays_and_looks_up() {
     ]);
     assert_eq!(code, 1);
     assert!(err.contains("KEY_REUSED"), "{err}");
+    let (code, out, err) = run_cli(&["health", "--server", s]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"SERVING\""), "{out}");
     let (code, out, _) = run_cli(&["token", "new", "--tenant", "acme"]);
     assert_eq!(code, 0);
     assert!(

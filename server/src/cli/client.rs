@@ -139,6 +139,17 @@ pub struct LookupCmd {
     key: String,
 }
 
+/// `oncekey health`
+#[derive(Debug, Clone, Args)]
+pub struct HealthCmd {
+    /// Server address.
+    #[arg(long, env = "ONCEKEY_SERVER", default_value = "http://127.0.0.1:50051")]
+    server: String,
+    /// The service to ask about; empty means the whole server.
+    #[arg(long, default_value = "")]
+    service: String,
+}
+
 fn parse_pair(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -262,6 +273,33 @@ pub async fn fail(cmd: FailCmd) -> anyhow::Result<Value> {
     };
     let reply = connect(&cmd.conn).await?.fail(request).await?.into_inner();
     Ok(json!({ "record": reply.record.as_ref().map(record_json) }))
+}
+
+/// Runs `oncekey health`: fails unless the service is SERVING.
+pub async fn health(cmd: HealthCmd) -> anyhow::Result<Value> {
+    use tonic_health::pb::{
+        health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest,
+    };
+    let channel = tonic::transport::Endpoint::from_shared(cmd.server.clone())?
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .timeout(std::time::Duration::from_secs(5))
+        .connect()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect to {}: {e}", cmd.server))?;
+    let reply = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: cmd.service.clone(),
+        })
+        .await?
+        .into_inner();
+    let status = ServingStatus::try_from(reply.status).unwrap_or(ServingStatus::Unknown);
+    anyhow::ensure!(
+        status == ServingStatus::Serving,
+        "{:?} is {}",
+        cmd.service,
+        status.as_str_name()
+    );
+    Ok(json!({ "service": cmd.service, "status": status.as_str_name() }))
 }
 
 /// Runs `oncekey lookup`.
