@@ -1,0 +1,27 @@
+package oncekey
+
+import (
+	"errors"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestReason(t *testing.T) {
+	st, err := status.New(codes.FailedPrecondition, "key reused").WithDetails(
+		&errdetails.ErrorInfo{Reason: ReasonKeyReused, Domain: ErrorDomain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Reason(st.Err()); got != ReasonKeyReused {
+		t.Fatalf("Reason = %q", got)
+	}
+	if got := Reason(errors.New("plain")); got != "" {
+		t.Fatalf("Reason of a plain error = %q", got)
+	}
+	if got := Reason(status.Error(codes.Unavailable, "no details")); got != "" {
+		t.Fatalf("Reason without details = %q", got)
+	}
+}
