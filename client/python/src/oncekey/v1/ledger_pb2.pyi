@@ -1,0 +1,265 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RecordStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RECORD_STATUS_UNSPECIFIED: _ClassVar[RecordStatus]
+    RECORD_STATUS_PROCESSING: _ClassVar[RecordStatus]
+    RECORD_STATUS_SUCCEEDED: _ClassVar[RecordStatus]
+    RECORD_STATUS_FAILED: _ClassVar[RecordStatus]
+    RECORD_STATUS_RETRY: _ClassVar[RecordStatus]
+    RECORD_STATUS_UNKNOWN: _ClassVar[RecordStatus]
+
+class Semantics(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SEMANTICS_UNSPECIFIED: _ClassVar[Semantics]
+    SEMANTICS_AT_LEAST_ONCE: _ClassVar[Semantics]
+    SEMANTICS_AT_MOST_ONCE: _ClassVar[Semantics]
+
+class ClaimOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLAIM_OUTCOME_UNSPECIFIED: _ClassVar[ClaimOutcome]
+    CLAIM_OUTCOME_ACQUIRED: _ClassVar[ClaimOutcome]
+    CLAIM_OUTCOME_COMPLETED: _ClassVar[ClaimOutcome]
+    CLAIM_OUTCOME_FAILED: _ClassVar[ClaimOutcome]
+    CLAIM_OUTCOME_IN_PROGRESS: _ClassVar[ClaimOutcome]
+    CLAIM_OUTCOME_NEEDS_RECONCILIATION: _ClassVar[ClaimOutcome]
+
+class Disposition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DISPOSITION_UNSPECIFIED: _ClassVar[Disposition]
+    DISPOSITION_RETRYABLE: _ClassVar[Disposition]
+    DISPOSITION_FINAL: _ClassVar[Disposition]
+    DISPOSITION_ABANDON: _ClassVar[Disposition]
+RECORD_STATUS_UNSPECIFIED: RecordStatus
+RECORD_STATUS_PROCESSING: RecordStatus
+RECORD_STATUS_SUCCEEDED: RecordStatus
+RECORD_STATUS_FAILED: RecordStatus
+RECORD_STATUS_RETRY: RecordStatus
+RECORD_STATUS_UNKNOWN: RecordStatus
+SEMANTICS_UNSPECIFIED: Semantics
+SEMANTICS_AT_LEAST_ONCE: Semantics
+SEMANTICS_AT_MOST_ONCE: Semantics
+CLAIM_OUTCOME_UNSPECIFIED: ClaimOutcome
+CLAIM_OUTCOME_ACQUIRED: ClaimOutcome
+CLAIM_OUTCOME_COMPLETED: ClaimOutcome
+CLAIM_OUTCOME_FAILED: ClaimOutcome
+CLAIM_OUTCOME_IN_PROGRESS: ClaimOutcome
+CLAIM_OUTCOME_NEEDS_RECONCILIATION: ClaimOutcome
+DISPOSITION_UNSPECIFIED: Disposition
+DISPOSITION_RETRYABLE: Disposition
+DISPOSITION_FINAL: Disposition
+DISPOSITION_ABANDON: Disposition
+
+class OperationRef(_message.Message):
+    __slots__ = ("namespace", "key")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class ClaimRequest(_message.Message):
+    __slots__ = ("namespace", "key", "fingerprint", "payload_json", "lease_ttl", "retention", "semantics", "owner", "parent", "reconcile", "wait")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_FIELD_NUMBER: _ClassVar[int]
+    SEMANTICS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    RECONCILE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    fingerprint: bytes
+    payload_json: str
+    lease_ttl: _duration_pb2.Duration
+    retention: _duration_pb2.Duration
+    semantics: Semantics
+    owner: str
+    parent: OperationRef
+    reconcile: bool
+    wait: _duration_pb2.Duration
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., fingerprint: _Optional[bytes] = ..., payload_json: _Optional[str] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., semantics: _Optional[_Union[Semantics, str]] = ..., owner: _Optional[str] = ..., parent: _Optional[_Union[OperationRef, _Mapping]] = ..., reconcile: _Optional[bool] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("token", "expires_at", "attempt")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    token: int
+    expires_at: _timestamp_pb2.Timestamp
+    attempt: int
+    def __init__(self, token: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class ClaimResponse(_message.Message):
+    __slots__ = ("outcome", "record", "lease", "retry_after")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    outcome: ClaimOutcome
+    record: Record
+    lease: Lease
+    retry_after: _duration_pb2.Duration
+    def __init__(self, outcome: _Optional[_Union[ClaimOutcome, str]] = ..., record: _Optional[_Union[Record, _Mapping]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class OperationResult(_message.Message):
+    __slots__ = ("code", "body", "content_type", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    body: bytes
+    content_type: str
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, code: _Optional[int] = ..., body: _Optional[bytes] = ..., content_type: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class OperationError(_message.Message):
+    __slots__ = ("code", "message", "details")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    details: bytes
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., details: _Optional[bytes] = ...) -> None: ...
+
+class Record(_message.Message):
+    __slots__ = ("namespace", "key", "status", "fingerprint", "semantics", "fencing_token", "attempt", "dedup_hits", "lease_owner", "lease_expires_at", "result", "error", "parent", "created_at", "updated_at", "expires_at")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    SEMANTICS_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DEDUP_HITS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_OWNER_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    status: RecordStatus
+    fingerprint: bytes
+    semantics: Semantics
+    fencing_token: int
+    attempt: int
+    dedup_hits: int
+    lease_owner: str
+    lease_expires_at: _timestamp_pb2.Timestamp
+    result: OperationResult
+    error: OperationError
+    parent: OperationRef
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., status: _Optional[_Union[RecordStatus, str]] = ..., fingerprint: _Optional[bytes] = ..., semantics: _Optional[_Union[Semantics, str]] = ..., fencing_token: _Optional[int] = ..., attempt: _Optional[int] = ..., dedup_hits: _Optional[int] = ..., lease_owner: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., error: _Optional[_Union[OperationError, _Mapping]] = ..., parent: _Optional[_Union[OperationRef, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CompleteRequest(_message.Message):
+    __slots__ = ("namespace", "key", "lease_token", "result")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    lease_token: int
+    result: OperationResult
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., lease_token: _Optional[int] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ...) -> None: ...
+
+class CompleteResponse(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: Record
+    def __init__(self, record: _Optional[_Union[Record, _Mapping]] = ...) -> None: ...
+
+class FailRequest(_message.Message):
+    __slots__ = ("namespace", "key", "lease_token", "error", "disposition")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    DISPOSITION_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    lease_token: int
+    error: OperationError
+    disposition: Disposition
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., lease_token: _Optional[int] = ..., error: _Optional[_Union[OperationError, _Mapping]] = ..., disposition: _Optional[_Union[Disposition, str]] = ...) -> None: ...
+
+class FailResponse(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: Record
+    def __init__(self, record: _Optional[_Union[Record, _Mapping]] = ...) -> None: ...
+
+class RenewRequest(_message.Message):
+    __slots__ = ("namespace", "key", "lease_token", "lease_ttl")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    lease_token: int
+    lease_ttl: _duration_pb2.Duration
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., lease_token: _Optional[int] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class RenewResponse(_message.Message):
+    __slots__ = ("lease",)
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    lease: Lease
+    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
+
+class KeepAliveRequest(_message.Message):
+    __slots__ = ("namespace", "key", "lease_token", "lease_ttl")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    lease_token: int
+    lease_ttl: _duration_pb2.Duration
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., lease_token: _Optional[int] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class LookupRequest(_message.Message):
+    __slots__ = ("namespace", "key")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class LookupResponse(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: Record
+    def __init__(self, record: _Optional[_Union[Record, _Mapping]] = ...) -> None: ...
