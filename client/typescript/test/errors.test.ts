@@ -1,0 +1,32 @@
+// Reading the google.rpc.ErrorInfo reason of a server error from grpc-status-details-bin.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Metadata, status } from "@grpc/grpc-js";
+import { BinaryWriter } from "@bufbuild/protobuf/wire";
+import { errorInfo, reason } from "../src/errors";
+
+function serviceError(details: Uint8Array[]) {
+  const st = new BinaryWriter().uint32(8).int32(status.FAILED_PRECONDITION).uint32(18).string("key reused");
+  for (const d of details) st.uint32(26).bytes(d);
+  const metadata = new Metadata();
+  metadata.set("grpc-status-details-bin", Buffer.from(st.finish()));
+  return Object.assign(new Error("9 FAILED_PRECONDITION: key reused"), { code: status.FAILED_PRECONDITION, details: "key reused", metadata });
+}
+
+function any(typeUrl: string, value: Uint8Array): Uint8Array {
+  return new BinaryWriter().uint32(10).string(typeUrl).uint32(18).bytes(value).finish();
+}
+
+test("reason of KEY_REUSED", () => {
+  const entry = new BinaryWriter().uint32(10).string("namespace").uint32(18).string("payments.charge").finish();
+  const info = new BinaryWriter().uint32(10).string("KEY_REUSED").uint32(18).string("oncekey").uint32(26).bytes(entry).finish();
+  const err = serviceError([any("type.googleapis.com/google.rpc.BadRequest", new Uint8Array()), any("type.googleapis.com/google.rpc.ErrorInfo", info)]);
+  assert.equal(reason(err), "KEY_REUSED");
+  assert.deepEqual(errorInfo(err), { reason: "KEY_REUSED", domain: "oncekey", metadata: { namespace: "payments.charge" } });
+});
+
+test("no reason without details", () => {
+  assert.equal(reason(serviceError([])), undefined);
+  assert.equal(reason(new Error("plain")), undefined);
+  assert.equal(reason(undefined), undefined);
+});
