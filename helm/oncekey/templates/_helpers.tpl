@@ -236,11 +236,13 @@ spec:
       envFrom:
         - configMapRef:
             name: {{ include "oncekey.fullname" . }}
+      {{- if or (include "oncekey.cqlAuth" .) .Values.extraEnv }}
       env:
-        {{- include "oncekey.cqlCredentialsEnv" . | nindent 8 }}
+        {{- include "oncekey.cqlCredentialsEnv" . | trim | nindent 8 }}
         {{- with .Values.extraEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
+      {{- end }}
       {{- with .Values.startupProbe }}
       startupProbe:
         {{- toYaml . | nindent 8 }}
