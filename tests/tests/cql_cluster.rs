@@ -169,6 +169,17 @@ async fn complete_on_one_server_replays_on_the_other() {
     let first = ca.claim(request.clone()).await.unwrap().into_inner();
     assert_eq!(outcome(&first), ClaimOutcome::Acquired);
 
+    // A duplicate waiting on B is answered as soon as A completes (B polls the shared store).
+    let mut waiting = request.clone();
+    waiting.wait = Some(ms(10_000));
+    let mut cw = b.client("acme").await;
+    let waiter = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let answer = cw.claim(waiting).await.map(|r| r.into_inner());
+        (answer, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
     let body: Vec<u8> = (0..=255u8)
         .chain(b"{\"charge\":\"ch_1\"}".iter().copied())
         .collect();
@@ -178,11 +189,20 @@ async fn complete_on_one_server_replays_on_the_other() {
         .await
         .unwrap();
 
+    let (waited, took) = waiter.await.unwrap();
+    let waited = waited.unwrap();
+    assert_eq!(outcome(&waited), ClaimOutcome::Completed);
+    assert_eq!(waited.record.unwrap().result.as_ref(), Some(&stored));
+    assert!(
+        took < Duration::from_secs(5),
+        "the waiter polled too slowly: {took:?}"
+    );
+
     let replay = cb.claim(request).await.unwrap().into_inner();
     assert_eq!(outcome(&replay), ClaimOutcome::Completed);
     let record = replay.record.unwrap();
     assert_eq!(record.result.as_ref(), Some(&stored), "byte for byte");
-    assert_eq!(record.dedup_hits, 1);
+    assert_eq!(record.dedup_hits, 2, "the waiter and the replay");
     // Another tenant does not see it, on either server.
     let err = b
         .client("other")

@@ -8,9 +8,12 @@
 //! TTLs have one-second granularity, readers also filter on `expires_at`, and an insert that meets
 //! an expired row overwrites it with `UPDATE … IF version = <that row's version>`.
 //!
-//! A write whose outcome is unknown (timeout, broken connection) is settled by a SERIAL read: each
-//! write carries a random `write_id`, so the writer recognises its own write. A failed condition
-//! (Cassandra returns only the condition columns) is answered from a SERIAL read as well.
+//! A write whose outcome is unknown (timeout, broken connection) is proposed again, identically,
+//! until a node answers; each write carries a random `write_id`, so when the re-proposal finds its
+//! condition failed, a SERIAL read tells whether an earlier copy of it is what applied. If no
+//! answer comes, the caller gets `Unavailable` (safe to retry: the next attempt sees the truth).
+//! A failed condition (Cassandra returns only the condition columns) is answered from a SERIAL
+//! read.
 //!
 //! This module must not decide ledger transitions (the engine does) nor write plain, non-conditional
 //! statements to the records table: mixing them with LWTs on one row breaks linearizability.
@@ -38,10 +41,10 @@ use statements::{Levels, Statements};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How often a serial read that settles an uncertain write is tried before giving up.
-const SETTLE_ATTEMPTS: u32 = 3;
-/// Pause before the second settling read (doubled for each further one).
-const SETTLE_BACKOFF: Duration = Duration::from_millis(100);
+/// How often one conditional write is proposed before its outcome is reported unknown.
+const WRITE_ATTEMPTS: u32 = 3;
+/// Pause before the first re-proposal (doubled for each further one).
+const RESEND_BACKOFF: Duration = Duration::from_millis(50);
 
 /// The ledger on a CQL cluster.
 #[derive(Clone)]
@@ -79,80 +82,59 @@ impl CqlStore {
         })
     }
 
-    /// Runs a conditional write; on an uncertain outcome, settles it with a serial read.
+    /// Runs a conditional write until its answer is definitive. After an uncertain outcome
+    /// (timeout, broken connection) the identical write, same `write_id` included, is proposed
+    /// again: a serial read alone cannot settle it, as the first request may still be queued on a
+    /// node and apply later. Once a re-proposal is answered, the stale copy can never apply (the
+    /// version it is conditioned on has moved on, or the row it must not find exists).
     async fn write(
         &self,
         statement: &PreparedStatement,
         values: Vec<Value>,
-        id: &RecordId,
-        proposal: Proposal,
-        now: Millis,
     ) -> Result<Written, StoreError> {
-        match self.session.execute_unpaged(statement, values).await {
-            Ok(result) => Ok(Written::Answer(result)),
-            Err(e) => match errors::classify(&e) {
-                Failure::MaybeRan(reason) => {
-                    tracing::warn!(error = %reason, "conditional write outcome unknown: settling with a serial read");
-                    self.settle(id, proposal, now).await.map(Written::Settled)
-                }
-                failure => Err(failure.into_store_error()),
-            },
-        }
-    }
-
-    /// Decides whether an uncertain write was applied, from a linearizable read: the write that
-    /// set the row is ours iff the row carries our `write_id` (a delete: iff the row is gone).
-    async fn settle(
-        &self,
-        id: &RecordId,
-        proposal: Proposal,
-        now: Millis,
-    ) -> Result<Cas, StoreError> {
-        let mut pause = SETTLE_BACKOFF;
-        let mut attempt = 1;
-        let found = loop {
-            match self.read_serial(id).await {
-                Ok(found) => break found,
-                Err(e) if attempt >= SETTLE_ATTEMPTS => {
-                    return Err(StoreError::Unavailable(format!(
-                        "the outcome of a conditional write is unknown and the settling read failed: {e}"
-                    )))
-                }
-                Err(_) => {
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                    attempt += 1;
-                }
+        let mut patient: Option<PreparedStatement> = None;
+        let mut pause = RESEND_BACKOFF;
+        let mut resent = false;
+        for attempt in 1..=WRITE_ATTEMPTS {
+            let current = patient.as_ref().unwrap_or(statement);
+            let error = match self.session.execute_unpaged(current, &values).await {
+                Ok(result) => return Ok(Written { result, resent }),
+                Err(e) => e,
+            };
+            match errors::classify(&error) {
+                Failure::MaybeRan(_) => resent = true,
+                Failure::NotSent(_) if resent => {}
+                failure => return Err(failure.into_store_error()),
             }
-        };
-        let live = found.live(now);
-        Ok(match proposal {
-            Proposal::Write(ours) if found.write_id == Some(ours) => Cas::Applied,
-            Proposal::Delete if live.is_none() => Cas::Applied,
-            _ => Cas::Conflict(live),
-        })
+            if attempt == WRITE_ATTEMPTS {
+                break;
+            }
+            tracing::warn!(error = %error, attempt, "conditional write outcome unknown: proposing it again");
+            tokio::time::sleep(pause).await;
+            pause *= 2;
+            // Re-proposals wait as long as the execution profile allows.
+            patient.get_or_insert_with(|| {
+                let mut s = statement.clone();
+                s.set_request_timeout(None);
+                s
+            });
+        }
+        Err(StoreError::Unavailable(format!(
+            "the outcome of a conditional write is still unknown after {WRITE_ATTEMPTS} attempts"
+        )))
     }
 
-    /// The row of `id` at SERIAL.
-    async fn read_serial(&self, id: &RecordId) -> Result<SerialRow, StoreError> {
+    /// The row of `id` at SERIAL: sees every write accepted so far.
+    async fn read_serial(&self, id: &RecordId) -> Result<StoredRow, StoreError> {
         let result = self
             .session
             .execute_unpaged(&self.statements.read_serial, codec::key_values(id).to_vec())
             .await
             .map_err(|e| errors::classify(&e).into_store_error())?;
         with_first_row(result, |row| match row {
-            None => Ok(SerialRow::default()),
-            Some(row) => Ok(SerialRow {
-                write_id: row.write_id().and_then(|w| <[u8; 16]>::try_from(w).ok()),
-                version: row.version()?,
-                record: row.record(id)?,
-            }),
+            None => Ok(StoredRow::default()),
+            Some(row) => StoredRow::decode(&row, id),
         })
-    }
-
-    /// The answer to a failed condition: the live record now, from a serial read.
-    async fn conflict(&self, id: &RecordId, now: Millis) -> Result<Cas, StoreError> {
-        Ok(Cas::Conflict(self.read_serial(id).await?.live(now)))
     }
 
     /// `UPDATE … IF version = ?` over a row that holds no live record (`expected` is `None` for a
@@ -168,30 +150,20 @@ impl CqlStore {
         values.extend(codec::column_values(record, write_id));
         values.extend(codec::key_values(&record.id));
         values.push(expected.and_then(codec::big));
-        let written = self
-            .write(
-                &self.statements.overwrite,
-                values,
-                &record.id,
-                Proposal::Write(write_id),
-                now,
-            )
-            .await?;
-        self.answer(written, &record.id, now).await
+        let written = self.write(&self.statements.overwrite, values).await?;
+        self.answer(written, &record.id, Mine::Write(write_id), now)
+            .await
     }
 
-    /// Turns the result of an UPDATE or DELETE into `Cas`.
+    /// Turns the answer to an UPDATE or DELETE into `Cas`.
     async fn answer(
         &self,
         written: Written,
         id: &RecordId,
+        mine: Mine,
         now: Millis,
     ) -> Result<Cas, StoreError> {
-        let result = match written {
-            Written::Settled(cas) => return Ok(cas),
-            Written::Answer(result) => result,
-        };
-        let (applied, full) = with_first_row(result, |row| {
+        let (applied, full) = with_first_row(written.result, |row| {
             let row = row.ok_or_else(|| StoreError::Internal("LWT without a result row".into()))?;
             let full = if row.is_full() {
                 Some(row.record(id)?)
@@ -200,27 +172,47 @@ impl CqlStore {
             };
             Ok((row.applied()?, full))
         })?;
-        match (applied, full) {
-            (true, _) => Ok(Cas::Applied),
+        if applied {
+            return Ok(Cas::Applied);
+        }
+        if written.resent {
+            // The condition may have failed because an earlier copy of this write applied.
+            let found = self.read_serial(id).await?;
+            let live = found.live(now);
+            return Ok(match mine {
+                Mine::Write(ours) if found.write_id == Some(ours) => Cas::Applied,
+                Mine::Delete if live.is_none() => Cas::Applied,
+                _ => Cas::Conflict(live),
+            });
+        }
+        match full {
             // ScyllaDB returns the whole current row; Cassandra only the condition columns.
-            (false, Some(current)) => Ok(Cas::Conflict(current.filter(|r| !r.is_expired(now)))),
-            (false, None) => self.conflict(id, now).await,
+            Some(current) => Ok(Cas::Conflict(current.filter(|r| !r.is_expired(now)))),
+            None => Ok(Cas::Conflict(self.read_serial(id).await?.live(now))),
         }
     }
 }
 
-/// What a conditional write proposed, to recognise it when its outcome is unknown.
+/// What a conditional write proposed, to recognise it after a re-proposal.
 #[derive(Debug, Clone, Copy)]
-enum Proposal {
+enum Mine {
     /// A row carrying this `write_id`.
     Write([u8; 16]),
     /// The row's deletion.
     Delete,
 }
 
-/// A row read at SERIAL.
+/// A definitive answer to a conditional write.
+struct Written {
+    /// The node's answer to the last proposal.
+    result: QueryResult,
+    /// Whether an earlier copy of the proposal had an unknown outcome (it may have applied).
+    resent: bool,
+}
+
+/// A stored row, decoded.
 #[derive(Debug, Default)]
-struct SerialRow {
+struct StoredRow {
     /// The nonce of the write that last set the row.
     write_id: Option<[u8; 16]>,
     /// The stored version (`None`: no row, or only its row marker is left).
@@ -229,16 +221,18 @@ struct SerialRow {
     record: Option<Record>,
 }
 
-impl SerialRow {
+impl StoredRow {
+    fn decode(row: &RowView<'_>, id: &RecordId) -> Result<Self, StoreError> {
+        Ok(Self {
+            write_id: row.write_id().and_then(|w| <[u8; 16]>::try_from(w).ok()),
+            version: row.version()?,
+            record: row.record(id)?,
+        })
+    }
+
     fn live(&self, now: Millis) -> Option<Record> {
         self.record.clone().filter(|r| !r.is_expired(now))
     }
-}
-
-/// A conditional write's result: the node's answer, or the settled outcome of an uncertain write.
-enum Written {
-    Answer(QueryResult),
-    Settled(Cas),
 }
 
 /// Decodes the first row of a result (untyped, by column name) and hands it to `f`.
@@ -276,43 +270,33 @@ impl Store for CqlStore {
         let mut values = codec::key_values(&record.id).to_vec();
         values.extend(codec::column_values(record, write_id));
         values.push(Some(CqlValue::Int(codec::ttl_secs(record, now))));
-        let written = self
-            .write(
-                &self.statements.insert,
-                values,
-                &record.id,
-                Proposal::Write(write_id),
-                now,
-            )
-            .await?;
-        let result = match written {
-            Written::Settled(cas) => return Ok(cas),
-            Written::Answer(result) => result,
-        };
+        let written = self.write(&self.statements.insert, values).await?;
+        let resent = written.resent;
         // A failed INSERT … IF NOT EXISTS returns the existing row (both Cassandra and ScyllaDB);
         // should a server return less, a serial read tells.
-        let existing = with_first_row(result, |row| {
+        let existing = with_first_row(written.result, |row| {
             let row = row.ok_or_else(|| StoreError::Internal("LWT without a result row".into()))?;
             if row.applied()? {
-                return Ok(None);
+                Ok(None)
+            } else if row.is_full() {
+                StoredRow::decode(&row, &record.id).map(|found| Some(Some(found)))
+            } else {
+                Ok(Some(None))
             }
-            if !row.is_full() {
-                return Ok(Some(None));
-            }
-            Ok(Some(Some((row.version()?, row.record(&record.id)?))))
         })?;
-        let (version, current) = match existing {
+        let found = match existing {
             None => return Ok(Cas::Applied),
             Some(Some(found)) => found,
-            Some(None) => {
-                let found = self.read_serial(&record.id).await?;
-                (found.version, found.record)
-            }
+            Some(None) => self.read_serial(&record.id).await?,
         };
-        match current {
-            Some(current) if !current.is_expired(now) => Ok(Cas::Conflict(Some(current))),
+        if resent && found.write_id == Some(write_id) {
+            // An earlier copy of this insert applied.
+            return Ok(Cas::Applied);
+        }
+        match found.live(now) {
+            Some(current) => Ok(Cas::Conflict(Some(current))),
             // Expired but not yet gone (TTLs count whole seconds), or only a row marker left.
-            _ => self.overwrite(record, version, now).await,
+            None => self.overwrite(record, found.version, now).await,
         }
     }
 
@@ -330,16 +314,9 @@ impl Store for CqlStore {
         values.extend(codec::key_values(&record.id));
         values.push(codec::big(expected_version));
         values.push(Some(codec::timestamp(now)));
-        let written = self
-            .write(
-                &self.statements.replace,
-                values,
-                &record.id,
-                Proposal::Write(write_id),
-                now,
-            )
-            .await?;
-        self.answer(written, &record.id, now).await
+        let written = self.write(&self.statements.replace, values).await?;
+        self.answer(written, &record.id, Mine::Write(write_id), now)
+            .await
     }
 
     async fn delete_if_version(
@@ -351,10 +328,8 @@ impl Store for CqlStore {
         let mut values = codec::key_values(id).to_vec();
         values.push(codec::big(expected_version));
         values.push(Some(codec::timestamp(now)));
-        let written = self
-            .write(&self.statements.delete, values, id, Proposal::Delete, now)
-            .await?;
-        self.answer(written, id, now).await
+        let written = self.write(&self.statements.delete, values).await?;
+        self.answer(written, id, Mine::Delete, now).await
     }
 
     async fn sweep_expired(&self, _now: Millis, _limit: usize) -> Result<usize, StoreError> {
@@ -364,7 +339,7 @@ impl Store for CqlStore {
 
     async fn check_ready(&self) -> Result<(), StoreError> {
         // A QUORUM read of an empty partition: proves the table and a quorum of its replicas.
-        let probe = RecordId::new("", "", "");
+        let probe = RecordId::new("oncekey", "readiness.probe", "probe");
         self.session
             .execute_unpaged(&self.statements.read, codec::key_values(&probe).to_vec())
             .await
