@@ -4,7 +4,8 @@
 //! The node is `$ONCEKEY_TEST_CQL_NODES` when set, else started once per test process with
 //! `scripts/cassandra start` (a no-op when it runs already); if it cannot start, every test fails with the script's output: nothing is skipped.
 //! Each test gets its own keyspace, so tests run in parallel and need no teardown; keyspaces that
-//! earlier runs left behind are dropped once they are an hour old.
+//! earlier runs left behind are dropped once they are ten minutes old (a node holding hundreds of
+//! tables slows down).
 
 use super::*;
 use crate::config::{CqlArgs, MigrateArgs};
@@ -14,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Test keyspaces are named `oncekey_t_<unix seconds>_<random>`.
 const PREFIX: &str = "oncekey_t_";
-const STALE_SECS: u64 = 3600;
+const STALE_SECS: u64 = 600;
 
 /// The address of the node: `$ONCEKEY_TEST_CQL_NODES`, or a local node started if needed (once
 /// per process).
@@ -77,7 +78,7 @@ fn fresh_keyspace() -> String {
     format!("{PREFIX}{}_{:08x}", unix_secs(), rand::random::<u32>())
 }
 
-/// Drops test keyspaces older than an hour (once per process; never a running test's keyspace).
+/// Drops test keyspaces older than ten minutes (once per process; no test runs that long).
 async fn drop_stale_keyspaces(session: &Session) {
     static ONCE: OnceLock<()> = OnceLock::new();
     if ONCE.set(()).is_err() {
