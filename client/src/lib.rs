@@ -1,120 +1,94 @@
 //! The Rust client for Oncekey, the shared idempotency ledger.
 //!
-//! `Client::connect` opens one HTTP/2 channel (cheap to clone) that sends the caller's bearer token
-//! (or, against a dev-mode server, its tenant header) with every call; `Client::ledger` gives the
-//! generated `oncekey.v1.Ledger` client for full control over each RPC.
+//! Before a side effect (charge a card, send an email, create a task) a service asks the ledger
+//! whether it may perform operation *K* now, and tells it the outcome afterwards; every retry of the
+//! same intent carries the same key, so a retry after a crash or a timeout gets the stored outcome
+//! instead of a second side effect. This crate makes that safe path the easy one:
+//!
+//! - [`OperationKey`]: deterministic keys from stable business parts plus an operation version,
+//!   and child keys for the steps of a workflow. No random keys unless you ask for one.
+//! - [`Client::once`] … [`Once::run`]: Claim, run your closure only when acquired while the lease
+//!   is kept alive, then Complete with its output or Fail with the disposition its error chooses.
+//!   Replays, in-flight duplicates, final failures and unknown outcomes come back typed.
+//! - [`Client::claim`], [`Client::complete`], [`Client::fail`], [`Client::renew`],
+//!   [`Client::lookup`], [`Client::keep_alive`]: one typed method per RPC, with the typed
+//!   [`Error`] (gRPC code and `ErrorInfo` [`Reason`]).
+//! - Every unary call goes through tower layers ([`stack`]): a per-attempt timeout, retries of
+//!   transient failures with exponential backoff and full jitter (honoring
+//!   `grpc-retry-pushback-ms`), and a circuit breaker. A retry resends the identical request.
+//!
+//! ```no_run
+//! use oncekey_client::{Client, ConnectOptions, Disposition, Failure, OnceError, OperationKey};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize)]
+//! struct Charge<'a> { order: &'a str, amount_cents: u64, currency: &'a str }
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct Receipt { charge_id: String }
+//!
+//! #[derive(Debug)]
+//! struct Declined;
+//! impl std::fmt::Display for Declined {
+//!     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+//!         f.write_str("card declined")
+//!     }
+//! }
+//! impl Failure for Declined {
+//!     fn disposition(&self) -> Disposition { Disposition::Final }
+//! }
+//!
+//! # async fn provider_charge(_: &str, _: u64, _: u64) -> Result<String, Declined> { Ok("ch_1".into()) }
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::connect(
+//!     "http://127.0.0.1:50051",
+//!     ConnectOptions { token: std::env::var("ONCEKEY_TOKEN").ok(), ..Default::default() },
+//! )
+//! .await?;
+//!
+//! // The same order always gives the same key and the same arguments.
+//! let key = OperationKey::new("payments.charge", ["order-1042", "charge", "v1"])?;
+//! let args = Charge { order: "order-1042", amount_cents: 1999, currency: "EUR" };
+//!
+//! let receipt: Result<Receipt, OnceError<Declined>> = client
+//!     .once(&key, &args)
+//!     .run(|lease| async move {
+//!         // Runs only if no earlier attempt succeeded; the lease is renewed meanwhile.
+//!         let charge_id = provider_charge("order-1042", 1999, lease.fencing_token()).await?;
+//!         Ok(Receipt { charge_id })
+//!     })
+//!     .await;
+//! match receipt {
+//!     Ok(r) => println!("charged: {}", r.charge_id), // now, or replayed from the first run
+//!     Err(OnceError::Operation(Declined)) | Err(OnceError::Failed(_)) => println!("declined"),
+//!     Err(e) => return Err(e.into()),
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 pub use oncekey_api as api;
 pub use oncekey_api::fingerprint;
 
-use oncekey_api::v1::ledger_client::LedgerClient;
-use std::time::Duration;
-use tonic::metadata::{AsciiMetadataValue, MetadataValue};
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+mod connect;
+mod error;
+mod key;
+mod lease;
+mod once;
+mod rpc;
+pub mod stack;
+mod types;
 
-/// Why a client could not be set up.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// The endpoint address is malformed.
-    #[error("invalid endpoint {0:?}: {1}")]
-    Endpoint(String, String),
-    /// A credential cannot be sent as a header.
-    #[error("invalid {0}: not a valid header value")]
-    Header(&'static str),
-    /// The server could not be reached.
-    #[error("cannot connect to {0}: {1}")]
-    Connect(String, String),
-}
-
-/// How to reach and authenticate to a server.
-#[derive(Debug, Clone, Default)]
-pub struct ConnectOptions {
-    /// The bearer token (servers with a tokens file).
-    pub token: Option<String>,
-    /// The tenant header (dev-mode servers without tokens).
-    pub tenant: Option<String>,
-    /// Per-call timeout.
-    pub timeout: Option<Duration>,
-    /// Connection timeout.
-    pub connect_timeout: Option<Duration>,
-}
-
-/// Adds the credentials to every call.
-#[derive(Clone)]
-pub struct Credentials {
-    authorization: Option<AsciiMetadataValue>,
-    tenant: Option<AsciiMetadataValue>,
-}
-
-impl tonic::service::Interceptor for Credentials {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(value) = &self.authorization {
-            req.metadata_mut().insert("authorization", value.clone());
-        }
-        if let Some(value) = &self.tenant {
-            req.metadata_mut()
-                .insert(oncekey_api::TENANT_HEADER, value.clone());
-        }
-        Ok(req)
-    }
-}
-
-/// The generated Ledger client with credentials attached.
-pub type LedgerRpc = LedgerClient<InterceptedService<Channel, Credentials>>;
-
-/// A connection to an Oncekey server; cheap to clone (all clones share one HTTP/2 channel).
-#[derive(Clone)]
-pub struct Client {
-    ledger: LedgerRpc,
-}
-
-impl Client {
-    /// Connects to `endpoint` (e.g. `http://127.0.0.1:50051`).
-    pub async fn connect(endpoint: &str, options: ConnectOptions) -> Result<Self, ClientError> {
-        let mut ep = Endpoint::from_shared(endpoint.to_owned())
-            .map_err(|e| ClientError::Endpoint(endpoint.to_owned(), e.to_string()))?
-            .http2_keep_alive_interval(Duration::from_secs(20))
-            .keep_alive_while_idle(true);
-        if let Some(t) = options.timeout {
-            ep = ep.timeout(t);
-        }
-        ep = ep.connect_timeout(options.connect_timeout.unwrap_or(Duration::from_secs(5)));
-        let channel = ep
-            .connect()
-            .await
-            .map_err(|e| ClientError::Connect(endpoint.to_owned(), error_chain(&e)))?;
-        let credentials = Credentials {
-            authorization: options
-                .token
-                .map(|t| {
-                    MetadataValue::try_from(format!("Bearer {t}"))
-                        .map_err(|_| ClientError::Header("token"))
-                })
-                .transpose()?,
-            tenant: options
-                .tenant
-                .map(|t| MetadataValue::try_from(t).map_err(|_| ClientError::Header("tenant")))
-                .transpose()?,
-        };
-        Ok(Self {
-            ledger: LedgerClient::with_interceptor(channel, credentials),
-        })
-    }
-
-    /// The generated client, for calling each RPC directly.
-    pub fn ledger(&self) -> LedgerRpc {
-        self.ledger.clone()
-    }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
+pub use connect::{
+    Client, ClientError, ConnectOptions, Credentials, LedgerRpc, TlsOptions,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT,
+};
+pub use error::{Error, Reason, RETRY_PUSHBACK_HEADER};
+pub use key::{KeyBuilder, KeyError, OperationKey, MAX_KEY_BYTES};
+pub use lease::Lease;
+pub use once::{Done, Failure, Once, OnceError, DEFAULT_WAIT_TIMEOUT};
+pub use rpc::{Arguments, Claim, KeepAlive, MAX_WAIT};
+pub use stack::{BreakerPolicy, CircuitState, RetryPolicy, Stats};
+pub use types::{
+    Claimed, Disposition, LeaseGrant, Record, RecordStatus, Semantics, StoredError, StoredResult,
+};

@@ -1,0 +1,271 @@
+//! The typed error of every RPC: the gRPC code plus the `google.rpc.ErrorInfo` reason the server
+//! attached (CONTRACT §7), and the client-side failures (timeout, open circuit, bad answer).
+//!
+//! This module only classifies errors; it decides nothing about retrying them (see `stack::retry`).
+
+use std::fmt;
+use std::time::Duration;
+use tonic::Code;
+use tonic_types::StatusExt;
+
+/// The metadata key (trailer or header) by which a server asks a client to wait before retrying.
+pub const RETRY_PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
+
+/// The `ErrorInfo` reason of a server error (CONTRACT §7).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// INVALID_ARGUMENT: a field is missing, malformed or out of range.
+    InvalidField,
+    /// INVALID_ARGUMENT: a field exceeds its size limit.
+    TooLarge,
+    /// FAILED_PRECONDITION: the key was first claimed with different arguments.
+    KeyReused,
+    /// FAILED_PRECONDITION: the lease token is not the record's current one.
+    LeaseLost,
+    /// FAILED_PRECONDITION: this token already settled the record differently.
+    AlreadySettled,
+    /// NOT_FOUND: no such record.
+    NotFound,
+    /// UNAUTHENTICATED: missing or unknown bearer token.
+    Unauthenticated,
+    /// PERMISSION_DENIED: the credentials do not allow the request.
+    PermissionDenied,
+    /// UNAVAILABLE: the server's store cannot answer; safe to retry with the same key.
+    StoreUnavailable,
+    /// A reason this client version does not know.
+    Other(String),
+}
+
+impl Reason {
+    /// Parses an `ErrorInfo.reason`.
+    pub fn parse(reason: &str) -> Reason {
+        match reason {
+            "INVALID_FIELD" => Reason::InvalidField,
+            "TOO_LARGE" => Reason::TooLarge,
+            "KEY_REUSED" => Reason::KeyReused,
+            "LEASE_LOST" => Reason::LeaseLost,
+            "ALREADY_SETTLED" => Reason::AlreadySettled,
+            "NOT_FOUND" => Reason::NotFound,
+            "UNAUTHENTICATED" => Reason::Unauthenticated,
+            "PERMISSION_DENIED" => Reason::PermissionDenied,
+            "STORE_UNAVAILABLE" => Reason::StoreUnavailable,
+            other => Reason::Other(other.to_owned()),
+        }
+    }
+
+    /// The reason as the server spells it, e.g. `LEASE_LOST`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Reason::InvalidField => "INVALID_FIELD",
+            Reason::TooLarge => "TOO_LARGE",
+            Reason::KeyReused => "KEY_REUSED",
+            Reason::LeaseLost => "LEASE_LOST",
+            Reason::AlreadySettled => "ALREADY_SETTLED",
+            Reason::NotFound => "NOT_FOUND",
+            Reason::Unauthenticated => "UNAUTHENTICATED",
+            Reason::PermissionDenied => "PERMISSION_DENIED",
+            Reason::StoreUnavailable => "STORE_UNAVAILABLE",
+            Reason::Other(other) => other,
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The server (or the transport under it) answered with a non-OK gRPC status.
+    #[error("{}", describe(.0))]
+    Status(Box<tonic::Status>),
+    /// No answer within the per-call timeout (counts as DEADLINE_EXCEEDED).
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The circuit breaker is open after consecutive transport failures: the call was not sent.
+    #[error("circuit open after consecutive failures; next probe in {0:?}")]
+    CircuitOpen(Duration),
+    /// The server's answer lacks a field the contract promises.
+    #[error("malformed answer: {0}")]
+    Protocol(&'static str),
+    /// The arguments could not be fingerprinted (not serializable to I-JSON).
+    #[error("cannot fingerprint the arguments: {0}")]
+    Fingerprint(String),
+}
+
+fn describe(status: &tonic::Status) -> String {
+    match status.get_details_error_info() {
+        Some(info) => format!("{:?} {}: {}", status.code(), info.reason, status.message()),
+        None => format!("{:?}: {}", status.code(), status.message()),
+    }
+}
+
+impl From<tonic::Status> for Error {
+    fn from(status: tonic::Status) -> Self {
+        Error::Status(Box::new(status))
+    }
+}
+
+impl Error {
+    /// The gRPC code: the server's, or the one the client-side failure stands for.
+    pub fn code(&self) -> Code {
+        match self {
+            Error::Status(s) => s.code(),
+            Error::Timeout(_) => Code::DeadlineExceeded,
+            Error::CircuitOpen(_) => Code::Unavailable,
+            Error::Protocol(_) => Code::Internal,
+            Error::Fingerprint(_) => Code::InvalidArgument,
+        }
+    }
+
+    /// The `ErrorInfo` reason the server attached, if the error came from an Oncekey server.
+    pub fn reason(&self) -> Option<Reason> {
+        match self {
+            Error::Status(s) => s
+                .get_details_error_info()
+                .filter(|i| i.domain == oncekey_api::ERROR_DOMAIN)
+                .map(|i| Reason::parse(&i.reason)),
+            _ => None,
+        }
+    }
+
+    /// The field a `google.rpc.BadRequest` names (INVALID_ARGUMENT only).
+    pub fn bad_field(&self) -> Option<String> {
+        match self {
+            Error::Status(s) => s
+                .get_details_bad_request()
+                .and_then(|b| b.field_violations.into_iter().next())
+                .map(|v| v.field),
+            _ => None,
+        }
+    }
+
+    /// The underlying gRPC status, when there is one.
+    pub fn status(&self) -> Option<&tonic::Status> {
+        match self {
+            Error::Status(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// True when the server said LEASE_LOST: the token is no longer the record's current one.
+    pub fn is_lease_lost(&self) -> bool {
+        self.reason() == Some(Reason::LeaseLost)
+    }
+
+    /// True for failures that resending the identical request may cure: UNAVAILABLE,
+    /// DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, and connection errors. Never INVALID_ARGUMENT,
+    /// UNAUTHENTICATED, PERMISSION_DENIED or FAILED_PRECONDITION, and never an open circuit.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Status(s) => match s.code() {
+                Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted => true,
+                Code::InvalidArgument
+                | Code::Unauthenticated
+                | Code::PermissionDenied
+                | Code::FailedPrecondition => false,
+                _ => is_connection_error(s),
+            },
+            Error::Timeout(_) => true,
+            Error::CircuitOpen(_) | Error::Protocol(_) | Error::Fingerprint(_) => false,
+        }
+    }
+
+    /// The server's `grpc-retry-pushback-ms`: `Some(Some(d))` asks to wait `d` before retrying,
+    /// `Some(None)` (a negative or malformed value) asks not to retry at all.
+    pub fn pushback(&self) -> Option<Option<Duration>> {
+        let value = self.status()?.metadata().get(RETRY_PUSHBACK_HEADER)?;
+        Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .and_then(|ms| u64::try_from(ms).ok())
+                .map(Duration::from_millis),
+        )
+    }
+}
+
+/// A status made from a transport failure (connection refused, reset, broken pipe, ...).
+fn is_connection_error(status: &tonic::Status) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    while let Some(e) = source {
+        if e.is::<std::io::Error>() || e.is::<tonic::transport::Error>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic_types::ErrorDetails;
+
+    fn with_reason(code: Code, reason: &str) -> Error {
+        let details = ErrorDetails::with_error_info(
+            reason,
+            oncekey_api::ERROR_DOMAIN,
+            std::collections::HashMap::new(),
+        );
+        tonic::Status::with_error_details(code, "m", details).into()
+    }
+
+    #[test]
+    fn reads_code_and_reason() {
+        let e = with_reason(Code::FailedPrecondition, "LEASE_LOST");
+        assert_eq!(e.code(), Code::FailedPrecondition);
+        assert_eq!(e.reason(), Some(Reason::LeaseLost));
+        assert!(e.is_lease_lost() && !e.is_transient());
+        assert_eq!(
+            with_reason(Code::NotFound, "SOMETHING_NEW").reason(),
+            Some(Reason::Other("SOMETHING_NEW".into()))
+        );
+    }
+
+    #[test]
+    fn classifies_transient_codes() {
+        for code in [
+            Code::Unavailable,
+            Code::DeadlineExceeded,
+            Code::ResourceExhausted,
+        ] {
+            assert!(Error::from(tonic::Status::new(code, "x")).is_transient());
+        }
+        for code in [
+            Code::InvalidArgument,
+            Code::Unauthenticated,
+            Code::PermissionDenied,
+            Code::FailedPrecondition,
+            Code::NotFound,
+            Code::Internal,
+        ] {
+            assert!(!Error::from(tonic::Status::new(code, "x")).is_transient());
+        }
+        assert!(Error::Timeout(Duration::from_secs(1)).is_transient());
+        assert!(!Error::CircuitOpen(Duration::from_secs(1)).is_transient());
+    }
+
+    #[test]
+    fn reads_pushback() {
+        let mut s = tonic::Status::unavailable("busy");
+        s.metadata_mut()
+            .insert(RETRY_PUSHBACK_HEADER, "250".parse().unwrap());
+        assert_eq!(
+            Error::from(s).pushback(),
+            Some(Some(Duration::from_millis(250)))
+        );
+        let mut s = tonic::Status::unavailable("go away");
+        s.metadata_mut()
+            .insert(RETRY_PUSHBACK_HEADER, "-1".parse().unwrap());
+        assert_eq!(Error::from(s).pushback(), Some(None));
+        assert_eq!(
+            Error::from(tonic::Status::unavailable("x")).pushback(),
+            None
+        );
+    }
+}

@@ -1,0 +1,433 @@
+//! The one-call API: Claim an operation, run the side effect only when acquired while its lease is
+//! kept alive, then Complete it with the serialized output or Fail it with the disposition the
+//! caller's error chooses. Every other outcome comes back without running the side effect.
+//!
+//! This module decides nothing about transport retries (the client's layers do that) and never
+//! changes the key or the arguments between attempts.
+
+use crate::connect::Client;
+use crate::error::Error;
+use crate::key::OperationKey;
+use crate::lease::{self, Lease};
+use crate::rpc::{Arguments, Claim};
+use crate::types::{
+    Claimed, Disposition, LeaseGrant, Record, RecordStatus, Semantics, StoredError, StoredResult,
+};
+use oncekey_api::fingerprint::Fingerprint;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// The longest error message the server stores; longer ones are cut.
+const MAX_MESSAGE_BYTES: usize = 16 * 1024;
+
+/// How long [`Once`] waits for an operation another holder is performing, by default.
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What a failed run means for the operation: implemented by the error type of the closure given to
+/// [`Once::run`].
+///
+/// ```
+/// use oncekey_client::{Disposition, Failure};
+///
+/// #[derive(Debug, thiserror::Error)]
+/// enum ChargeError {
+///     #[error("card declined")]
+///     Declined,
+///     #[error("provider unreachable")]
+///     Unreachable,
+///     #[error("invalid amount")]
+///     InvalidAmount,
+/// }
+///
+/// impl Failure for ChargeError {
+///     fn disposition(&self) -> Disposition {
+///         match self {
+///             ChargeError::Declined => Disposition::Final, // replayed to every retry
+///             ChargeError::Unreachable => Disposition::Retryable, // the next run tries again
+///             ChargeError::InvalidAmount => Disposition::Abandon, // nothing happened: forget it
+///         }
+///     }
+/// }
+/// ```
+pub trait Failure: fmt::Display {
+    /// How the failure settles the operation.
+    fn disposition(&self) -> Disposition;
+
+    /// The error code stored with the failure (default 0).
+    fn code(&self) -> i32 {
+        0
+    }
+
+    /// Opaque details stored with the failure (at most 64 KiB; default none).
+    fn details(&self) -> Vec<u8> {
+        Vec::new()
+    }
+}
+
+/// Why [`Once::run`] did not return the operation's output.
+#[derive(Debug, thiserror::Error)]
+pub enum OnceError<E> {
+    /// The closure ran and failed; the failure was recorded with its disposition.
+    #[error("the operation failed: {0}")]
+    Operation(E),
+    /// The operation had failed for good earlier; this is its stored error (nothing ran).
+    #[error("the operation failed earlier: {0}")]
+    Failed(StoredError),
+    /// Another holder was still performing the operation when the wait timeout ran out.
+    #[error("the operation is still in progress elsewhere")]
+    InProgress {
+        /// The record at the last Claim.
+        record: Box<Record>,
+    },
+    /// An at-most-once operation's holder vanished and its outcome is unknown. Check the outside
+    /// world by the key, then call [`Once::reconcile`].
+    #[error("the operation's outcome is unknown and needs reconciliation")]
+    NeedsReconciliation {
+        /// The record (status `Unknown`).
+        record: Box<Record>,
+    },
+    /// The lease was lost while the closure ran (another holder took the operation over), so its
+    /// outcome was not recorded. The side effect may have happened; the fencing token is how
+    /// downstream systems tell the holders apart.
+    #[error("the lease (token {token}) was lost before the outcome was recorded")]
+    LeaseLost {
+        /// The fencing token of the lost lease.
+        token: u64,
+        /// The closure's error, if it failed.
+        operation: Option<E>,
+    },
+    /// The operation had succeeded earlier, but its stored result is not JSON of the expected type.
+    #[error("the stored result cannot be decoded: {error}")]
+    Decode {
+        /// Why decoding failed.
+        error: serde_json::Error,
+        /// The stored result.
+        result: Box<StoredResult>,
+    },
+    /// The closure succeeded but its output cannot be serialized; the operation was recorded as a
+    /// final failure.
+    #[error("the output cannot be serialized: {0}")]
+    Encode(serde_json::Error),
+    /// The Claim failed (e.g. KEY_REUSED, UNAUTHENTICATED, or the server stayed unreachable).
+    #[error(transparent)]
+    Rpc(Error),
+    /// The closure finished but its outcome could not be recorded; the lease will run out and the
+    /// operation will be acquired again (at-least-once) or need reconciliation (at-most-once).
+    #[error("the outcome could not be recorded: {error}")]
+    Unsettled {
+        /// Why the Complete or Fail failed.
+        error: Error,
+        /// The closure's error, if it failed.
+        operation: Option<E>,
+    },
+}
+
+/// The output of an operation and where it came from.
+#[derive(Debug, Clone)]
+pub struct Done<T> {
+    /// The output.
+    pub value: T,
+    /// True when the output is a stored result replayed from an earlier run (the closure did not
+    /// run this time).
+    pub replayed: bool,
+    /// The SUCCEEDED record.
+    pub record: Record,
+}
+
+/// One operation to perform at most once per key: built by [`Client::once`], finished by
+/// [`Once::run`].
+#[derive(Debug, Clone)]
+#[must_use = "nothing happens until `run` is awaited"]
+pub struct Once {
+    client: Client,
+    key: OperationKey,
+    fingerprint: Result<Fingerprint, String>,
+    lease_ttl: Option<Duration>,
+    retention: Option<Duration>,
+    semantics: Semantics,
+    wait_timeout: Duration,
+    owner: Option<String>,
+}
+
+impl Client {
+    /// Prepares `key` with arguments `args` (fingerprinted now, RFC 8785 + SHA-256) to be run once.
+    ///
+    /// `args` are the operation's significant arguments: the same intent must always give the same
+    /// arguments, so keep attempt numbers, timestamps and trace ids out of them.
+    pub fn once<A: Serialize + ?Sized>(&self, key: &OperationKey, args: &A) -> Once {
+        Once {
+            client: self.clone(),
+            key: key.clone(),
+            fingerprint: Client::fingerprint(args).map_err(|e| e.to_string()),
+            lease_ttl: None,
+            retention: None,
+            semantics: Semantics::AtLeastOnce,
+            wait_timeout: DEFAULT_WAIT_TIMEOUT,
+            owner: None,
+        }
+    }
+}
+
+impl Once {
+    /// The lease length (server default 30 s); the keep-alive renews it every third of that.
+    /// A shorter lease lets another caller take over sooner after this process dies.
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = Some(ttl);
+        self
+    }
+
+    /// How long the outcome is kept after it settles (server default 24 h). It must outlast the
+    /// longest time anyone may retry this operation.
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = Some(retention);
+        self
+    }
+
+    /// Never run the side effect twice: if a holder vanishes mid-run, later runs get
+    /// [`OnceError::NeedsReconciliation`] instead of running it again. The first Claim of a key
+    /// fixes this.
+    pub fn at_most_once(mut self) -> Self {
+        self.semantics = Semantics::AtMostOnce;
+        self
+    }
+
+    /// How long to wait for an operation another holder is performing (default 60 s) before
+    /// returning [`OnceError::InProgress`]; zero returns at once.
+    pub fn wait_timeout(mut self, timeout: Duration) -> Self {
+        self.wait_timeout = timeout;
+        self
+    }
+
+    /// Names the holder in the record's `lease_owner` (default: the client's owner). A per-run
+    /// suffix is added so that a Claim whose answer was lost can recognize its own lease.
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// Runs `operation` unless the ledger already knows its outcome, and returns its output.
+    ///
+    /// - ACQUIRED: runs `operation` with the [`Lease`] while a background task keeps the lease
+    ///   alive, then Completes with the output as JSON, or Fails with the error's
+    ///   [`Failure::disposition`] and returns [`OnceError::Operation`].
+    /// - COMPLETED: returns the stored output without running `operation`.
+    /// - FAILED: returns [`OnceError::Failed`] with the stored error.
+    /// - IN_PROGRESS: waits for the other holder (Claim with `wait`) up to the wait timeout; then
+    ///   [`OnceError::InProgress`].
+    /// - NEEDS_RECONCILIATION: returns [`OnceError::NeedsReconciliation`].
+    pub async fn run<T, E, F, Fut>(self, operation: F) -> Result<T, OnceError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        E: Failure,
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.run_detailed(operation).await.map(|done| done.value)
+    }
+
+    /// Like [`Once::run`], also telling whether the output was replayed and giving the record.
+    pub async fn run_detailed<T, E, F, Fut>(self, operation: F) -> Result<Done<T>, OnceError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        E: Failure,
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.execute(false, operation).await
+    }
+
+    /// Reconciles an at-most-once operation whose outcome is unknown: Claims it with `reconcile`
+    /// and runs `reconciler`, which must find out from the outside world (by the key) what
+    /// happened, and return the output (recorded as the result), or an error whose disposition
+    /// settles it: [`Disposition::Retryable`] when the effect did not happen and may run again,
+    /// [`Disposition::Final`] when it failed, [`Disposition::Abandon`] to forget the key.
+    ///
+    /// If the operation was settled meanwhile, its outcome is returned as [`Once::run`] would.
+    pub async fn reconcile<T, E, F, Fut>(self, reconciler: F) -> Result<Done<T>, OnceError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        E: Failure,
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.execute(true, reconciler).await
+    }
+
+    async fn execute<T, E, F, Fut>(
+        self,
+        reconcile: bool,
+        operation: F,
+    ) -> Result<Done<T>, OnceError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        E: Failure,
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let fingerprint = self
+            .fingerprint
+            .clone()
+            .map_err(|e| OnceError::Rpc(Error::Fingerprint(e)))?;
+        let base = self.owner.as_deref().unwrap_or(&self.client.owner);
+        let owner = format!("{base}#{:016x}", rand::random::<u64>());
+        let mut claim = Claim::with_arguments(&self.key, Arguments::Fingerprint(fingerprint))
+            .semantics(self.semantics)
+            .owner(owner.clone())
+            .reconcile(reconcile);
+        if let Some(ttl) = self.lease_ttl {
+            claim = claim.lease_ttl(ttl);
+        }
+        if let Some(retention) = self.retention {
+            claim = claim.retention(retention);
+        }
+        let deadline = Instant::now() + self.wait_timeout;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            claim = claim.wait(remaining);
+            let answer = self.client.claim(&claim).await.map_err(OnceError::Rpc)?;
+            match answer {
+                Claimed::Acquired { lease, .. } => return self.acquired(lease, operation).await,
+                Claimed::Completed { result, record } => {
+                    return match result.decode_json() {
+                        Ok(value) => Ok(Done {
+                            value,
+                            replayed: true,
+                            record,
+                        }),
+                        Err(error) => Err(OnceError::Decode {
+                            error,
+                            result: Box::new(result),
+                        }),
+                    }
+                }
+                Claimed::Failed { error, .. } => return Err(OnceError::Failed(error)),
+                Claimed::NeedsReconciliation { record } => {
+                    return Err(OnceError::NeedsReconciliation {
+                        record: Box::new(record),
+                    })
+                }
+                Claimed::InProgress {
+                    retry_after,
+                    record,
+                } => {
+                    // Our own earlier Claim acquired it, but its answer was lost and the retry
+                    // layer claimed again: the lease is ours.
+                    if record.lease_owner == owner && record.status == RecordStatus::Processing {
+                        let grant = LeaseGrant {
+                            token: record.fencing_token,
+                            expires_at: record
+                                .lease_expires_at
+                                .unwrap_or_else(std::time::SystemTime::now),
+                            attempt: record.attempt,
+                        };
+                        return self.acquired(grant, operation).await;
+                    }
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    if remaining.is_zero() {
+                        return Err(OnceError::InProgress {
+                            record: Box::new(record),
+                        });
+                    }
+                    tokio::time::sleep(retry_after.min(remaining)).await;
+                }
+            }
+        }
+    }
+
+    async fn acquired<T, E, F, Fut>(
+        &self,
+        grant: LeaseGrant,
+        operation: F,
+    ) -> Result<Done<T>, OnceError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        E: Failure,
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let token = grant.token;
+        let (lease, keep_alive) = lease::keep_alive(&self.client, &self.key, grant, self.lease_ttl);
+        let outcome = operation(lease).await;
+        // Stop renewing before settling, so the keep-alive never sees our own settle.
+        drop(keep_alive);
+        match outcome {
+            Ok(value) => {
+                let result = match StoredResult::json(&value) {
+                    Ok(result) => result,
+                    Err(e) => {
+                        let error = StoredError {
+                            code: 0,
+                            message: format!("the output cannot be serialized: {e}"),
+                            details: Vec::new(),
+                        };
+                        let _ = self
+                            .client
+                            .fail(&self.key, token, error, Disposition::Final)
+                            .await;
+                        return Err(OnceError::Encode(e));
+                    }
+                };
+                match self.client.complete(&self.key, token, result).await {
+                    Ok(record) => Ok(Done {
+                        value,
+                        replayed: false,
+                        record,
+                    }),
+                    Err(e) if e.is_lease_lost() => Err(OnceError::LeaseLost {
+                        token,
+                        operation: None,
+                    }),
+                    Err(error) => Err(OnceError::Unsettled {
+                        error,
+                        operation: None,
+                    }),
+                }
+            }
+            Err(failure) => {
+                let error = StoredError {
+                    code: failure.code(),
+                    message: truncate(failure.to_string(), MAX_MESSAGE_BYTES),
+                    details: failure.details(),
+                };
+                let disposition = failure.disposition();
+                match self.client.fail(&self.key, token, error, disposition).await {
+                    Ok(_) => Err(OnceError::Operation(failure)),
+                    Err(e) if e.is_lease_lost() => Err(OnceError::LeaseLost {
+                        token,
+                        operation: Some(failure),
+                    }),
+                    Err(error) => Err(OnceError::Unsettled {
+                        error,
+                        operation: Some(failure),
+                    }),
+                }
+            }
+        }
+    }
+}
+
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate;
+
+    #[test]
+    fn truncates_on_a_char_boundary() {
+        assert_eq!(truncate("héllo".into(), 2), "h");
+        assert_eq!(truncate("héllo".into(), 3), "hé");
+        assert_eq!(truncate("abc".into(), 10), "abc");
+    }
+}
