@@ -28,7 +28,7 @@ pub async fn serve<S: Store>(
     let app = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz::<S>))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics::<S>))
         .with_state(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
@@ -51,9 +51,19 @@ async fn readyz<S: Store>(State(state): State<Arc<AdminState<S>>>) -> (StatusCod
     }
 }
 
-async fn metrics() -> String {
-    format!(
+async fn metrics<S: Store>(
+    State(state): State<Arc<AdminState<S>>>,
+) -> ([(axum::http::HeaderName, &'static str); 1], String) {
+    let mut text = format!(
         "# HELP oncekey_build_info Oncekey build information.\n# TYPE oncekey_build_info gauge\noncekey_build_info{{version=\"{}\"}} 1\n",
         env!("CARGO_PKG_VERSION")
+    );
+    text.push_str(&state.engine.metrics().encode());
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
     )
 }

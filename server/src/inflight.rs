@@ -1,12 +1,16 @@
-//! Counts RPCs in flight so that shutdown can wait for exactly them: a request counts from its
-//! arrival until its response body is fully sent (or dropped). Idle keep-alive connections do not
-//! count, so a drain is not held up by clients that merely stay connected.
+//! The outermost gRPC layer: counts RPCs in flight so that shutdown can wait for exactly them, and
+//! records every RPC's method, status code and latency in the metrics — including those refused
+//! before a handler runs (UNAUTHENTICATED). A request counts from its arrival until its response
+//! body is fully sent or dropped; idle keep-alive connections do not count, so a drain is not held
+//! up by clients that merely stay connected.
 
+use crate::telemetry::metrics::Metrics;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 use tokio::sync::Notify;
 
 #[derive(Default)]
@@ -19,9 +23,18 @@ struct Counter {
 #[derive(Clone, Default)]
 pub struct InFlight {
     counter: Arc<Counter>,
+    metrics: Arc<Metrics>,
 }
 
 impl InFlight {
+    /// A layer reporting to `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self {
+            counter: Arc::default(),
+            metrics,
+        }
+    }
+
     /// Resolves when no request is in flight.
     pub async fn idle(&self) {
         loop {
@@ -41,21 +54,60 @@ impl InFlight {
     }
 }
 
-/// Holds one unit of the count until dropped.
-struct Guard(Arc<Counter>);
+/// Holds one unit of the count until dropped, then records the RPC.
+struct Guard {
+    counter: Arc<Counter>,
+    metrics: Arc<Metrics>,
+    method: &'static str,
+    started: Instant,
+    /// The grpc-status seen in the response headers or trailers.
+    code: Option<tonic::Code>,
+}
 
 impl Guard {
-    fn new(counter: &Arc<Counter>) -> Self {
-        counter.active.fetch_add(1, Ordering::SeqCst);
-        Guard(counter.clone())
+    fn new(layer: &InFlightService<impl Sized>, method: &'static str) -> Self {
+        layer.counter.active.fetch_add(1, Ordering::SeqCst);
+        Guard {
+            counter: layer.counter.clone(),
+            metrics: layer.metrics.clone(),
+            method,
+            started: Instant::now(),
+            code: None,
+        }
+    }
+
+    fn observe(&mut self, headers: &http::HeaderMap) {
+        if let Some(status) = headers.get("grpc-status").and_then(|v| v.to_str().ok()) {
+            self.code = status.parse::<i32>().ok().map(tonic::Code::from);
+        }
     }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if self.0.active.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
+        // No status at all: the client went away before the answer was complete.
+        let code = self.code.unwrap_or(tonic::Code::Cancelled);
+        self.metrics.rpc(self.method, code, self.started.elapsed());
+        if self.counter.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.counter.idle.notify_waiters();
         }
+    }
+}
+
+/// The metric label of a request path: known RPCs by name, anything else `other` (paths are
+/// caller-chosen, so they must not become labels).
+fn method_label(path: &str) -> &'static str {
+    match path {
+        "/oncekey.v1.Ledger/Claim" => "Claim",
+        "/oncekey.v1.Ledger/Complete" => "Complete",
+        "/oncekey.v1.Ledger/Fail" => "Fail",
+        "/oncekey.v1.Ledger/Renew" => "Renew",
+        "/oncekey.v1.Ledger/KeepAlive" => "KeepAlive",
+        "/oncekey.v1.Ledger/Lookup" => "Lookup",
+        "/grpc.health.v1.Health/Check" => "Health.Check",
+        "/grpc.health.v1.Health/Watch" => "Health.Watch",
+        p if p.starts_with("/grpc.reflection.") => "Reflection",
+        _ => "other",
     }
 }
 
@@ -65,6 +117,7 @@ impl<S> tower::Layer<S> for InFlight {
         InFlightService {
             inner,
             counter: self.counter.clone(),
+            metrics: self.metrics.clone(),
         }
     }
 }
@@ -74,6 +127,7 @@ impl<S> tower::Layer<S> for InFlight {
 pub struct InFlightService<S> {
     inner: S,
     counter: Arc<Counter>,
+    metrics: Arc<Metrics>,
 }
 
 type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
@@ -92,24 +146,21 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let guard = Guard::new(&self.counter);
+        let mut guard = Guard::new(self, method_label(request.uri().path()));
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;
-            Ok(response.map(|body| {
-                tonic::body::Body::new(Guarded {
-                    body,
-                    _guard: guard,
-                })
-            }))
+            guard.observe(response.headers());
+            Ok(response.map(|body| tonic::body::Body::new(Guarded { body, guard })))
         })
     }
 }
 
-/// A response body that keeps its request counted until it is done.
+/// A response body that keeps its request counted until it is done, reading grpc-status from
+/// its trailers.
 struct Guarded {
     body: tonic::body::Body,
-    _guard: Guard,
+    guard: Guard,
 }
 
 impl http_body::Body for Guarded {
@@ -120,7 +171,14 @@ impl http_body::Body for Guarded {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &frame {
+            if let Some(trailers) = frame.trailers_ref() {
+                let trailers = trailers.clone();
+                self.guard.observe(&trailers);
+            }
+        }
+        frame
     }
 
     fn is_end_stream(&self) -> bool {

@@ -41,8 +41,13 @@ fn main() -> ExitCode {
 async fn dispatch(command: Command) -> anyhow::Result<()> {
     let output = match command {
         Command::Serve(args) => {
-            telemetry::init(args.log_format);
-            return serve::run(*args).await;
+            let otel = telemetry::init(args.log_format, args.otlp_endpoint.as_deref())
+                .map_err(ConfigError)?;
+            let result = serve::run(*args).await;
+            if let Some(otel) = otel {
+                tokio::task::spawn_blocking(move || otel.shutdown()).await?;
+            }
+            return result;
         }
         Command::Migrate(args) => return oncekey_server::store::cql::migrate::command(args).await,
         Command::Token(TokenCommand::New { tenant }) => {

@@ -36,11 +36,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => Auth::dev(),
     };
-    if args.otlp_endpoint.is_some() {
-        tracing::warn!(
-            "--otlp-endpoint is accepted but trace export is not implemented yet; spans stay local"
-        );
-    }
     match args.store {
         StoreKind::Embedded => {
             let store = EmbeddedStore::open(&args.data_dir)
@@ -124,7 +119,7 @@ pub async fn serve_store<S: Store>(
     if let Some(config) = tls(args)? {
         builder = builder.tls_config(config)?;
     }
-    let inflight = InFlight::default();
+    let inflight = InFlight::new(engine.metrics().clone());
     let server = builder
         .layer(inflight.clone())
         .add_service(health_service)

@@ -57,6 +57,11 @@ impl Server {
 
     /// Starts a server on `data_dir` (kept by the caller, e.g. across a restart).
     pub fn start_on(data_dir: &Path, extra: &[&str]) -> Server {
+        Self::start_with_env(data_dir, extra, &[])
+    }
+
+    /// Starts a server on `data_dir` with extra flags and environment variables.
+    pub fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let stderr_path = data_dir.with_extension(format!(
             "stderr-{}",
             std::process::id() as u64 * 1000 + nonce()
@@ -74,6 +79,7 @@ impl Server {
             .arg(data_dir)
             .args(extra)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()

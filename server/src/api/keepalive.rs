@@ -54,8 +54,10 @@ pub async fn start<S: Store>(
     let (tx, rx) = mpsc::channel(4);
     let _ = tx.try_send(Ok(convert::lease(&lease)));
     let limits = limits.clone();
+    engine.metrics().keepalive(1);
     tokio::spawn(async move {
         let end = renew_loop(&engine, &limits, &tenant, &mut target, &mut inbound, &tx).await;
+        engine.metrics().keepalive(-1);
         if let Some(status) = end {
             let _ = tx.send(Err(status)).await;
         }

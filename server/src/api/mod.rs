@@ -1,5 +1,7 @@
-//! The gRPC face of the ledger: `oncekey.v1.Ledger` over the engine. Each RPC validates its request
-//! (`convert`), runs one engine call for the caller's tenant, and maps errors once (`error`).
+//! The gRPC face of the ledger: `oncekey.v1.Ledger` over the engine. Each RPC runs in a span
+//! (tenant, namespace, hashed key, outcome, gRPC code; continuing the caller's W3C trace),
+//! validates its request (`convert`), runs one engine call for the caller's tenant, and maps errors
+//! once (`error`).
 
 pub mod auth;
 pub mod convert;
@@ -9,12 +11,15 @@ pub mod limits;
 
 use crate::engine::Engine;
 use crate::store::Store;
+use crate::telemetry::{key_hash, metrics::code_name, otel};
 use auth::{Auth, Tenant};
 use error::ApiError;
 use limits::Limits;
 use oncekey_api::v1;
 use std::sync::Arc;
 use tonic::{Request, Response, Status, Streaming};
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 /// The Ledger service for one store.
 pub struct LedgerService<S> {
@@ -51,11 +56,151 @@ impl<S: Store> LedgerService<S> {
     }
 }
 
-fn tenant<T>(req: &Request<T>) -> Result<String, Status> {
+fn tenant<T>(req: &Request<T>) -> Result<String, ApiError> {
     req.extensions()
         .get::<Tenant>()
         .map(|t| t.0.clone())
-        .ok_or_else(|| ApiError::Unauthenticated("no credentials").into())
+        .ok_or(ApiError::Unauthenticated("no credentials"))
+}
+
+/// The span of one RPC; `outcome` is recorded by Claim, `grpc.code` by `finish`.
+fn rpc_span<T>(name: &'static str, req: &Request<T>, namespace: &str, key: &str) -> Span {
+    let tenant = req
+        .extensions()
+        .get::<Tenant>()
+        .map_or("", |t| t.0.as_str());
+    let span = tracing::info_span!(
+        "rpc",
+        otel.name = name,
+        otel.kind = "server",
+        rpc.system = "grpc",
+        tenant = %tenant,
+        namespace = %namespace,
+        key_hash = %key_hash(key),
+        outcome = Empty,
+        grpc.code = Empty,
+        otel.status_code = Empty,
+    );
+    otel::continue_trace(&span, req.metadata());
+    span
+}
+
+/// Records the answer's code in `span` and turns it into a gRPC response.
+fn finish<T>(span: &Span, result: Result<T, ApiError>) -> Result<Response<T>, Status> {
+    let result = {
+        let _entered = span.enter();
+        result.map(Response::new).map_err(Status::from)
+    };
+    record_code(span, &result);
+    result
+}
+
+fn record_code<T>(span: &Span, result: &Result<T, Status>) {
+    let code = result
+        .as_ref()
+        .map_or_else(Status::code, |_| tonic::Code::Ok);
+    span.record("grpc.code", code_name(code));
+    if matches!(
+        code,
+        tonic::Code::Internal | tonic::Code::Unavailable | tonic::Code::Unknown
+    ) {
+        span.record("otel.status_code", "ERROR");
+    }
+}
+
+impl<S: Store> LedgerService<S> {
+    async fn claim_rpc(
+        &self,
+        tenant: String,
+        req: v1::ClaimRequest,
+    ) -> Result<v1::ClaimResponse, ApiError> {
+        let id = convert::record_id(&tenant, &req.namespace, &req.key)?;
+        let (args, wait) = convert::claim_args(&req, &self.limits)?;
+        let reply = self.engine.claim(&id, &args, wait).await?;
+        let outcome = convert::outcome(reply.outcome);
+        Span::current().record(
+            "outcome",
+            outcome.as_str_name().trim_start_matches("CLAIM_OUTCOME_"),
+        );
+        Ok(v1::ClaimResponse {
+            outcome: outcome as i32,
+            record: Some(convert::record(&reply.record)),
+            lease: reply.lease.as_ref().map(convert::lease),
+            retry_after: reply.retry_after.map(convert::duration),
+        })
+    }
+
+    async fn complete_rpc(
+        &self,
+        tenant: String,
+        req: v1::CompleteRequest,
+    ) -> Result<v1::CompleteResponse, ApiError> {
+        let id = convert::record_id(&tenant, &req.namespace, &req.key)?;
+        let token = convert::lease_token(req.lease_token)?;
+        let result = convert::op_result(req.result, &self.limits)?;
+        let record = self.engine.complete(&id, token, &result).await?;
+        Ok(v1::CompleteResponse {
+            record: Some(convert::record(&record)),
+        })
+    }
+
+    async fn fail_rpc(
+        &self,
+        tenant: String,
+        req: v1::FailRequest,
+    ) -> Result<v1::FailResponse, ApiError> {
+        let id = convert::record_id(&tenant, &req.namespace, &req.key)?;
+        let token = convert::lease_token(req.lease_token)?;
+        let error = convert::op_error(req.error, &self.limits)?;
+        let disposition = convert::disposition(req.disposition)?;
+        let record = self.engine.fail(&id, token, &error, disposition).await?;
+        Ok(v1::FailResponse {
+            record: record.as_ref().map(convert::record),
+        })
+    }
+
+    async fn renew_rpc(
+        &self,
+        tenant: String,
+        req: v1::RenewRequest,
+    ) -> Result<v1::RenewResponse, ApiError> {
+        let id = convert::record_id(&tenant, &req.namespace, &req.key)?;
+        let token = convert::lease_token(req.lease_token)?;
+        let ttl = convert::lease_ttl(req.lease_ttl.as_ref(), &self.limits)?;
+        let lease = self.engine.renew(&id, token, ttl).await?;
+        Ok(v1::RenewResponse {
+            lease: Some(convert::lease(&lease)),
+        })
+    }
+
+    async fn lookup_rpc(
+        &self,
+        tenant: String,
+        req: v1::LookupRequest,
+    ) -> Result<v1::LookupResponse, ApiError> {
+        let id = convert::record_id(&tenant, &req.namespace, &req.key)?;
+        let record = self.engine.lookup(&id).await?;
+        Ok(v1::LookupResponse {
+            record: Some(convert::record(&record)),
+        })
+    }
+}
+
+/// Each RPC: a span, the tenant, the handler inside the span, the code recorded.
+macro_rules! traced {
+    ($self:ident, $req:ident, $name:literal, $handler:ident) => {{
+        let span = rpc_span($name, &$req, &$req.get_ref().namespace, &$req.get_ref().key);
+        let result = match tenant(&$req) {
+            Ok(tenant) => {
+                $self
+                    .$handler(tenant, $req.into_inner())
+                    .instrument(span.clone())
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        finish(&span, result)
+    }};
 }
 
 #[tonic::async_trait]
@@ -64,79 +209,28 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
         &self,
         req: Request<v1::ClaimRequest>,
     ) -> Result<Response<v1::ClaimResponse>, Status> {
-        let tenant = tenant(&req)?;
-        let req = req.into_inner();
-        let id = convert::record_id(&tenant, &req.namespace, &req.key)?;
-        let (args, wait) = convert::claim_args(&req, &self.limits)?;
-        let reply = self
-            .engine
-            .claim(&id, &args, wait)
-            .await
-            .map_err(ApiError::from)?;
-        Ok(Response::new(v1::ClaimResponse {
-            outcome: convert::outcome(reply.outcome) as i32,
-            record: Some(convert::record(&reply.record)),
-            lease: reply.lease.as_ref().map(convert::lease),
-            retry_after: reply.retry_after.map(convert::duration),
-        }))
+        traced!(self, req, "oncekey.v1.Ledger/Claim", claim_rpc)
     }
 
     async fn complete(
         &self,
         req: Request<v1::CompleteRequest>,
     ) -> Result<Response<v1::CompleteResponse>, Status> {
-        let tenant = tenant(&req)?;
-        let req = req.into_inner();
-        let id = convert::record_id(&tenant, &req.namespace, &req.key)?;
-        let token = convert::lease_token(req.lease_token)?;
-        let result = convert::op_result(req.result, &self.limits)?;
-        let record = self
-            .engine
-            .complete(&id, token, &result)
-            .await
-            .map_err(ApiError::from)?;
-        Ok(Response::new(v1::CompleteResponse {
-            record: Some(convert::record(&record)),
-        }))
+        traced!(self, req, "oncekey.v1.Ledger/Complete", complete_rpc)
     }
 
     async fn fail(
         &self,
         req: Request<v1::FailRequest>,
     ) -> Result<Response<v1::FailResponse>, Status> {
-        let tenant = tenant(&req)?;
-        let req = req.into_inner();
-        let id = convert::record_id(&tenant, &req.namespace, &req.key)?;
-        let token = convert::lease_token(req.lease_token)?;
-        let error = convert::op_error(req.error, &self.limits)?;
-        let disposition = convert::disposition(req.disposition)?;
-        let record = self
-            .engine
-            .fail(&id, token, &error, disposition)
-            .await
-            .map_err(ApiError::from)?;
-        Ok(Response::new(v1::FailResponse {
-            record: record.as_ref().map(convert::record),
-        }))
+        traced!(self, req, "oncekey.v1.Ledger/Fail", fail_rpc)
     }
 
     async fn renew(
         &self,
         req: Request<v1::RenewRequest>,
     ) -> Result<Response<v1::RenewResponse>, Status> {
-        let tenant = tenant(&req)?;
-        let req = req.into_inner();
-        let id = convert::record_id(&tenant, &req.namespace, &req.key)?;
-        let token = convert::lease_token(req.lease_token)?;
-        let ttl = convert::lease_ttl(req.lease_ttl.as_ref(), &self.limits)?;
-        let lease = self
-            .engine
-            .renew(&id, token, ttl)
-            .await
-            .map_err(ApiError::from)?;
-        Ok(Response::new(v1::RenewResponse {
-            lease: Some(convert::lease(&lease)),
-        }))
+        traced!(self, req, "oncekey.v1.Ledger/Renew", renew_rpc)
     }
 
     type KeepAliveStream = keepalive::LeaseStream;
@@ -145,22 +239,24 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
         &self,
         req: Request<Streaming<v1::KeepAliveRequest>>,
     ) -> Result<Response<Self::KeepAliveStream>, Status> {
-        let tenant = tenant(&req)?;
-        let stream =
-            keepalive::start(self.engine.clone(), &self.limits, tenant, req.into_inner()).await?;
-        Ok(Response::new(stream))
+        let span = rpc_span("oncekey.v1.Ledger/KeepAlive", &req, "", "");
+        let result = match tenant(&req) {
+            Ok(tenant) => {
+                keepalive::start(self.engine.clone(), &self.limits, tenant, req.into_inner())
+                    .instrument(span.clone())
+                    .await
+                    .map(Response::new)
+            }
+            Err(e) => Err(e.into()),
+        };
+        record_code(&span, &result);
+        result
     }
 
     async fn lookup(
         &self,
         req: Request<v1::LookupRequest>,
     ) -> Result<Response<v1::LookupResponse>, Status> {
-        let tenant = tenant(&req)?;
-        let req = req.into_inner();
-        let id = convert::record_id(&tenant, &req.namespace, &req.key)?;
-        let record = self.engine.lookup(&id).await.map_err(ApiError::from)?;
-        Ok(Response::new(v1::LookupResponse {
-            record: Some(convert::record(&record)),
-        }))
+        traced!(self, req, "oncekey.v1.Ledger/Lookup", lookup_rpc)
     }
 }

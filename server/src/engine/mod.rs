@@ -13,7 +13,9 @@ pub use clock::Clock;
 use crate::ledger::{self, ClaimArgs, ClaimOutcome, Disposition, LedgerError, Millis};
 use crate::ledger::{Change, Lease, OpError, OpResult, Record, RecordId, Status, Transition};
 use crate::store::{Cas, Store, StoreError};
-use std::time::Duration;
+use crate::telemetry::metrics::{Metrics, Outcome};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use waiters::Waiters;
 
@@ -61,17 +63,29 @@ pub struct Engine<S> {
     clock: Clock,
     waiters: Waiters,
     shutdown: watch::Sender<bool>,
+    metrics: Arc<Metrics>,
 }
 
 impl<S: Store> Engine<S> {
     /// An engine over `store` reading time from `clock`.
     pub fn new(store: S, clock: Clock) -> Self {
+        Self::with_metrics(store, clock, Arc::new(Metrics::default()))
+    }
+
+    /// An engine reporting to `metrics`.
+    pub fn with_metrics(store: S, clock: Clock, metrics: Arc<Metrics>) -> Self {
         Self {
             store,
             clock,
             waiters: Waiters::default(),
             shutdown: watch::Sender::new(false),
+            metrics,
         }
+    }
+
+    /// The metrics this engine reports to.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The store.
@@ -113,13 +127,22 @@ impl<S: Store> Engine<S> {
             self.wait_until_settled(id, args, wait).await?;
         }
         let read_first = !self.store.insert_first();
-        let (record, outcome) = self
+        let (record, (outcome, takeover)) = self
             .run(id, read_first, |current, now| {
                 let decision = ledger::claim(id, current, args, now)?;
-                Ok((decision.transition, decision.outcome))
+                // An acquisition of a PROCESSING record is a takeover of an expired lease.
+                let takeover = decision.outcome == ClaimOutcome::Acquired
+                    && current
+                        .is_some_and(|r| r.status == Status::Processing && !r.is_expired(now));
+                Ok((decision.transition, (decision.outcome, takeover)))
             })
             .await?;
         let record = record.expect("a claim always yields a record");
+        self.metrics
+            .claim(&id.tenant, &id.namespace, metric_outcome(outcome));
+        if takeover {
+            self.metrics.takeover();
+        }
         let now = self.clock.now();
         Ok(ClaimReply {
             lease: (outcome == ClaimOutcome::Acquired).then(|| record.lease()),
@@ -178,17 +201,28 @@ impl<S: Store> Engine<S> {
 
     /// The live record of `id`.
     pub async fn lookup(&self, id: &RecordId) -> Result<Record, EngineError> {
-        let record = self.store.get(id, self.clock.now()).await?;
+        let record = self.get(id).await?;
         record
             .filter(|r| r.status != Status::Abandoned)
             .ok_or(EngineError::NotFound)
+    }
+
+    /// The live record of `id` (tombstones included), timed.
+    async fn get(&self, id: &RecordId) -> Result<Option<Record>, StoreError> {
+        let started = Instant::now();
+        let record = self.store.get(id, self.clock.now()).await;
+        self.metrics.store_op("get", started.elapsed());
+        record
     }
 
     /// Removes records expired by now, in batches of `batch`; returns how many.
     pub async fn sweep(&self, batch: usize) -> Result<usize, EngineError> {
         let mut total = 0;
         loop {
+            let started = Instant::now();
             let removed = self.store.sweep_expired(self.clock.now(), batch).await?;
+            self.metrics.store_op("sweep", started.elapsed());
+            self.metrics.swept(removed);
             total += removed;
             if removed < batch {
                 return Ok(total);
@@ -206,31 +240,43 @@ impl<S: Store> Engine<S> {
         mut decide: impl FnMut(Option<&Record>, Millis) -> Result<(Transition, T), LedgerError>,
     ) -> Result<(Option<Record>, T), EngineError> {
         let mut current = if read_first {
-            self.store.get(id, self.clock.now()).await?
+            self.get(id).await?
         } else {
             None
         };
         for _ in 0..MAX_ROUNDS {
             let now = self.clock.now();
-            let (transition, extra) = decide(current.as_ref(), now)?;
-            let cas = match (&transition.change, &transition.record) {
+            let (transition, extra) = decide(current.as_ref(), now).inspect_err(|e| {
+                if *e == LedgerError::LeaseLost {
+                    self.metrics.lease_lost();
+                }
+            })?;
+            let started = Instant::now();
+            let (op, cas) = match (&transition.change, &transition.record) {
                 (Change::Keep, _) => return Ok((transition.record, extra)),
-                (Change::Insert, Some(next)) => self.store.insert_if_absent(next, now).await?,
+                (Change::Insert, Some(next)) => {
+                    ("insert", self.store.insert_if_absent(next, now).await?)
+                }
                 (
                     Change::Replace {
                         expected_version,
                         durable,
                     },
                     Some(next),
-                ) => {
+                ) => (
+                    "replace",
                     self.store
                         .replace_if_version(next, *expected_version, *durable, now)
-                        .await?
-                }
+                        .await?,
+                ),
                 (Change::Insert | Change::Replace { .. }, None) => {
                     unreachable!("the ledger writes a record it returns")
                 }
             };
+            self.metrics.store_op(op, started.elapsed());
+            if matches!(cas, Cas::Conflict(_)) {
+                self.metrics.conflict(op);
+            }
             match cas {
                 Cas::Applied => {
                     if transition
@@ -291,6 +337,16 @@ impl<S: Store> Engine<S> {
                 return Ok(());
             }
         }
+    }
+}
+
+fn metric_outcome(outcome: ClaimOutcome) -> Outcome {
+    match outcome {
+        ClaimOutcome::Acquired => Outcome::ACQUIRED,
+        ClaimOutcome::Completed => Outcome::COMPLETED,
+        ClaimOutcome::Failed => Outcome::FAILED,
+        ClaimOutcome::InProgress => Outcome::IN_PROGRESS,
+        ClaimOutcome::NeedsReconciliation => Outcome::NEEDS_RECONCILIATION,
     }
 }
 

@@ -161,7 +161,7 @@ pub struct Outcome {
 
 /// `oncekey migrate`: applies every migration and prints one line per migration.
 pub async fn command(args: MigrateArgs) -> anyhow::Result<()> {
-    crate::telemetry::init(crate::config::LogFormat::Text);
+    let _ = crate::telemetry::init(crate::config::LogFormat::Text, None);
     match run(&args).await {
         Ok(outcomes) => {
             for o in outcomes {

@@ -1,0 +1,44 @@
+//! Telemetry: structured `tracing` logs to stderr as text or JSON (filtered by `RUST_LOG`, default
+//! `info`), spans exported over OTLP when configured (`otel`), and Prometheus metrics (`metrics`).
+//! Never logs tokens, bodies or raw keys: keys appear only as `key_hash`.
+
+use crate::config::LogFormat;
+pub mod metrics;
+pub mod otel;
+
+use tracing_subscriber::{EnvFilter, Layer};
+
+/// Installs the global subscriber (first call wins); with an OTLP endpoint also the exporter,
+/// returned so that shutdown can flush it.
+pub fn init(format: LogFormat, otlp_endpoint: Option<&str>) -> Result<Option<otel::Otel>, String> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    let fmt = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().flatten_event(true).boxed(),
+    };
+    let registry = tracing_subscriber::registry().with(filter).with(fmt);
+    match otlp_endpoint {
+        None => {
+            let _ = registry.try_init();
+            Ok(None)
+        }
+        Some(endpoint) => {
+            let (otel, layer) = otel::Otel::new(endpoint)?;
+            let _ = registry.with(layer).try_init();
+            Ok(Some(otel))
+        }
+    }
+}
+
+/// A short, stable, non-reversible stand-in for a key in logs and spans (keys may carry business
+/// identifiers).
+pub fn key_hash(key: &str) -> String {
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(key.as_bytes())[..8])
+}
