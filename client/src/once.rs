@@ -6,7 +6,7 @@
 //! changes the key or the arguments between attempts.
 
 use crate::connect::Client;
-use crate::error::Error;
+use crate::error::{Error, Reason};
 use crate::key::OperationKey;
 use crate::lease::{self, Lease};
 use crate::rpc::{Arguments, Claim};
@@ -89,8 +89,9 @@ pub enum OnceError<E> {
         /// The record (status `Unknown`).
         record: Box<Record>,
     },
-    /// The lease was lost while the closure ran (another holder took the operation over), so its
-    /// outcome was not recorded. The side effect may have happened; the fencing token is how
+    /// The lease was lost while the closure ran (another holder took the operation over, or
+    /// settled it with this lease's token), so its outcome was not recorded: the Complete or Fail
+    /// was refused with LEASE_LOST (or ALREADY_SETTLED). The side effect may have happened; the fencing token is how
     /// downstream systems tell the holders apart.
     #[error("the lease (token {token}) was lost before the outcome was recorded")]
     LeaseLost {
@@ -376,7 +377,7 @@ impl Once {
                         replayed: false,
                         record,
                     }),
-                    Err(e) if e.is_lease_lost() => Err(OnceError::LeaseLost {
+                    Err(e) if lease_gone(&e) => Err(OnceError::LeaseLost {
                         token,
                         operation: None,
                     }),
@@ -395,7 +396,7 @@ impl Once {
                 let disposition = failure.disposition();
                 match self.client.fail(&self.key, token, error, disposition).await {
                     Ok(_) => Err(OnceError::Operation(failure)),
-                    Err(e) if e.is_lease_lost() => Err(OnceError::LeaseLost {
+                    Err(e) if lease_gone(&e) => Err(OnceError::LeaseLost {
                         token,
                         operation: Some(failure),
                     }),
@@ -407,6 +408,16 @@ impl Once {
             }
         }
     }
+}
+
+/// The settle was refused because the lease no longer holds the record: LEASE_LOST (another
+/// holder has it), or ALREADY_SETTLED (someone else settled it with this lease's token; this run
+/// settles only once, and an identical settle would have been accepted).
+fn lease_gone(e: &Error) -> bool {
+    matches!(
+        e.reason(),
+        Some(Reason::LeaseLost) | Some(Reason::AlreadySettled)
+    )
 }
 
 fn truncate(mut text: String, max: usize) -> String {

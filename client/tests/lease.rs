@@ -86,6 +86,7 @@ async fn a_lost_lease_is_reported_to_the_closure_and_the_caller() {
     let client = client(&server.grpc).await;
     let key = key("lost");
     let (token_tx, token_rx) = tokio::sync::oneshot::channel();
+    let (taken_tx, taken_rx) = tokio::sync::oneshot::channel();
     let thief = {
         let client = client.clone();
         let key = key.clone();
@@ -101,7 +102,7 @@ async fn a_lost_lease_is_reported_to_the_closure_and_the_caller() {
                 .await
                 .unwrap()
             {
-                Claimed::Acquired { lease, .. } => lease.token,
+                Claimed::Acquired { lease, .. } => taken_tx.send(lease.token).unwrap(),
                 other => panic!("{other:?}"),
             }
         })
@@ -115,6 +116,8 @@ async fn a_lost_lease_is_reported_to_the_closure_and_the_caller() {
                 .await
                 .expect("the keep-alive reports the loss");
             assert!(lease.is_lost());
+            // Finish only once the other holder has the operation.
+            assert_eq!(taken_rx.await.unwrap(), 2);
             Ok::<_, TestError>(Output {
                 id: "too late".into(),
                 token: lease.fencing_token(),
@@ -132,5 +135,5 @@ async fn a_lost_lease_is_reported_to_the_closure_and_the_caller() {
         ),
         "{err:?}"
     );
-    assert_eq!(thief.await.unwrap(), 2);
+    thief.await.unwrap();
 }
