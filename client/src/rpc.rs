@@ -224,6 +224,7 @@ impl Client {
         let request = v1::LookupRequest {
             namespace: key.namespace().into(),
             key: key.key().into(),
+            ..Default::default()
         };
         match self.call(Call::Lookup(request)).await {
             Ok(Reply::Lookup(r)) => r.record.map(Record::from_wire).transpose(),
