@@ -52,6 +52,8 @@ const BOOKKEEPING: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
 const STALE_CLAIM: Duration = Duration::from_secs(120);
 /// How often a waiting migrator looks whether the claim holder finished.
 const POLL: Duration = Duration::from_millis(250);
+/// How long a keyspace created by a concurrent migrator may take to become usable.
+const KEYSPACE_VISIBLE: Duration = Duration::from_secs(30);
 /// Schema changes can be slow on a loaded cluster.
 const DDL_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -185,15 +187,12 @@ pub async fn run(args: &MigrateArgs) -> Result<Vec<Outcome>, MigrateError> {
     let keyspace = args.cql.cql_keyspace.as_str();
     let session = connect::session(&args.cql).await?;
     create_keyspace(&session, keyspace, args.cql_replication.as_ref()).await?;
-    session
-        .use_keyspace(keyspace, false)
-        .await
-        .map_err(|e| MigrateError::Cql(format!("USE {keyspace}: {e}")))?;
+    use_keyspace(&session, keyspace).await?;
     ddl(&session, BOOKKEEPING).await?;
     let owner = format!("{:016x}", rand::random::<u64>());
     let mut outcomes = Vec::new();
     for migration in MIGRATIONS {
-        let applied_now = apply_one(&session, migration, &owner).await?;
+        let applied_now = apply_one(&session, keyspace, migration, &owner).await?;
         if applied_now {
             tracing::info!(migration = migration.name, keyspace, "migration applied");
         }
@@ -210,17 +209,23 @@ async fn create_keyspace(
     keyspace: &str,
     replication: Option<&Replication>,
 ) -> Result<(), MigrateError> {
-    let exists = !rows(
-        session,
-        "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?",
-        vec![CqlValue::Text(keyspace.into())],
-    )
-    .await?
-    .is_empty();
-    if exists {
-        return Ok(());
-    }
-    let replication = replication.ok_or_else(|| MigrateError::NoReplication(keyspace.into()))?;
+    // With a replication, always run CREATE … IF NOT EXISTS: the node serializes schema changes,
+    // so it returns only once a concurrent migrator's creation is usable, whereas the schema
+    // tables may list a keyspace a little before that.
+    let Some(replication) = replication else {
+        let exists = !rows(
+            session,
+            "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?",
+            vec![CqlValue::Text(keyspace.into())],
+        )
+        .await?
+        .is_empty();
+        return if exists {
+            Ok(())
+        } else {
+            Err(MigrateError::NoReplication(keyspace.into()))
+        };
+    };
     let mut text = format!(
         "CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {} AND durable_writes = true",
         replication.cql()
@@ -229,6 +234,23 @@ async fn create_keyspace(
         text.push_str(" AND tablets = {'enabled': false}");
     }
     ddl(session, &text).await
+}
+
+/// `USE keyspace`, retried while a keyspace that a concurrent migrator just created is listed in
+/// the schema tables but not yet usable on this coordinator.
+async fn use_keyspace(session: &Session, keyspace: &str) -> Result<(), MigrateError> {
+    let deadline = tokio::time::Instant::now() + KEYSPACE_VISIBLE;
+    loop {
+        let _ = session.await_schema_agreement().await;
+        match session.use_keyspace(keyspace, false).await {
+            Ok(()) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(error = %e, keyspace, "keyspace not usable yet; retrying");
+                tokio::time::sleep(POLL).await;
+            }
+            Err(e) => return Err(MigrateError::Cql(format!("USE {keyspace}: {e}"))),
+        }
+    }
 }
 
 /// Whether the cluster is ScyllaDB with tablet support (the `tablets` keyspace option exists).
@@ -246,12 +268,19 @@ async fn scylla_with_tablets(session: &Session) -> Result<bool, MigrateError> {
 }
 
 /// Claims, runs and records one migration; `Ok(false)` when someone else applied it.
-async fn apply_one(session: &Session, m: &Migration, owner: &str) -> Result<bool, MigrateError> {
+async fn apply_one(
+    session: &Session,
+    ks: &str,
+    m: &Migration,
+    owner: &str,
+) -> Result<bool, MigrateError> {
     let checksum = checksum(m.text);
     let claim = lwt(
         session,
-        "INSERT INTO schema_migrations (version, name, checksum, owner, started_at) \
-         VALUES (?, ?, ?, ?, ?) IF NOT EXISTS",
+        &format!(
+            "INSERT INTO {ks}.schema_migrations (version, name, checksum, owner, started_at) \
+             VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"
+        ),
         vec![
             Some(CqlValue::Int(m.version)),
             Some(CqlValue::Text(m.name.into())),
@@ -263,10 +292,10 @@ async fn apply_one(session: &Session, m: &Migration, owner: &str) -> Result<bool
     .await?;
     if claim {
         run_file(session, m).await?;
-        return finish(session, m, owner).await.map(|_| true);
+        return finish(session, ks, m, owner).await.map(|_| true);
     }
     loop {
-        let state = claim_state(session, m.version).await?;
+        let state = claim_state(session, ks, m.version).await?;
         if state.applied {
             if state.checksum != checksum {
                 return Err(MigrateError::Changed {
@@ -280,8 +309,10 @@ async fn apply_one(session: &Session, m: &Migration, owner: &str) -> Result<bool
         if state.age > STALE_CLAIM {
             let taken = lwt(
                 session,
-                "UPDATE schema_migrations SET owner = ?, started_at = ?, checksum = ? \
-                 WHERE version = ? IF owner = ?",
+                &format!(
+                    "UPDATE {ks}.schema_migrations SET owner = ?, started_at = ?, checksum = ? \
+                     WHERE version = ? IF owner = ?"
+                ),
                 vec![
                     Some(CqlValue::Text(owner.into())),
                     Some(now()),
@@ -294,7 +325,7 @@ async fn apply_one(session: &Session, m: &Migration, owner: &str) -> Result<bool
             if taken {
                 tracing::warn!(migration = m.name, stale_owner = %state.owner, "took over a stale migration claim");
                 run_file(session, m).await?;
-                return finish(session, m, owner).await.map(|_| true);
+                return finish(session, ks, m, owner).await.map(|_| true);
             }
         }
         tokio::time::sleep(POLL).await;
@@ -302,10 +333,15 @@ async fn apply_one(session: &Session, m: &Migration, owner: &str) -> Result<bool
 }
 
 /// Marks a migration applied, if this migrator still holds its claim.
-async fn finish(session: &Session, m: &Migration, owner: &str) -> Result<(), MigrateError> {
+async fn finish(
+    session: &Session,
+    ks: &str,
+    m: &Migration,
+    owner: &str,
+) -> Result<(), MigrateError> {
     let done = lwt(
         session,
-        "UPDATE schema_migrations SET applied_at = ? WHERE version = ? IF owner = ?",
+        &format!("UPDATE {ks}.schema_migrations SET applied_at = ? WHERE version = ? IF owner = ?"),
         vec![
             Some(now()),
             Some(CqlValue::Int(m.version)),
@@ -330,10 +366,15 @@ struct ClaimState {
     age: Duration,
 }
 
-async fn claim_state(session: &Session, version: i32) -> Result<ClaimState, MigrateError> {
-    let mut statement = Statement::new(
-        "SELECT owner, checksum, started_at, applied_at FROM schema_migrations WHERE version = ?",
-    );
+async fn claim_state(
+    session: &Session,
+    ks: &str,
+    version: i32,
+) -> Result<ClaimState, MigrateError> {
+    let mut statement = Statement::new(format!(
+        "SELECT owner, checksum, started_at, applied_at FROM {ks}.schema_migrations \
+             WHERE version = ?"
+    ));
     statement.set_consistency(Consistency::Serial);
     let result = session
         .query_unpaged(statement, vec![CqlValue::Int(version)])
