@@ -59,6 +59,10 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Claim(cmd) => client::claim(cmd).await?,
         Command::Complete(cmd) => client::complete(cmd).await?,
         Command::Fail(cmd) => client::fail(cmd).await?,
+        Command::Lookup(cmd) if cmd.history => {
+            print!("{}", client::timeline(cmd).await?);
+            return Ok(());
+        }
         Command::Lookup(cmd) => client::lookup(cmd).await?,
         Command::Health(cmd) => client::health(cmd).await?,
     };

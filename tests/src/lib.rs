@@ -67,15 +67,17 @@ impl Server {
             std::process::id() as u64 * 1000 + nonce()
         ));
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+        // Free ports unless the caller chose them (e.g. to restart on the same port).
+        let mut defaults = Vec::new();
+        for flag in ["--listen", "--admin-listen"] {
+            if !extra.contains(&flag) {
+                defaults.extend([flag, "127.0.0.1:0"]);
+            }
+        }
         let mut child = Command::new(binary())
             .arg("serve")
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--admin-listen",
-                "127.0.0.1:0",
-                "--data-dir",
-            ])
+            .args(defaults)
+            .arg("--data-dir")
             .arg(data_dir)
             .args(extra)
             .env("RUST_LOG", "info")
@@ -300,6 +302,7 @@ pub fn lookup(ns: &str, key: &str) -> v1::LookupRequest {
     v1::LookupRequest {
         namespace: ns.into(),
         key: key.into(),
+        include_history: false,
     }
 }
 

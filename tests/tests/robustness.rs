@@ -471,6 +471,32 @@ async fn operator_cli_claims_completes_replays_and_looks_up() {
     ]);
     assert_eq!(code, 1);
     assert!(err.contains("KEY_REUSED"), "{err}");
+    let (code, out, err) = run_cli(&[
+        "lookup",
+        "billing.invoice",
+        "inv-7",
+        "--history",
+        "--server",
+        s,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("billing.invoice/inv-7  SUCCEEDED"),
+        "{out}"
+    );
+    assert!(
+        lines[1].contains("CLAIM") && lines[1].contains("ACQUIRED"),
+        "{out}"
+    );
+    assert!(
+        lines[2].contains("COMPLETE") && lines[2].contains("SUCCEEDED"),
+        "{out}"
+    );
+    assert!(
+        lines[3].contains("CLAIM") && lines[3].contains("COMPLETED"),
+        "{out}"
+    );
     let (code, out, err) = run_cli(&["health", "--server", s]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("\"SERVING\""), "{out}");

@@ -3,7 +3,9 @@
 
 use super::error::ApiError;
 use super::limits::*;
-use crate::ledger::{ClaimArgs, ClaimOutcome, Disposition, Lease, Millis, OpError, OpResult};
+use crate::ledger::{
+    ClaimArgs, ClaimOutcome, Disposition, EventKind, Lease, Millis, OpError, OpResult,
+};
 use crate::ledger::{ParentRef, Record, RecordId, Semantics, Status};
 use oncekey_api::fingerprint;
 use oncekey_api::v1;
@@ -295,6 +297,28 @@ pub fn outcome(outcome: ClaimOutcome) -> v1::ClaimOutcome {
         ClaimOutcome::InProgress => v1::ClaimOutcome::InProgress,
         ClaimOutcome::NeedsReconciliation => v1::ClaimOutcome::NeedsReconciliation,
     }
+}
+
+/// A record's history on the wire.
+pub fn history(record: &Record) -> Vec<v1::RecordEvent> {
+    record
+        .history
+        .iter()
+        .map(|e| v1::RecordEvent {
+            at: Some(timestamp(e.at)),
+            kind: match e.kind {
+                EventKind::Claim => v1::EventKind::Claim,
+                EventKind::Takeover => v1::EventKind::Takeover,
+                EventKind::Complete => v1::EventKind::Complete,
+                EventKind::Fail => v1::EventKind::Fail,
+                EventKind::Renew => v1::EventKind::Renew,
+            } as i32,
+            outcome: e.outcome.clone(),
+            attempt: e.attempt,
+            fencing_token: e.fencing_token,
+            owner: e.owner.clone(),
+        })
+        .collect()
 }
 
 /// A record on the wire (the tenant stays implicit).

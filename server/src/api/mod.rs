@@ -180,7 +180,13 @@ impl<S: Store> LedgerService<S> {
     ) -> Result<v1::LookupResponse, ApiError> {
         let id = convert::record_id(&tenant, &req.namespace, &req.key)?;
         let record = self.engine.lookup(&id).await?;
+        let history = if req.include_history {
+            convert::history(&record)
+        } else {
+            Vec::new()
+        };
         Ok(v1::LookupResponse {
+            history,
             record: Some(convert::record(&record)),
         })
     }

@@ -137,6 +137,9 @@ pub struct LookupCmd {
     namespace: String,
     /// Idempotency key.
     key: String,
+    /// Print the record's receipt history as a timeline instead of the record as JSON.
+    #[arg(long)]
+    pub history: bool,
 }
 
 /// `oncekey health`
@@ -307,6 +310,7 @@ pub async fn lookup(cmd: LookupCmd) -> anyhow::Result<Value> {
     let request = v1::LookupRequest {
         namespace: cmd.namespace.clone(),
         key: cmd.key.clone(),
+        include_history: cmd.history,
     };
     let reply = connect(&cmd.conn)
         .await?
@@ -314,6 +318,48 @@ pub async fn lookup(cmd: LookupCmd) -> anyhow::Result<Value> {
         .await?
         .into_inner();
     Ok(json!({ "record": reply.record.as_ref().map(record_json) }))
+}
+
+/// Runs `oncekey lookup --history`: the record's receipts as a readable timeline.
+pub async fn timeline(cmd: LookupCmd) -> anyhow::Result<String> {
+    let request = v1::LookupRequest {
+        namespace: cmd.namespace.clone(),
+        key: cmd.key.clone(),
+        include_history: true,
+    };
+    let reply = connect(&cmd.conn)
+        .await?
+        .lookup(request)
+        .await?
+        .into_inner();
+    let record = reply.record.unwrap_or_default();
+    let status = v1::RecordStatus::try_from(record.status).unwrap_or_default();
+    let mut out = format!(
+        "{}/{}  {}  token {}  attempt {}  dedup hits {}\n",
+        record.namespace,
+        record.key,
+        status.as_str_name().trim_start_matches("RECORD_STATUS_"),
+        record.fencing_token,
+        record.attempt,
+        record.dedup_hits
+    );
+    for event in &reply.history {
+        let kind = v1::EventKind::try_from(event.kind).unwrap_or_default();
+        let at = event
+            .at
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{at:<26}  {:<9} {:<21} token {:<3} attempt {:<3} {}\n",
+            kind.as_str_name().trim_start_matches("EVENT_KIND_"),
+            event.outcome,
+            event.fencing_token,
+            event.attempt,
+            event.owner
+        ));
+    }
+    Ok(out)
 }
 
 fn time(ts: &Option<prost_types::Timestamp>) -> Value {

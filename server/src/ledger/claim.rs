@@ -1,7 +1,7 @@
 //! Claim (CONTRACT §5, rules 2–9): acquire, replay, report in-progress or ask for reconciliation.
 
 use super::{expiry, next_version, Change, LedgerError, Transition};
-use super::{Millis, ParentRef, Record, RecordId, Semantics, Status};
+use super::{EventKind, Millis, ParentRef, Record, RecordId, Semantics, Status};
 
 /// A validated Claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,21 +72,44 @@ pub fn claim(
     if current.fingerprint != args.fingerprint {
         return Err(LedgerError::KeyReused);
     }
-    let decision = match current.status {
-        Status::Succeeded => dedup_hit(current, ClaimOutcome::Completed),
-        Status::Failed => dedup_hit(current, ClaimOutcome::Failed),
-        Status::Processing if !current.lease_expired(now) => {
-            dedup_hit(current, ClaimOutcome::InProgress)
-        }
+    let (mut decision, kind) = match current.status {
+        Status::Succeeded => (
+            dedup_hit(current, ClaimOutcome::Completed),
+            EventKind::Claim,
+        ),
+        Status::Failed => (dedup_hit(current, ClaimOutcome::Failed), EventKind::Claim),
+        Status::Processing if !current.lease_expired(now) => (
+            dedup_hit(current, ClaimOutcome::InProgress),
+            EventKind::Claim,
+        ),
         Status::Processing if current.semantics == Semantics::AtLeastOnce => {
-            acquire(current, args, now)
+            (acquire(current, args, now), EventKind::Takeover)
         }
-        Status::Processing | Status::Unknown if args.reconcile => acquire(current, args, now),
-        Status::Processing | Status::Unknown => needs_reconciliation(current, now),
-        Status::Retry => acquire(current, args, now),
+        Status::Processing | Status::Unknown if args.reconcile => {
+            (acquire(current, args, now), EventKind::Claim)
+        }
+        Status::Processing | Status::Unknown => {
+            (needs_reconciliation(current, now), EventKind::Claim)
+        }
+        Status::Retry => (acquire(current, args, now), EventKind::Claim),
         Status::Abandoned => unreachable!("handled above"),
     };
+    record_event(&mut decision, kind, &args.owner, now);
     Ok(decision)
+}
+
+/// Appends the Claim's receipt to the record it writes.
+fn record_event(decision: &mut ClaimDecision, kind: EventKind, owner: &str, now: Millis) {
+    let outcome = match decision.outcome {
+        ClaimOutcome::Acquired => "ACQUIRED",
+        ClaimOutcome::Completed => "COMPLETED",
+        ClaimOutcome::Failed => "FAILED",
+        ClaimOutcome::InProgress => "IN_PROGRESS",
+        ClaimOutcome::NeedsReconciliation => "NEEDS_RECONCILIATION",
+    };
+    if let Some(record) = decision.transition.record.as_mut() {
+        record.push_event(now, kind, outcome, owner);
+    }
 }
 
 /// Rule 2: a new record, PROCESSING, token 1, attempt 1.
@@ -110,14 +133,17 @@ fn create(id: &RecordId, args: &ClaimArgs, now: Millis) -> ClaimDecision {
         expires_at: expiry(now, args.retention, Some(lease_end)),
         retention: args.retention,
         version: 1,
+        history: Vec::new(),
     };
-    ClaimDecision {
+    let mut decision = ClaimDecision {
         outcome: ClaimOutcome::Acquired,
         transition: Transition {
             record: Some(record),
             change: Change::Insert,
         },
-    }
+    };
+    record_event(&mut decision, EventKind::Claim, &args.owner, now);
+    decision
 }
 
 /// Rule 2 over a tombstone: a new record for any arguments, whose token continues the sequence.
@@ -126,6 +152,12 @@ fn recreate(id: &RecordId, tombstone: &Record, args: &ClaimArgs, now: Millis) ->
     let record = decision.transition.record.as_mut().expect("created");
     record.fencing_token = tombstone.fencing_token + 1;
     record.version = tombstone.version + 1;
+    // The audit trail continues across the abandonment.
+    let created = std::mem::take(&mut record.history);
+    record.history = tombstone.history.clone();
+    for event in created {
+        record.push_event(event.at, event.kind, &event.outcome, &event.owner);
+    }
     decision.transition.change = Change::Replace {
         expected_version: tombstone.version,
         durable: true,

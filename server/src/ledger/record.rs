@@ -133,9 +133,62 @@ pub struct Record {
     pub retention: Millis,
     /// Compare-and-set version: +1 on every write, so a store can refuse a write based on a stale read.
     pub version: u64,
+    /// The receipt history, oldest first, at most `MAX_HISTORY` events (the oldest are dropped).
+    pub history: Vec<Event>,
+}
+
+/// Most events a record keeps.
+pub const MAX_HISTORY: usize = 64;
+
+/// What happened to a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// A Claim (outcome: what it answered).
+    Claim,
+    /// A Claim that acquired an expired lease from another holder.
+    Takeover,
+    /// A Complete.
+    Complete,
+    /// A Fail (outcome: the disposition).
+    Fail,
+    /// A Renew (including the server's keep-alive renewals).
+    Renew,
+}
+
+/// One receipt in a record's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// When (server clock).
+    pub at: Millis,
+    /// What.
+    pub kind: EventKind,
+    /// The answer, e.g. `ACQUIRED`, `COMPLETED`, `SUCCEEDED`, `RETRYABLE`, `RENEWED`.
+    pub outcome: String,
+    /// The record's attempt after the event.
+    pub attempt: u32,
+    /// The fencing token after the event.
+    pub fencing_token: u64,
+    /// Who: the claimer, or the lease holder.
+    pub owner: String,
 }
 
 impl Record {
+    /// Appends an event built from the record's own attempt and token, dropping the oldest past
+    /// `MAX_HISTORY`.
+    pub fn push_event(&mut self, at: Millis, kind: EventKind, outcome: &str, owner: &str) {
+        if self.history.len() >= MAX_HISTORY {
+            self.history.remove(0);
+        }
+        self.history.push(Event {
+            at,
+            kind,
+            outcome: outcome.to_owned(),
+            attempt: self.attempt,
+            fencing_token: self.fencing_token,
+            owner: owner.to_owned(),
+        });
+    }
+
     /// An expired record counts as absent (CONTRACT §5): it expires at `expires_at` exactly.
     pub fn is_expired(&self, now: Millis) -> bool {
         now >= self.expires_at

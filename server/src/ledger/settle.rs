@@ -1,7 +1,7 @@
 //! Complete, Fail and Renew: changes only the current fencing token may make (CONTRACT §5).
 
 use super::{expiry, next_version, Change, LedgerError, Transition};
-use super::{Lease, Millis, OpError, OpResult, Record, Status};
+use super::{EventKind, Lease, Millis, OpError, OpResult, Record, Status};
 
 /// How a Fail settles the operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -49,6 +49,7 @@ pub fn complete(
         let mut next = settled(current, Status::Succeeded, now);
         next.result = Some(result.clone());
         next.error = None;
+        next.push_event(now, EventKind::Complete, "SUCCEEDED", &current.lease_owner);
         return Ok(Transition::replace(current, next, true));
     }
     if current.status == Status::Succeeded && current.result.as_ref() == Some(result) {
@@ -82,6 +83,12 @@ pub fn fail(
         };
         let mut next = settled(current, status, now);
         next.error = (status != Status::Abandoned).then(|| error.clone());
+        let outcome = match disposition {
+            Disposition::Retryable => "RETRYABLE",
+            Disposition::Final => "FINAL",
+            Disposition::Abandon => "ABANDON",
+        };
+        next.push_event(now, EventKind::Fail, outcome, &current.lease_owner);
         next.result = None;
         return Ok(Transition::replace(current, next, true));
     }
@@ -110,6 +117,7 @@ pub fn renew(
             let mut next = next_version(current, now);
             let lease_end = now.saturating_add(lease_ttl);
             next.lease_expires_at = Some(lease_end);
+            next.push_event(now, EventKind::Renew, "RENEWED", &current.lease_owner);
             next.expires_at = current.expires_at.max(lease_end);
             Ok((next.lease(), Transition::replace(current, next, true)))
         }

@@ -508,3 +508,85 @@ fn versions_increase_by_one_on_every_write() {
     let (_, renewed) = renew(Some(hit.record()), 1, LEASE, T0 + 2).unwrap();
     assert_eq!(after(&renewed).version, 3);
 }
+
+#[test]
+fn history_records_claim_takeover_complete_and_replay_in_order() {
+    let first = claimed(&args(1), T0);
+    let mut taker = args(1);
+    taker.owner = "worker-2".into();
+    let taken = claim(&id(), Some(&first), &taker, T0 + LEASE)
+        .unwrap()
+        .record()
+        .clone();
+    let (_, renewed) = renew(Some(&taken), 2, LEASE, T0 + LEASE + 1).unwrap();
+    let done = after(&complete(renewed.record.as_ref(), 2, &result("ok"), T0 + LEASE + 2).unwrap());
+    let replay = claim(&id(), Some(&done), &args(1), T0 + LEASE + 3)
+        .unwrap()
+        .record()
+        .clone();
+    let seen: Vec<_> = replay
+        .history
+        .iter()
+        .map(|e| {
+            (
+                e.at,
+                e.kind,
+                e.outcome.as_str(),
+                e.fencing_token,
+                e.attempt,
+                e.owner.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (T0, EventKind::Claim, "ACQUIRED", 1, 1, "worker-1"),
+            (
+                T0 + LEASE,
+                EventKind::Takeover,
+                "ACQUIRED",
+                2,
+                2,
+                "worker-2"
+            ),
+            (
+                T0 + LEASE + 1,
+                EventKind::Renew,
+                "RENEWED",
+                2,
+                2,
+                "worker-2"
+            ),
+            (
+                T0 + LEASE + 2,
+                EventKind::Complete,
+                "SUCCEEDED",
+                2,
+                2,
+                "worker-2"
+            ),
+            (
+                T0 + LEASE + 3,
+                EventKind::Claim,
+                "COMPLETED",
+                2,
+                2,
+                "worker-1"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn history_is_bounded_and_keeps_the_newest() {
+    let mut rec = claimed(&args(1), T0);
+    for i in 0..(MAX_HISTORY as i64 + 10) {
+        rec = claim(&id(), Some(&rec), &args(1), T0 + 1 + i)
+            .unwrap()
+            .record()
+            .clone();
+    }
+    assert_eq!(rec.history.len(), MAX_HISTORY);
+    assert_eq!(rec.history.last().unwrap().at, T0 + MAX_HISTORY as i64 + 10);
+}

@@ -8,6 +8,7 @@
 
 pub mod cql;
 pub mod embedded;
+pub mod events;
 #[cfg(test)]
 pub(crate) mod suite;
 

@@ -3,7 +3,8 @@
 
 use crate::engine::{Clock, Engine, EngineError};
 use crate::ledger::{
-    ClaimArgs, ClaimOutcome, Disposition, OpError, OpResult, Record, RecordId, Semantics, Status,
+    ClaimArgs, ClaimOutcome, Disposition, EventKind, OpError, OpResult, Record, RecordId,
+    Semantics, Status,
 };
 use crate::store::{Cas, Store};
 
@@ -33,6 +34,7 @@ macro_rules! store_suite {
             case!(engine_claim_complete_replay);
             case!(engine_retry_then_abandon);
             case!(engine_concurrent_claims_one_winner);
+            case!(engine_history_in_order);
         }
     };
 }
@@ -242,4 +244,49 @@ pub async fn engine_concurrent_claims_one_winner<S: Store>(store: S) {
     }
     assert_eq!(acquired, 1);
     assert_eq!(engine.lookup(&id).await.unwrap().dedup_hits, 31);
+}
+
+pub async fn engine_history_in_order<S: Store>(store: S) {
+    let clock = Clock::manual(T0);
+    let engine = Engine::new(store, clock.clone());
+    let id = fresh_id("t1");
+    let short = ClaimArgs {
+        lease_ttl: 1_000,
+        ..args(1)
+    };
+    engine.claim(&id, &short, None).await.unwrap();
+    clock.advance(1_000);
+    let taker = ClaimArgs {
+        owner: "taker".into(),
+        ..args(1)
+    };
+    let taken = engine.claim(&id, &taker, None).await.unwrap();
+    assert_eq!(taken.lease.unwrap().token, 2);
+    let result = OpResult {
+        code: 200,
+        ..OpResult::default()
+    };
+    engine.complete(&id, 2, &result).await.unwrap();
+    engine.claim(&id, &args(1), None).await.unwrap();
+    let history = engine.lookup(&id).await.unwrap().history;
+    let seen: Vec<_> = history
+        .iter()
+        .map(|e| {
+            (
+                e.kind,
+                e.outcome.as_str(),
+                e.fencing_token,
+                e.owner.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (EventKind::Claim, "ACQUIRED", 1, "suite"),
+            (EventKind::Takeover, "ACQUIRED", 2, "taker"),
+            (EventKind::Complete, "SUCCEEDED", 2, "taker"),
+            (EventKind::Claim, "COMPLETED", 2, "suite"),
+        ]
+    );
 }

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 pub const KEY_COLUMNS: [&str; 3] = ["tenant", "namespace", "key"];
 
 /// Every non-key column, in the order their values are bound.
-pub const COLUMNS: [&str; 22] = [
+pub const COLUMNS: [&str; 23] = [
     "version",
     "status",
     "fingerprint",
@@ -38,6 +38,7 @@ pub const COLUMNS: [&str; 22] = [
     "error_details",
     "parent",
     "write_id",
+    "history",
 ];
 
 /// The longest TTL Cassandra and ScyllaDB accept (20 years).
@@ -92,6 +93,9 @@ pub fn column_values(record: &Record, write_id: [u8; 16]) -> Vec<Value> {
             .as_ref()
             .map(|p| CqlValue::Tuple(vec![text(&p.namespace), text(&p.key)])),
         Some(CqlValue::Blob(write_id.to_vec())),
+        Some(CqlValue::Blob(crate::store::events::encode(
+            &record.history,
+        ))),
     ]
 }
 
@@ -252,6 +256,11 @@ impl<'a> RowView<'a> {
                 other => return Err(corrupt("retention_ms", other)),
             },
             version,
+            history: match self.get("history") {
+                Some(CqlValue::Blob(bytes)) => crate::store::events::decode(bytes)?,
+                None => Vec::new(),
+                other => return Err(corrupt("history", other)),
+            },
         }))
     }
 

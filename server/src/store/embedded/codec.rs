@@ -52,6 +52,8 @@ struct StoredRecord {
     retention: i64,
     #[prost(uint64, tag = "17")]
     version: u64,
+    #[prost(bytes = "vec", tag = "18")]
+    history: Vec<u8>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -131,6 +133,7 @@ pub fn encode_record(record: &Record) -> Vec<u8> {
         expires_at: record.expires_at,
         retention: record.retention,
         version: record.version,
+        history: crate::store::events::encode(&record.history),
     }
     .encode_to_vec()
 }
@@ -177,6 +180,7 @@ pub fn decode_record(id: RecordId, bytes: &[u8]) -> Result<Record, StoreError> {
         expires_at: s.expires_at,
         retention: s.retention,
         version: s.version,
+        history: crate::store::events::decode(&s.history)?,
     })
 }
 

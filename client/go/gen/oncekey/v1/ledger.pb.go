@@ -272,6 +272,71 @@ func (Disposition) EnumDescriptor() ([]byte, []int) {
 	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{3}
 }
 
+// What a receipt records.
+type EventKind int32
+
+const (
+	// Never stored; a zero value only.
+	EventKind_EVENT_KIND_UNSPECIFIED EventKind = 0
+	// A Claim; outcome is its answer (ACQUIRED, COMPLETED, FAILED, IN_PROGRESS, NEEDS_RECONCILIATION).
+	EventKind_EVENT_KIND_CLAIM EventKind = 1
+	// A Claim that took over an expired at-least-once lease; outcome ACQUIRED.
+	EventKind_EVENT_KIND_TAKEOVER EventKind = 2
+	// A Complete; outcome SUCCEEDED.
+	EventKind_EVENT_KIND_COMPLETE EventKind = 3
+	// A Fail; outcome is the disposition (RETRYABLE, FINAL, ABANDON).
+	EventKind_EVENT_KIND_FAIL EventKind = 4
+	// A Renew, including the server's keep-alive renewals; outcome RENEWED.
+	EventKind_EVENT_KIND_RENEW EventKind = 5
+)
+
+// Enum value maps for EventKind.
+var (
+	EventKind_name = map[int32]string{
+		0: "EVENT_KIND_UNSPECIFIED",
+		1: "EVENT_KIND_CLAIM",
+		2: "EVENT_KIND_TAKEOVER",
+		3: "EVENT_KIND_COMPLETE",
+		4: "EVENT_KIND_FAIL",
+		5: "EVENT_KIND_RENEW",
+	}
+	EventKind_value = map[string]int32{
+		"EVENT_KIND_UNSPECIFIED": 0,
+		"EVENT_KIND_CLAIM":       1,
+		"EVENT_KIND_TAKEOVER":    2,
+		"EVENT_KIND_COMPLETE":    3,
+		"EVENT_KIND_FAIL":        4,
+		"EVENT_KIND_RENEW":       5,
+	}
+)
+
+func (x EventKind) Enum() *EventKind {
+	p := new(EventKind)
+	*p = x
+	return p
+}
+
+func (x EventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_oncekey_v1_ledger_proto_enumTypes[4].Descriptor()
+}
+
+func (EventKind) Type() protoreflect.EnumType {
+	return &file_oncekey_v1_ledger_proto_enumTypes[4]
+}
+
+func (x EventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EventKind.Descriptor instead.
+func (EventKind) EnumDescriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{4}
+}
+
 // Names another operation of the same tenant.
 type OperationRef struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1395,9 +1460,11 @@ type LookupRequest struct {
 	// The operation's namespace.
 	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// The operation's key.
-	Key           string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// Also return the record's receipt history.
+	IncludeHistory bool `protobuf:"varint,3,opt,name=include_history,json=includeHistory,proto3" json:"include_history,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LookupRequest) Reset() {
@@ -1444,11 +1511,20 @@ func (x *LookupRequest) GetKey() string {
 	return ""
 }
 
+func (x *LookupRequest) GetIncludeHistory() bool {
+	if x != nil {
+		return x.IncludeHistory
+	}
+	return false
+}
+
 // The answer to a Lookup.
 type LookupResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The record.
-	Record        *Record `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	Record *Record `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	// The receipts of the record, oldest first (at most 64: the oldest are dropped), when asked for.
+	History       []*RecordEvent `protobuf:"bytes,2,rep,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1488,6 +1564,104 @@ func (x *LookupResponse) GetRecord() *Record {
 		return x.Record
 	}
 	return nil
+}
+
+func (x *LookupResponse) GetHistory() []*RecordEvent {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// One receipt in a record's history: who did what, when, under which token.
+type RecordEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When it happened (server clock).
+	At *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
+	// What happened.
+	Kind EventKind `protobuf:"varint,2,opt,name=kind,proto3,enum=oncekey.v1.EventKind" json:"kind,omitempty"`
+	// The answer or disposition, e.g. ACQUIRED or SUCCEEDED.
+	Outcome string `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The record's attempt after the event.
+	Attempt uint32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The fencing token after the event.
+	FencingToken uint64 `protobuf:"varint,5,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	// The claimer, or the lease holder for Complete, Fail and Renew.
+	Owner         string `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordEvent) Reset() {
+	*x = RecordEvent{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordEvent) ProtoMessage() {}
+
+func (x *RecordEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordEvent.ProtoReflect.Descriptor instead.
+func (*RecordEvent) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RecordEvent) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *RecordEvent) GetKind() EventKind {
+	if x != nil {
+		return x.Kind
+	}
+	return EventKind_EVENT_KIND_UNSPECIFIED
+}
+
+func (x *RecordEvent) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *RecordEvent) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *RecordEvent) GetFencingToken() uint64 {
+	if x != nil {
+		return x.FencingToken
+	}
+	return 0
+}
+
+func (x *RecordEvent) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 var File_oncekey_v1_ledger_proto protoreflect.FileDescriptor
@@ -1589,12 +1763,21 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1f\n" +
 	"\vlease_token\x18\x03 \x01(\x04R\n" +
 	"leaseToken\x126\n" +
-	"\tlease_ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\"?\n" +
+	"\tlease_ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\"h\n" +
 	"\rLookupRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\"<\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12'\n" +
+	"\x0finclude_history\x18\x03 \x01(\bR\x0eincludeHistory\"o\n" +
 	"\x0eLookupResponse\x12*\n" +
-	"\x06record\x18\x01 \x01(\v2\x12.oncekey.v1.RecordR\x06record*\xb6\x01\n" +
+	"\x06record\x18\x01 \x01(\v2\x12.oncekey.v1.RecordR\x06record\x121\n" +
+	"\ahistory\x18\x02 \x03(\v2\x17.oncekey.v1.RecordEventR\ahistory\"\xd3\x01\n" +
+	"\vRecordEvent\x12*\n" +
+	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12)\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x15.oncekey.v1.EventKindR\x04kind\x12\x18\n" +
+	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\rR\aattempt\x12#\n" +
+	"\rfencing_token\x18\x05 \x01(\x04R\ffencingToken\x12\x14\n" +
+	"\x05owner\x18\x06 \x01(\tR\x05owner*\xb6\x01\n" +
 	"\fRecordStatus\x12\x1d\n" +
 	"\x19RECORD_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RECORD_STATUS_PROCESSING\x10\x01\x12\x1b\n" +
@@ -1617,7 +1800,14 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x17DISPOSITION_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DISPOSITION_RETRYABLE\x10\x01\x12\x15\n" +
 	"\x11DISPOSITION_FINAL\x10\x02\x12\x17\n" +
-	"\x13DISPOSITION_ABANDON\x10\x032\x89\x03\n" +
+	"\x13DISPOSITION_ABANDON\x10\x03*\x9a\x01\n" +
+	"\tEventKind\x12\x1a\n" +
+	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10EVENT_KIND_CLAIM\x10\x01\x12\x17\n" +
+	"\x13EVENT_KIND_TAKEOVER\x10\x02\x12\x17\n" +
+	"\x13EVENT_KIND_COMPLETE\x10\x03\x12\x13\n" +
+	"\x0fEVENT_KIND_FAIL\x10\x04\x12\x14\n" +
+	"\x10EVENT_KIND_RENEW\x10\x052\x89\x03\n" +
 	"\x06Ledger\x12<\n" +
 	"\x05Claim\x12\x18.oncekey.v1.ClaimRequest\x1a\x19.oncekey.v1.ClaimResponse\x12E\n" +
 	"\bComplete\x12\x1b.oncekey.v1.CompleteRequest\x1a\x1c.oncekey.v1.CompleteResponse\x129\n" +
@@ -1641,80 +1831,85 @@ func file_oncekey_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_oncekey_v1_ledger_proto_rawDescData
 }
 
-var file_oncekey_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_oncekey_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_oncekey_v1_ledger_proto_goTypes = []any{
 	(RecordStatus)(0),             // 0: oncekey.v1.RecordStatus
 	(Semantics)(0),                // 1: oncekey.v1.Semantics
 	(ClaimOutcome)(0),             // 2: oncekey.v1.ClaimOutcome
 	(Disposition)(0),              // 3: oncekey.v1.Disposition
-	(*OperationRef)(nil),          // 4: oncekey.v1.OperationRef
-	(*ClaimRequest)(nil),          // 5: oncekey.v1.ClaimRequest
-	(*Lease)(nil),                 // 6: oncekey.v1.Lease
-	(*ClaimResponse)(nil),         // 7: oncekey.v1.ClaimResponse
-	(*OperationResult)(nil),       // 8: oncekey.v1.OperationResult
-	(*OperationError)(nil),        // 9: oncekey.v1.OperationError
-	(*Record)(nil),                // 10: oncekey.v1.Record
-	(*CompleteRequest)(nil),       // 11: oncekey.v1.CompleteRequest
-	(*CompleteResponse)(nil),      // 12: oncekey.v1.CompleteResponse
-	(*FailRequest)(nil),           // 13: oncekey.v1.FailRequest
-	(*FailResponse)(nil),          // 14: oncekey.v1.FailResponse
-	(*RenewRequest)(nil),          // 15: oncekey.v1.RenewRequest
-	(*RenewResponse)(nil),         // 16: oncekey.v1.RenewResponse
-	(*KeepAliveRequest)(nil),      // 17: oncekey.v1.KeepAliveRequest
-	(*LookupRequest)(nil),         // 18: oncekey.v1.LookupRequest
-	(*LookupResponse)(nil),        // 19: oncekey.v1.LookupResponse
-	nil,                           // 20: oncekey.v1.OperationResult.MetadataEntry
-	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(EventKind)(0),                // 4: oncekey.v1.EventKind
+	(*OperationRef)(nil),          // 5: oncekey.v1.OperationRef
+	(*ClaimRequest)(nil),          // 6: oncekey.v1.ClaimRequest
+	(*Lease)(nil),                 // 7: oncekey.v1.Lease
+	(*ClaimResponse)(nil),         // 8: oncekey.v1.ClaimResponse
+	(*OperationResult)(nil),       // 9: oncekey.v1.OperationResult
+	(*OperationError)(nil),        // 10: oncekey.v1.OperationError
+	(*Record)(nil),                // 11: oncekey.v1.Record
+	(*CompleteRequest)(nil),       // 12: oncekey.v1.CompleteRequest
+	(*CompleteResponse)(nil),      // 13: oncekey.v1.CompleteResponse
+	(*FailRequest)(nil),           // 14: oncekey.v1.FailRequest
+	(*FailResponse)(nil),          // 15: oncekey.v1.FailResponse
+	(*RenewRequest)(nil),          // 16: oncekey.v1.RenewRequest
+	(*RenewResponse)(nil),         // 17: oncekey.v1.RenewResponse
+	(*KeepAliveRequest)(nil),      // 18: oncekey.v1.KeepAliveRequest
+	(*LookupRequest)(nil),         // 19: oncekey.v1.LookupRequest
+	(*LookupResponse)(nil),        // 20: oncekey.v1.LookupResponse
+	(*RecordEvent)(nil),           // 21: oncekey.v1.RecordEvent
+	nil,                           // 22: oncekey.v1.OperationResult.MetadataEntry
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_oncekey_v1_ledger_proto_depIdxs = []int32{
-	21, // 0: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
-	21, // 1: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	23, // 0: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
+	23, // 1: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
 	1,  // 2: oncekey.v1.ClaimRequest.semantics:type_name -> oncekey.v1.Semantics
-	4,  // 3: oncekey.v1.ClaimRequest.parent:type_name -> oncekey.v1.OperationRef
-	21, // 4: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	22, // 5: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 3: oncekey.v1.ClaimRequest.parent:type_name -> oncekey.v1.OperationRef
+	23, // 4: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	24, // 5: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	2,  // 6: oncekey.v1.ClaimResponse.outcome:type_name -> oncekey.v1.ClaimOutcome
-	10, // 7: oncekey.v1.ClaimResponse.record:type_name -> oncekey.v1.Record
-	6,  // 8: oncekey.v1.ClaimResponse.lease:type_name -> oncekey.v1.Lease
-	21, // 9: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
-	20, // 10: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
+	11, // 7: oncekey.v1.ClaimResponse.record:type_name -> oncekey.v1.Record
+	7,  // 8: oncekey.v1.ClaimResponse.lease:type_name -> oncekey.v1.Lease
+	23, // 9: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
+	22, // 10: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
 	0,  // 11: oncekey.v1.Record.status:type_name -> oncekey.v1.RecordStatus
 	1,  // 12: oncekey.v1.Record.semantics:type_name -> oncekey.v1.Semantics
-	22, // 13: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
-	8,  // 14: oncekey.v1.Record.result:type_name -> oncekey.v1.OperationResult
-	9,  // 15: oncekey.v1.Record.error:type_name -> oncekey.v1.OperationError
-	4,  // 16: oncekey.v1.Record.parent:type_name -> oncekey.v1.OperationRef
-	22, // 17: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
-	22, // 18: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
-	22, // 19: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
-	8,  // 20: oncekey.v1.CompleteRequest.result:type_name -> oncekey.v1.OperationResult
-	10, // 21: oncekey.v1.CompleteResponse.record:type_name -> oncekey.v1.Record
-	9,  // 22: oncekey.v1.FailRequest.error:type_name -> oncekey.v1.OperationError
+	24, // 13: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 14: oncekey.v1.Record.result:type_name -> oncekey.v1.OperationResult
+	10, // 15: oncekey.v1.Record.error:type_name -> oncekey.v1.OperationError
+	5,  // 16: oncekey.v1.Record.parent:type_name -> oncekey.v1.OperationRef
+	24, // 17: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
+	24, // 18: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 19: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 20: oncekey.v1.CompleteRequest.result:type_name -> oncekey.v1.OperationResult
+	11, // 21: oncekey.v1.CompleteResponse.record:type_name -> oncekey.v1.Record
+	10, // 22: oncekey.v1.FailRequest.error:type_name -> oncekey.v1.OperationError
 	3,  // 23: oncekey.v1.FailRequest.disposition:type_name -> oncekey.v1.Disposition
-	10, // 24: oncekey.v1.FailResponse.record:type_name -> oncekey.v1.Record
-	21, // 25: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
-	6,  // 26: oncekey.v1.RenewResponse.lease:type_name -> oncekey.v1.Lease
-	21, // 27: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
-	10, // 28: oncekey.v1.LookupResponse.record:type_name -> oncekey.v1.Record
-	5,  // 29: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
-	11, // 30: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
-	13, // 31: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
-	15, // 32: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
-	17, // 33: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
-	18, // 34: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
-	7,  // 35: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
-	12, // 36: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
-	14, // 37: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
-	16, // 38: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
-	6,  // 39: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
-	19, // 40: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
-	35, // [35:41] is the sub-list for method output_type
-	29, // [29:35] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	11, // 24: oncekey.v1.FailResponse.record:type_name -> oncekey.v1.Record
+	23, // 25: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
+	7,  // 26: oncekey.v1.RenewResponse.lease:type_name -> oncekey.v1.Lease
+	23, // 27: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
+	11, // 28: oncekey.v1.LookupResponse.record:type_name -> oncekey.v1.Record
+	21, // 29: oncekey.v1.LookupResponse.history:type_name -> oncekey.v1.RecordEvent
+	24, // 30: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
+	4,  // 31: oncekey.v1.RecordEvent.kind:type_name -> oncekey.v1.EventKind
+	6,  // 32: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
+	12, // 33: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
+	14, // 34: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
+	16, // 35: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
+	18, // 36: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
+	19, // 37: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
+	8,  // 38: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
+	13, // 39: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
+	15, // 40: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
+	17, // 41: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
+	7,  // 42: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
+	20, // 43: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
+	38, // [38:44] is the sub-list for method output_type
+	32, // [32:38] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_oncekey_v1_ledger_proto_init() }
@@ -1731,8 +1926,8 @@ func file_oncekey_v1_ledger_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncekey_v1_ledger_proto_rawDesc), len(file_oncekey_v1_ledger_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   17,
+			NumEnums:      5,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -52,7 +52,7 @@ type LedgerClient interface {
 	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
 	// Keeps a lease alive for as long as the stream stays open: the server renews it every lease_ttl/3.
 	KeepAlive(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[KeepAliveRequest, Lease], error)
-	// Reads the record of one key; NOT_FOUND when absent or expired.
+	// Reads the record of one key (and, if asked, its receipt history); NOT_FOUND when absent or expired.
 	Lookup(ctx context.Context, in *LookupRequest, opts ...grpc.CallOption) (*LookupResponse, error)
 }
 
@@ -143,7 +143,7 @@ type LedgerServer interface {
 	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
 	// Keeps a lease alive for as long as the stream stays open: the server renews it every lease_ttl/3.
 	KeepAlive(grpc.BidiStreamingServer[KeepAliveRequest, Lease]) error
-	// Reads the record of one key; NOT_FOUND when absent or expired.
+	// Reads the record of one key (and, if asked, its receipt history); NOT_FOUND when absent or expired.
 	Lookup(context.Context, *LookupRequest) (*LookupResponse, error)
 	mustEmbedUnimplementedLedgerServer()
 }

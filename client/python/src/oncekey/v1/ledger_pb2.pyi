@@ -6,7 +6,7 @@ from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -41,6 +41,15 @@ class Disposition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DISPOSITION_RETRYABLE: _ClassVar[Disposition]
     DISPOSITION_FINAL: _ClassVar[Disposition]
     DISPOSITION_ABANDON: _ClassVar[Disposition]
+
+class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EVENT_KIND_UNSPECIFIED: _ClassVar[EventKind]
+    EVENT_KIND_CLAIM: _ClassVar[EventKind]
+    EVENT_KIND_TAKEOVER: _ClassVar[EventKind]
+    EVENT_KIND_COMPLETE: _ClassVar[EventKind]
+    EVENT_KIND_FAIL: _ClassVar[EventKind]
+    EVENT_KIND_RENEW: _ClassVar[EventKind]
 RECORD_STATUS_UNSPECIFIED: RecordStatus
 RECORD_STATUS_PROCESSING: RecordStatus
 RECORD_STATUS_SUCCEEDED: RecordStatus
@@ -60,6 +69,12 @@ DISPOSITION_UNSPECIFIED: Disposition
 DISPOSITION_RETRYABLE: Disposition
 DISPOSITION_FINAL: Disposition
 DISPOSITION_ABANDON: Disposition
+EVENT_KIND_UNSPECIFIED: EventKind
+EVENT_KIND_CLAIM: EventKind
+EVENT_KIND_TAKEOVER: EventKind
+EVENT_KIND_COMPLETE: EventKind
+EVENT_KIND_FAIL: EventKind
+EVENT_KIND_RENEW: EventKind
 
 class OperationRef(_message.Message):
     __slots__ = ("namespace", "key")
@@ -251,15 +266,35 @@ class KeepAliveRequest(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., lease_token: _Optional[int] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class LookupRequest(_message.Message):
-    __slots__ = ("namespace", "key")
+    __slots__ = ("namespace", "key", "include_history")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_HISTORY_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     key: str
-    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+    include_history: bool
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., include_history: _Optional[bool] = ...) -> None: ...
 
 class LookupResponse(_message.Message):
-    __slots__ = ("record",)
+    __slots__ = ("record", "history")
     RECORD_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     record: Record
-    def __init__(self, record: _Optional[_Union[Record, _Mapping]] = ...) -> None: ...
+    history: _containers.RepeatedCompositeFieldContainer[RecordEvent]
+    def __init__(self, record: _Optional[_Union[Record, _Mapping]] = ..., history: _Optional[_Iterable[_Union[RecordEvent, _Mapping]]] = ...) -> None: ...
+
+class RecordEvent(_message.Message):
+    __slots__ = ("at", "kind", "outcome", "attempt", "fencing_token", "owner")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    at: _timestamp_pb2.Timestamp
+    kind: EventKind
+    outcome: str
+    attempt: int
+    fencing_token: int
+    owner: str
+    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[EventKind, str]] = ..., outcome: _Optional[str] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...

@@ -107,7 +107,7 @@ class LedgerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Lookup(self, request, context):
-        """Reads the record of one key; NOT_FOUND when absent or expired.
+        """Reads the record of one key (and, if asked, its receipt history); NOT_FOUND when absent or expired.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

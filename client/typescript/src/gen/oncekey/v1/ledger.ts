@@ -259,6 +259,70 @@ export function dispositionToJSON(object: Disposition): string {
   }
 }
 
+/** What a receipt records. */
+export enum EventKind {
+  /** EVENT_KIND_UNSPECIFIED - Never stored; a zero value only. */
+  EVENT_KIND_UNSPECIFIED = 0,
+  /** EVENT_KIND_CLAIM - A Claim; outcome is its answer (ACQUIRED, COMPLETED, FAILED, IN_PROGRESS, NEEDS_RECONCILIATION). */
+  EVENT_KIND_CLAIM = 1,
+  /** EVENT_KIND_TAKEOVER - A Claim that took over an expired at-least-once lease; outcome ACQUIRED. */
+  EVENT_KIND_TAKEOVER = 2,
+  /** EVENT_KIND_COMPLETE - A Complete; outcome SUCCEEDED. */
+  EVENT_KIND_COMPLETE = 3,
+  /** EVENT_KIND_FAIL - A Fail; outcome is the disposition (RETRYABLE, FINAL, ABANDON). */
+  EVENT_KIND_FAIL = 4,
+  /** EVENT_KIND_RENEW - A Renew, including the server's keep-alive renewals; outcome RENEWED. */
+  EVENT_KIND_RENEW = 5,
+  UNRECOGNIZED = -1,
+}
+
+export function eventKindFromJSON(object: any): EventKind {
+  switch (object) {
+    case 0:
+    case "EVENT_KIND_UNSPECIFIED":
+      return EventKind.EVENT_KIND_UNSPECIFIED;
+    case 1:
+    case "EVENT_KIND_CLAIM":
+      return EventKind.EVENT_KIND_CLAIM;
+    case 2:
+    case "EVENT_KIND_TAKEOVER":
+      return EventKind.EVENT_KIND_TAKEOVER;
+    case 3:
+    case "EVENT_KIND_COMPLETE":
+      return EventKind.EVENT_KIND_COMPLETE;
+    case 4:
+    case "EVENT_KIND_FAIL":
+      return EventKind.EVENT_KIND_FAIL;
+    case 5:
+    case "EVENT_KIND_RENEW":
+      return EventKind.EVENT_KIND_RENEW;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return EventKind.UNRECOGNIZED;
+  }
+}
+
+export function eventKindToJSON(object: EventKind): string {
+  switch (object) {
+    case EventKind.EVENT_KIND_UNSPECIFIED:
+      return "EVENT_KIND_UNSPECIFIED";
+    case EventKind.EVENT_KIND_CLAIM:
+      return "EVENT_KIND_CLAIM";
+    case EventKind.EVENT_KIND_TAKEOVER:
+      return "EVENT_KIND_TAKEOVER";
+    case EventKind.EVENT_KIND_COMPLETE:
+      return "EVENT_KIND_COMPLETE";
+    case EventKind.EVENT_KIND_FAIL:
+      return "EVENT_KIND_FAIL";
+    case EventKind.EVENT_KIND_RENEW:
+      return "EVENT_KIND_RENEW";
+    case EventKind.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** Names another operation of the same tenant. */
 export interface OperationRef {
   /** The other operation's namespace. */
@@ -482,12 +546,36 @@ export interface LookupRequest {
   namespace: string;
   /** The operation's key. */
   key: string;
+  /** Also return the record's receipt history. */
+  includeHistory: boolean;
 }
 
 /** The answer to a Lookup. */
 export interface LookupResponse {
   /** The record. */
-  record?: Record | undefined;
+  record?:
+    | Record
+    | undefined;
+  /** The receipts of the record, oldest first (at most 64: the oldest are dropped), when asked for. */
+  history: RecordEvent[];
+}
+
+/** One receipt in a record's history: who did what, when, under which token. */
+export interface RecordEvent {
+  /** When it happened (server clock). */
+  at?:
+    | Date
+    | undefined;
+  /** What happened. */
+  kind: EventKind;
+  /** The answer or disposition, e.g. ACQUIRED or SUCCEEDED. */
+  outcome: string;
+  /** The record's attempt after the event. */
+  attempt: number;
+  /** The fencing token after the event. */
+  fencingToken: bigint;
+  /** The claimer, or the lease holder for Complete, Fail and Renew. */
+  owner: string;
 }
 
 function createBaseOperationRef(): OperationRef {
@@ -2512,7 +2600,7 @@ export const KeepAliveRequest: MessageFns<KeepAliveRequest> = {
 };
 
 function createBaseLookupRequest(): LookupRequest {
-  return { namespace: "", key: "" };
+  return { namespace: "", key: "", includeHistory: false };
 }
 
 export const LookupRequest: MessageFns<LookupRequest> = {
@@ -2522,6 +2610,9 @@ export const LookupRequest: MessageFns<LookupRequest> = {
     }
     if (message.key !== "") {
       writer.uint32(18).string(message.key);
+    }
+    if (message.includeHistory !== false) {
+      writer.uint32(24).bool(message.includeHistory);
     }
     return writer;
   },
@@ -2555,6 +2646,14 @@ export const LookupRequest: MessageFns<LookupRequest> = {
             message.key = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.includeHistory = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2571,6 +2670,11 @@ export const LookupRequest: MessageFns<LookupRequest> = {
     return {
       namespace: isSet(object.namespace) ? globalThis.String(object.namespace) : "",
       key: isSet(object.key) ? globalThis.String(object.key) : "",
+      includeHistory: isSet(object.includeHistory)
+        ? globalThis.Boolean(object.includeHistory)
+        : isSet(object.include_history)
+        ? globalThis.Boolean(object.include_history)
+        : false,
     };
   },
 
@@ -2582,6 +2686,9 @@ export const LookupRequest: MessageFns<LookupRequest> = {
     if (message.key !== "") {
       obj.key = message.key;
     }
+    if (message.includeHistory !== false) {
+      obj.includeHistory = message.includeHistory;
+    }
     return obj;
   },
 
@@ -2592,18 +2699,22 @@ export const LookupRequest: MessageFns<LookupRequest> = {
     const message = createBaseLookupRequest();
     message.namespace = object.namespace ?? "";
     message.key = object.key ?? "";
+    message.includeHistory = object.includeHistory ?? false;
     return message;
   },
 };
 
 function createBaseLookupResponse(): LookupResponse {
-  return { record: undefined };
+  return { record: undefined, history: [] };
 }
 
 export const LookupResponse: MessageFns<LookupResponse> = {
   encode(message: LookupResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.record !== undefined) {
       Record.encode(message.record, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.history) {
+      RecordEvent.encode(v!, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -2629,6 +2740,14 @@ export const LookupResponse: MessageFns<LookupResponse> = {
             message.record = Record.decode(reader, reader.uint32());
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.history.push(RecordEvent.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2642,13 +2761,19 @@ export const LookupResponse: MessageFns<LookupResponse> = {
   },
 
   fromJSON(object: any): LookupResponse {
-    return { record: isSet(object.record) ? Record.fromJSON(object.record) : undefined };
+    return {
+      record: isSet(object.record) ? Record.fromJSON(object.record) : undefined,
+      history: globalThis.Array.isArray(object?.history) ? object.history.map((e: any) => RecordEvent.fromJSON(e)) : [],
+    };
   },
 
   toJSON(message: LookupResponse): unknown {
     const obj: any = {};
     if (message.record !== undefined) {
       obj.record = Record.toJSON(message.record);
+    }
+    if (message.history?.length) {
+      obj.history = message.history.map((e) => RecordEvent.toJSON(e));
     }
     return obj;
   },
@@ -2661,6 +2786,165 @@ export const LookupResponse: MessageFns<LookupResponse> = {
     message.record = (object.record !== undefined && object.record !== null)
       ? Record.fromPartial(object.record)
       : undefined;
+    message.history = object.history?.map((e) => RecordEvent.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRecordEvent(): RecordEvent {
+  return { at: undefined, kind: 0, outcome: "", attempt: 0, fencingToken: 0n, owner: "" };
+}
+
+export const RecordEvent: MessageFns<RecordEvent> = {
+  encode(message: RecordEvent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.at !== undefined) {
+      Timestamp.encode(toTimestamp(message.at), writer.uint32(10).fork()).join();
+    }
+    if (message.kind !== 0) {
+      writer.uint32(16).int32(message.kind);
+    }
+    if (message.outcome !== "") {
+      writer.uint32(26).string(message.outcome);
+    }
+    if (message.attempt !== 0) {
+      writer.uint32(32).uint32(message.attempt);
+    }
+    if (message.fencingToken !== 0n) {
+      if (BigInt.asUintN(64, message.fencingToken) !== message.fencingToken) {
+        throw new globalThis.Error("value provided for field message.fencingToken of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.fencingToken);
+    }
+    if (message.owner !== "") {
+      writer.uint32(50).string(message.owner);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordEvent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordEvent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.at = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.kind = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.outcome = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.attempt = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.fencingToken = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.owner = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RecordEvent {
+    return {
+      at: isSet(object.at) ? fromJsonTimestamp(object.at) : undefined,
+      kind: isSet(object.kind) ? eventKindFromJSON(object.kind) : 0,
+      outcome: isSet(object.outcome) ? globalThis.String(object.outcome) : "",
+      attempt: isSet(object.attempt) ? globalThis.Number(object.attempt) : 0,
+      fencingToken: isSet(object.fencingToken)
+        ? BigInt(object.fencingToken)
+        : isSet(object.fencing_token)
+        ? BigInt(object.fencing_token)
+        : 0n,
+      owner: isSet(object.owner) ? globalThis.String(object.owner) : "",
+    };
+  },
+
+  toJSON(message: RecordEvent): unknown {
+    const obj: any = {};
+    if (message.at !== undefined) {
+      obj.at = message.at.toISOString();
+    }
+    if (message.kind !== 0) {
+      obj.kind = eventKindToJSON(message.kind);
+    }
+    if (message.outcome !== "") {
+      obj.outcome = message.outcome;
+    }
+    if (message.attempt !== 0) {
+      obj.attempt = Math.round(message.attempt);
+    }
+    if (message.fencingToken !== 0n) {
+      obj.fencingToken = message.fencingToken.toString();
+    }
+    if (message.owner !== "") {
+      obj.owner = message.owner;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RecordEvent>, I>>(base?: I): RecordEvent {
+    return RecordEvent.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordEvent>, I>>(object: I): RecordEvent {
+    const message = createBaseRecordEvent();
+    message.at = object.at ?? undefined;
+    message.kind = object.kind ?? 0;
+    message.outcome = object.outcome ?? "";
+    message.attempt = object.attempt ?? 0;
+    message.fencingToken = (object.fencingToken !== undefined && object.fencingToken !== null)
+      ? BigInt(object.fencingToken)
+      : 0n;
+    message.owner = object.owner ?? "";
     return message;
   },
 };
@@ -2718,7 +3002,7 @@ export const LedgerService = {
     responseSerialize: (value: Lease): Buffer => Buffer.from(Lease.encode(value).finish()),
     responseDeserialize: (value: Buffer): Lease => Lease.decode(value),
   },
-  /** Reads the record of one key; NOT_FOUND when absent or expired. */
+  /** Reads the record of one key (and, if asked, its receipt history); NOT_FOUND when absent or expired. */
   lookup: {
     path: "/oncekey.v1.Ledger/Lookup" as const,
     requestStream: false as const,
@@ -2741,7 +3025,7 @@ export interface LedgerServer extends UntypedServiceImplementation {
   renew: handleUnaryCall<RenewRequest, RenewResponse>;
   /** Keeps a lease alive for as long as the stream stays open: the server renews it every lease_ttl/3. */
   keepAlive: handleBidiStreamingCall<KeepAliveRequest, Lease>;
-  /** Reads the record of one key; NOT_FOUND when absent or expired. */
+  /** Reads the record of one key (and, if asked, its receipt history); NOT_FOUND when absent or expired. */
   lookup: handleUnaryCall<LookupRequest, LookupResponse>;
 }
 
@@ -2811,7 +3095,7 @@ export interface LedgerClient extends Client {
   keepAlive(): ClientDuplexStream<KeepAliveRequest, Lease>;
   keepAlive(options: Partial<CallOptions>): ClientDuplexStream<KeepAliveRequest, Lease>;
   keepAlive(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<KeepAliveRequest, Lease>;
-  /** Reads the record of one key; NOT_FOUND when absent or expired. */
+  /** Reads the record of one key (and, if asked, its receipt history); NOT_FOUND when absent or expired. */
   lookup(
     request: LookupRequest,
     callback: (error: ServiceError | null, response: LookupResponse) => void,
