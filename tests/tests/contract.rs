@@ -413,6 +413,39 @@ async fn health_and_admin_endpoints() {
             tonic_health::pb::health_check_response::ServingStatus::Serving as i32
         );
     }
+    // Reflection lists the Ledger (grpcurl relies on it).
+    use tonic_reflection::pb::v1::{
+        server_reflection_client::ServerReflectionClient,
+        server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
+        ServerReflectionRequest,
+    };
+    let channel = tonic::transport::Endpoint::from_shared(server.grpc.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut replies = ServerReflectionClient::new(channel)
+        .server_reflection_info(tokio_stream::iter(vec![request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let reply = replies
+        .message()
+        .await
+        .unwrap()
+        .expect("a reflection answer");
+    let Some(MessageResponse::ListServicesResponse(list)) = reply.message_response else {
+        panic!("{reply:?}")
+    };
+    let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
+    assert!(
+        names.contains(&"oncekey.v1.Ledger") && names.contains(&"grpc.health.v1.Health"),
+        "{names:?}"
+    );
     for (path, body) in [
         ("/healthz", "ok"),
         ("/readyz", "ready"),
