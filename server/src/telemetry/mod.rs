@@ -13,7 +13,8 @@ use tracing_subscriber::{EnvFilter, Layer};
 pub fn init(format: LogFormat, otlp_endpoint: Option<&str>) -> Result<Option<otel::Otel>, String> {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,scylla=warn"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,scylla=warn"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
