@@ -101,15 +101,9 @@ async fn metrics_count_a_duplicate_heavy_scenario_exactly() {
 }
 
 async fn scrape(admin: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = admin.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    response
+    let (code, body) = http_get(admin, "/metrics").await;
+    assert_eq!(code, 200, "{body}");
+    body
 }
 
 #[derive(Clone, Default)]
