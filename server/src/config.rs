@@ -35,6 +35,8 @@ pub enum Command {
     Lookup(crate::cli::client::LookupCmd),
     /// Ask a server's grpc.health.v1 service; exit 0 only when SERVING (for probes and helm test).
     Health(crate::cli::client::HealthCmd),
+    /// Load-test a running server (and optionally the PostgreSQL design) over real gRPC.
+    Bench(Box<crate::bench::BenchArgs>),
 }
 
 /// `oncekey token …`
@@ -161,6 +163,16 @@ pub struct ServeArgs {
     /// How often the embedded store sweeps expired records.
     #[arg(long, env = "ONCEKEY_SWEEP_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     pub sweep_interval: Millis,
+    /// Test only: shift this server's clock by this many milliseconds (may be negative), to test
+    /// replicas whose clocks disagree.
+    #[arg(
+        long,
+        env = "ONCEKEY_CLOCK_SKEW_MS",
+        default_value_t = 0,
+        allow_negative_numbers = true,
+        hide = true
+    )]
+    pub clock_skew_ms: Millis,
 }
 
 /// A configuration mistake: the message names the flag; `oncekey` exits 64.

@@ -82,7 +82,11 @@ pub async fn serve_store<S: Store>(
     args: &ServeArgs,
     auth: Arc<Auth>,
 ) -> anyhow::Result<()> {
-    let engine = Arc::new(Engine::new(store, Clock::System));
+    let clock = match args.clock_skew_ms {
+        0 => Clock::System,
+        skew => Clock::Skewed(skew),
+    };
+    let engine = Arc::new(Engine::new(store, clock));
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<LedgerServer<LedgerService<S>>>().await;
     let reflection = tonic_reflection::server::Builder::configure()

@@ -12,6 +12,9 @@ pub enum Clock {
     System,
     /// A clock that moves only when told to (tests, model checks).
     Manual(Arc<AtomicI64>),
+    /// The system clock shifted by a fixed number of milliseconds (fault tests: servers whose
+    /// clocks disagree).
+    Skewed(Millis),
 }
 
 impl Clock {
@@ -23,10 +26,9 @@ impl Clock {
     /// The current time.
     pub fn now(&self) -> Millis {
         match self {
-            Clock::System => std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            Clock::System => system_now(),
             Clock::Manual(now) => now.load(Ordering::SeqCst),
+            Clock::Skewed(offset) => system_now().saturating_add(*offset),
         }
     }
 
@@ -35,5 +37,24 @@ impl Clock {
         if let Clock::Manual(now) = self {
             now.fetch_add(by, Ordering::SeqCst);
         }
+    }
+}
+
+fn system_now() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Clock;
+
+    #[test]
+    fn a_skewed_clock_runs_ahead_or_behind_the_system_clock() {
+        let (ahead, behind) = (Clock::Skewed(2_000), Clock::Skewed(-2_000));
+        let system = Clock::System.now();
+        assert!((ahead.now() - system - 2_000).abs() < 500);
+        assert!((system - behind.now() - 2_000).abs() < 500);
     }
 }
