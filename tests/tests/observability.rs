@@ -208,3 +208,31 @@ async fn spans_reach_an_otlp_collector_under_the_callers_trace() {
         "raw key leaked"
     );
 }
+
+#[tokio::test]
+async fn json_logs_are_one_object_per_line_without_raw_keys() {
+    let mut server = Server::start(&["--log-format", "json"]);
+    let mut c = server.client("acme").await;
+    c.claim(claim(NS, "customer-4711", "{}")).await.unwrap();
+    let status = server.terminate(Duration::from_secs(20));
+    assert_eq!(status.code(), Some(0));
+    let stderr = server.stderr();
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 3, "{stderr}");
+    for line in lines {
+        let event: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            event["level"].is_string() && event["timestamp"].is_string(),
+            "{line}"
+        );
+    }
+    assert!(
+        stderr.contains("\"message\":\"shutdown signal: draining\""),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("customer-4711"),
+        "a raw key reached the logs"
+    );
+}
