@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod engine;

@@ -65,6 +65,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         }
         Command::Lookup(cmd) => client::lookup(cmd).await?,
         Command::Health(cmd) => client::health(cmd).await?,
+        Command::Bench(args) => return oncekey_server::bench::run(*args).await,
     };
     println!("{}", serde_json::to_string_pretty(&output)?);
     Ok(())

@@ -1,0 +1,183 @@
+//! The `oncekey bench` flags and their checks. Nothing here talks to a server.
+
+use super::driver::Kind;
+use crate::config::{parse_duration, ConfigError};
+use crate::ledger::Millis;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+/// A workload to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// grpc.health.v1 Check: the cheapest RPC the server has, the ceiling.
+    Noop,
+    /// Claim then Complete on a fresh key: the common path (one op = two RPCs).
+    Cycle,
+    /// Claim on a completed key: the stored result is replayed.
+    Replay,
+    /// All workers on a few hot keys at a time: acquire races, IN_PROGRESS, replays.
+    Storm,
+    /// A blend of the above, weighted by --mix.
+    Mixed,
+}
+
+impl Scenario {
+    /// The scenario's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Noop => "noop",
+            Scenario::Cycle => "cycle",
+            Scenario::Replay => "replay",
+            Scenario::Storm => "storm",
+            Scenario::Mixed => "mixed",
+        }
+    }
+}
+
+/// `oncekey bench`
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Server address.
+    #[arg(long, env = "ONCEKEY_SERVER", default_value = "http://127.0.0.1:50051")]
+    pub server: String,
+    /// Bearer token (servers with a tokens file).
+    #[arg(long, env = "ONCEKEY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Tenant header (dev-mode servers).
+    #[arg(long, env = "ONCEKEY_TENANT", default_value = "bench")]
+    pub tenant: String,
+    /// Scenarios to run, in order, comma-separated.
+    #[arg(
+        long = "scenario",
+        visible_alias = "scenarios",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "noop,cycle,replay,storm"
+    )]
+    pub scenarios: Vec<Scenario>,
+    /// Concurrent workers (each keeps one operation in flight).
+    #[arg(long, default_value_t = 64)]
+    pub workers: usize,
+    /// HTTP/2 connections (separate channels) the workers share round-robin.
+    #[arg(long, default_value_t = 4)]
+    pub connections: usize,
+    /// How long each scenario is measured (after the warm-up); ignored with --ops.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Millis,
+    /// Measure exactly this many ops per scenario instead of a duration.
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Unmeasured load before each scenario.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub warmup: Millis,
+    /// Before the scenarios, create this many completed records (reported as `fill`).
+    #[arg(long, default_value_t = 0)]
+    pub preload: u64,
+    /// Completed keys the `replay` scenario claims, prepared before it runs.
+    #[arg(long, default_value_t = 10_000)]
+    pub replay_keys: u64,
+    /// Keys `storm` hammers at the same time.
+    #[arg(long, default_value_t = 4)]
+    pub hot_keys: u64,
+    /// Claims each storm key receives before the storm moves on to a fresh key.
+    #[arg(long, default_value_t = 256)]
+    pub claims_per_key: u64,
+    /// The `mixed` blend as kind=weight pairs (kinds: noop, cycle, replay, storm).
+    #[arg(long, default_value = "cycle=40,replay=40,storm=10,noop=10", value_parser = parse_mix)]
+    pub mix: std::vec::Vec<(Kind, u32)>,
+    /// Bytes of the result body each Complete stores.
+    #[arg(long, default_value_t = 64)]
+    pub body_bytes: usize,
+    /// Namespace of the bench's records.
+    #[arg(long, default_value = "bench.ops")]
+    pub namespace: String,
+    /// PostgreSQL URL: also run cycle and replay through the PostgreSQL idempotency-key design.
+    #[arg(long)]
+    pub peer: Option<String>,
+    /// PostgreSQL connections (default: one per worker, so PostgreSQL gets the same concurrency).
+    #[arg(long)]
+    pub peer_pool: Option<usize>,
+    /// Print the JSON report on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
+impl BenchArgs {
+    /// The flags, checked against each other.
+    pub fn validated(self) -> Result<Self, ConfigError> {
+        let bad = |m: &str| Err(ConfigError(m.into()));
+        if self.workers == 0 || self.workers > 100_000 {
+            return bad("--workers must be between 1 and 100000");
+        }
+        if self.connections == 0 || self.connections > self.workers {
+            return bad("--connections must be between 1 and --workers");
+        }
+        if self.ops == Some(0) || (self.ops.is_none() && self.duration <= 0) {
+            return bad("--ops and --duration must be positive");
+        }
+        if self.warmup < 0 {
+            return bad("--warmup must not be negative");
+        }
+        if self.replay_keys == 0 || self.hot_keys == 0 || self.claims_per_key == 0 {
+            return bad("--replay-keys, --hot-keys and --claims-per-key must be positive");
+        }
+        if self.peer_pool == Some(0) {
+            return bad("--peer-pool must be positive");
+        }
+        if self.scenarios.is_empty() {
+            return bad("--scenarios names no scenario");
+        }
+        Ok(self)
+    }
+}
+
+/// Parses `cycle=40,replay=40,noop=20`.
+fn parse_mix(text: &str) -> Result<Vec<(Kind, u32)>, String> {
+    let mut mix = Vec::new();
+    for part in text.split(',').filter(|p| !p.trim().is_empty()) {
+        let (name, weight) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?} is not kind=weight"))?;
+        let kind = match name.trim() {
+            "noop" => Kind::Noop,
+            "cycle" => Kind::Cycle,
+            "replay" => Kind::Replay,
+            "storm" => Kind::Storm,
+            other => {
+                return Err(format!(
+                    "unknown kind {other:?} (noop, cycle, replay, storm)"
+                ))
+            }
+        };
+        let weight: u32 = weight
+            .trim()
+            .parse()
+            .map_err(|_| format!("{weight:?} is not a whole number"))?;
+        if weight > 0 {
+            mix.push((kind, weight));
+        }
+    }
+    if mix.is_empty() {
+        return Err("the mix needs at least one kind with a positive weight".into());
+    }
+    Ok(mix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mix_parses_and_rejects() {
+        assert_eq!(
+            parse_mix("cycle=3, noop=1,storm=0").unwrap(),
+            vec![(Kind::Cycle, 3), (Kind::Noop, 1)]
+        );
+        assert!(parse_mix("fly=1").is_err());
+        assert!(parse_mix("noop=0").is_err());
+        assert!(parse_mix("cycle").is_err());
+    }
+}

@@ -1,0 +1,110 @@
+//! `oncekey bench`: a load generator that drives a running server over real gRPC from its own
+//! process — N concurrent workers over M HTTP/2 connections, for a fixed duration or op count,
+//! after a warm-up — and reports throughput and HDR latency percentiles as a table and as JSON.
+//! With `--peer postgres://…` it runs `cycle` and `replay` with the same concurrency through the
+//! classic PostgreSQL idempotency-key design, on equal durability (synchronous_commit on).
+//!
+//! It is a client: it must not link into the server's request path, and it keeps its own per-op
+//! work small (precomputed fingerprint and result body, worker-local histograms) so that what it
+//! measures is the server.
+
+mod args;
+mod driver;
+mod grpc;
+mod keys;
+mod peer;
+mod recorder;
+mod report;
+
+pub use args::{BenchArgs, Scenario};
+
+use anyhow::Context as _;
+use driver::{Conn, Kind, Plan, Workload};
+use report::{Report, ScenarioResult};
+use std::sync::Arc;
+
+/// Runs `oncekey bench`; fails when the server cannot be reached or any measured op failed.
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let args = args.validated()?;
+    let keys = Arc::new(keys::Keys::new(
+        args.replay_keys,
+        args.hot_keys,
+        args.claims_per_key,
+    ));
+    let target = grpc::Target::connect(&args).await?;
+    let mut report = Report::new(&args);
+    let plan = Plan::from_args(&args);
+    let oncekey = |kinds: Vec<(Kind, u32)>| Workload::new(kinds, keys.clone());
+    let grpc_conns = |target: &grpc::Target| -> Vec<Conn> {
+        (0..args.workers)
+            .map(|i| Conn::Grpc(target.worker(i)))
+            .collect()
+    };
+
+    if args.preload > 0 {
+        let fill = oncekey(vec![(Kind::Fill, 1)]);
+        let plan = Plan::count(args.preload);
+        let m = driver::drive(grpc_conns(&target), fill, &plan).await;
+        report.push(ScenarioResult::new("fill", "oncekey", m));
+        eprintln!("{}", report.last_line());
+    }
+    let needs_replay_keys = args
+        .scenarios
+        .iter()
+        .any(|s| matches!(s, Scenario::Replay | Scenario::Mixed));
+    if needs_replay_keys {
+        let setup = oncekey(vec![(Kind::ReplaySetup, 1)]);
+        driver::drive(grpc_conns(&target), setup, &Plan::count(args.replay_keys))
+            .await
+            .into_result()
+            .context("preparing the completed keys for replay")?;
+    }
+    for scenario in &args.scenarios {
+        let kinds = match scenario {
+            Scenario::Noop => vec![(Kind::Noop, 1)],
+            Scenario::Cycle => vec![(Kind::Cycle, 1)],
+            Scenario::Replay => vec![(Kind::Replay, 1)],
+            Scenario::Storm => vec![(Kind::Storm, 1)],
+            Scenario::Mixed => args.mix.clone(),
+        };
+        let m = driver::drive(grpc_conns(&target), oncekey(kinds), &plan).await;
+        report.push(ScenarioResult::new(scenario.name(), "oncekey", m));
+        eprintln!("{}", report.last_line());
+    }
+
+    if let Some(url) = &args.peer {
+        let pg = peer::Peer::connect(url, args.peer_pool.unwrap_or(args.workers)).await?;
+        let pg_conns =
+            || -> Vec<Conn> { (0..args.workers).map(|i| Conn::Pg(pg.worker(i))).collect() };
+        // Fresh generators: the peer's replay keys must be the ones its own setup completes.
+        let keys = Arc::new(keys::Keys::new(
+            args.replay_keys,
+            args.hot_keys,
+            args.claims_per_key,
+        ));
+        let peer = |kinds: Vec<(Kind, u32)>| Workload::new(kinds, keys.clone());
+        let setup = peer(vec![(Kind::ReplaySetup, 1)]);
+        driver::drive(pg_conns(), setup, &Plan::count(args.replay_keys))
+            .await
+            .into_result()
+            .context("preparing the completed keys for replay in PostgreSQL")?;
+        for (name, kind) in [("cycle", Kind::Cycle), ("replay", Kind::Replay)] {
+            let m = driver::drive(pg_conns(), peer(vec![(kind, 1)]), &plan).await;
+            report.push(ScenarioResult::new(name, "postgres", m));
+            eprintln!("{}", report.last_line());
+        }
+    }
+
+    report.finish();
+    let json = serde_json::to_string_pretty(&report.json())?;
+    if let Some(path) = &args.output {
+        std::fs::write(path, format!("{json}\n"))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if args.json {
+        println!("{json}");
+    } else {
+        print!("{}", report.table());
+    }
+    report.check()
+}

@@ -1,0 +1,275 @@
+//! The bench report: one result per scenario and target, printed as a table and as JSON, with
+//! the throughput ratios the targets are stated in (each scenario against noop, oncekey against
+//! PostgreSQL) and the load average, since other work on the machine skews every number.
+
+use super::args::BenchArgs;
+use super::driver::{load_average, Measurement};
+use super::recorder::{Recorder, OUTCOMES, SERIES};
+use hdrhistogram::Histogram;
+use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
+
+/// One scenario's measurement.
+pub struct ScenarioResult {
+    name: &'static str,
+    target: &'static str,
+    m: Measurement,
+}
+
+impl ScenarioResult {
+    /// Names a measurement.
+    pub fn new(name: &'static str, target: &'static str, m: Measurement) -> Self {
+        Self { name, target, m }
+    }
+
+    fn ops_per_sec(&self) -> f64 {
+        let secs = self.m.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.m.recorder.ops as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
+    fn p(&self, q: f64) -> Option<f64> {
+        let hist = self.m.recorder.hist(super::recorder::Series::Op)?;
+        Some(hist.value_at_quantile(q) as f64 / 1000.0)
+    }
+
+    fn json(&self) -> Value {
+        let r: &Recorder = &self.m.recorder;
+        let mut latency = Map::new();
+        for series in SERIES {
+            if let Some(h) = r.hist(series) {
+                latency.insert(series.name().into(), percentiles(h));
+            }
+        }
+        let outcomes: Map<String, Value> = OUTCOMES
+            .iter()
+            .zip(r.outcomes)
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| (name.to_string(), json!(n)))
+            .collect();
+        json!({
+            "scenario": self.name,
+            "target": self.target,
+            "workers": self.m.workers,
+            "ops": r.ops,
+            "seconds": self.m.elapsed.as_secs_f64(),
+            "ops_per_sec": self.ops_per_sec(),
+            "latency_ms": latency,
+            "claim_outcomes": outcomes,
+            "errors": r.errors,
+            "load_1m": {"before": self.m.load.0, "after": self.m.load.1},
+        })
+    }
+}
+
+fn percentiles(h: &Histogram<u64>) -> Value {
+    let ms = |us: u64| us as f64 / 1000.0;
+    json!({
+        "count": h.len(),
+        "p50": ms(h.value_at_quantile(0.50)),
+        "p90": ms(h.value_at_quantile(0.90)),
+        "p99": ms(h.value_at_quantile(0.99)),
+        "p99_9": ms(h.value_at_quantile(0.999)),
+        "max": ms(h.max()),
+        "mean": h.mean() / 1000.0,
+    })
+}
+
+/// Every result of one `oncekey bench` run.
+pub struct Report {
+    header: Value,
+    results: Vec<ScenarioResult>,
+    load_after: f64,
+}
+
+impl Report {
+    /// An empty report for a run with `args`.
+    pub fn new(args: &BenchArgs) -> Self {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_owned())
+            })
+            .unwrap_or_default();
+        let header = json!({
+            "server": args.server,
+            "workers": args.workers,
+            "connections": args.connections,
+            "duration_ms": args.ops.is_none().then_some(args.duration),
+            "ops_per_scenario": args.ops,
+            "warmup_ms": args.warmup,
+            "preload": args.preload,
+            "peer_pool": args.peer.as_ref().map(|_| args.peer_pool.unwrap_or(args.workers)),
+            "machine": {
+                "nproc": std::thread::available_parallelism().map_or(0, |n| n.get()),
+                "cpu": cpu,
+            },
+            "load_1m_before": load_average(),
+        });
+        Self {
+            header,
+            results: Vec::new(),
+            load_after: 0.0,
+        }
+    }
+
+    /// Adds a result.
+    pub fn push(&mut self, result: ScenarioResult) {
+        self.results.push(result);
+    }
+
+    /// Records the end of the run.
+    pub fn finish(&mut self) {
+        self.load_after = load_average();
+    }
+
+    /// A one-line progress note about the latest result.
+    pub fn last_line(&self) -> String {
+        let Some(r) = self.results.last() else {
+            return String::new();
+        };
+        format!(
+            "bench: {} on {}: {} ops, {:.0} ops/s, p99 {:.3} ms, load {:.2}",
+            r.name,
+            r.target,
+            r.m.recorder.ops,
+            r.ops_per_sec(),
+            r.p(0.99).unwrap_or(0.0),
+            r.m.load.1
+        )
+    }
+
+    fn find(&self, name: &str, target: &str) -> Option<&ScenarioResult> {
+        self.results
+            .iter()
+            .rev()
+            .find(|r| r.name == name && r.target == target)
+    }
+
+    /// Throughput ratios: each oncekey scenario to noop, oncekey to PostgreSQL.
+    fn ratios(&self) -> Map<String, Value> {
+        let mut out = Map::new();
+        if let Some(noop) = self
+            .find("noop", "oncekey")
+            .filter(|n| n.ops_per_sec() > 0.0)
+        {
+            for name in ["cycle", "replay", "storm", "mixed"] {
+                if let Some(r) = self.find(name, "oncekey") {
+                    out.insert(
+                        format!("{name}_vs_noop"),
+                        json!(r.ops_per_sec() / noop.ops_per_sec()),
+                    );
+                }
+            }
+        }
+        for name in ["cycle", "replay"] {
+            if let (Some(ours), Some(theirs)) =
+                (self.find(name, "oncekey"), self.find(name, "postgres"))
+            {
+                if theirs.ops_per_sec() > 0.0 {
+                    out.insert(
+                        format!("{name}_vs_postgres"),
+                        json!(ours.ops_per_sec() / theirs.ops_per_sec()),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// The whole report as JSON.
+    pub fn json(&self) -> Value {
+        let mut doc = self.header.clone();
+        doc["load_1m_after"] = json!(self.load_after);
+        doc["results"] = self.results.iter().map(ScenarioResult::json).collect();
+        doc["ratios"] = Value::Object(self.ratios());
+        doc
+    }
+
+    /// The report as a text table (latencies in ms).
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<14} {:<9} {:>9} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "scenario", "target", "ops", "ops/s", "x noop", "p50", "p90", "p99", "p99.9", "max"
+        );
+        let noop = self
+            .find("noop", "oncekey")
+            .map(ScenarioResult::ops_per_sec);
+        for r in &self.results {
+            let ratio = match noop {
+                Some(n) if n > 0.0 && r.target == "oncekey" => {
+                    format!("{:.2}", r.ops_per_sec() / n)
+                }
+                _ => "-".into(),
+            };
+            for series in SERIES {
+                let Some(h) = r.m.recorder.hist(series) else {
+                    continue;
+                };
+                let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+                let (name, target, ops, rate, ratio) = if series == super::recorder::Series::Op {
+                    (
+                        r.name.to_owned(),
+                        r.target,
+                        r.m.recorder.ops.to_string(),
+                        format!("{:.0}", r.ops_per_sec()),
+                        ratio.clone(),
+                    )
+                } else {
+                    (
+                        format!("  {}", series.name()),
+                        "",
+                        h.len().to_string(),
+                        String::new(),
+                        String::new(),
+                    )
+                };
+                let _ = writeln!(
+                    out,
+                    "{name:<14} {target:<9} {ops:>9} {rate:>10} {ratio:>7} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3}",
+                    ms(0.5),
+                    ms(0.9),
+                    ms(0.99),
+                    ms(0.999),
+                    h.max() as f64 / 1000.0
+                );
+            }
+            for (what, n) in &r.m.recorder.errors {
+                let _ = writeln!(out, "  errors: {n} × {what}");
+            }
+        }
+        for (name, value) in self.ratios() {
+            if name.ends_with("_vs_postgres") {
+                let _ = writeln!(out, "{name}: {:.2}x", value.as_f64().unwrap_or(0.0));
+            }
+        }
+        let _ = writeln!(
+            out,
+            "load average (1 min): {:.2} before, {:.2} after",
+            self.header["load_1m_before"].as_f64().unwrap_or(0.0),
+            self.load_after
+        );
+        out
+    }
+
+    /// Fails when any measured op failed: such a run measures nothing.
+    pub fn check(&self) -> anyhow::Result<()> {
+        let failed: u64 = self
+            .results
+            .iter()
+            .flat_map(|r| r.m.recorder.errors.values())
+            .sum();
+        if failed > 0 {
+            anyhow::bail!("{failed} ops failed (see the report)");
+        }
+        Ok(())
+    }
+}
