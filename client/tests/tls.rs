@@ -1,83 +1,12 @@
 //! TLS with client certificates (mTLS): the client verifies the server against the given CA and
 //! presents its own identity; without one, a server that requires client certificates refuses it.
-//! Certificates are made by the `openssl` command line for each run.
+//! Certificates are made by the `openssl` command line for each run (`oncekey_tests::make_certificates`).
 
 mod common;
 
 use common::*;
 use oncekey_client::{Client, ConnectOptions, TlsOptions};
-use oncekey_tests::Server;
-use std::path::Path;
-use std::process::Command;
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl is installed");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA, a server certificate for localhost/127.0.0.1 and a client certificate, in `dir`.
-fn make_certificates(dir: &Path) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut ca = vec!["req", "-x509", "-days", "2", "-subj", "/CN=oncekey test CA"];
-    ca.extend(ec);
-    ca.extend(["-keyout", "ca.key", "-out", "ca.pem"]);
-    openssl(dir, &ca);
-    for (name, ext) in [
-        (
-            "server",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-        ),
-        ("client", "extendedKeyUsage=clientAuth\n"),
-    ] {
-        std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
-        let (key, csr, pem, extfile) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.pem"),
-            format!("{name}.ext"),
-        );
-        let mut req = vec!["req", "-subj"];
-        let subject = format!("/CN={name}");
-        req.push(&subject);
-        req.extend(ec);
-        req.extend(["-keyout", &key, "-out", &csr]);
-        openssl(dir, &req);
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-extfile",
-                &extfile,
-                "-out",
-                &pem,
-            ],
-        );
-    }
-}
+use oncekey_tests::{make_certificates, Server};
 
 #[tokio::test]
 async fn mutual_tls_connects_and_runs_an_operation() {

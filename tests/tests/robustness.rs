@@ -507,3 +507,55 @@ async fn operator_cli_claims_completes_replays_and_looks_up() {
         "{out}"
     );
 }
+
+#[tokio::test]
+async fn operator_cli_speaks_tls_and_mutual_tls() {
+    let certs = tempfile::tempdir().unwrap();
+    make_certificates(certs.path());
+    let path = |name: &str| certs.path().join(name).to_str().unwrap().to_owned();
+    let server = Server::start(&[
+        "--tls-cert",
+        &path("server.pem"),
+        "--tls-key",
+        &path("server.key"),
+        "--tls-client-ca",
+        &path("ca.pem"),
+    ]);
+    let url = server.grpc.replace("http://", "https://");
+    let (ca, cert, key) = (path("ca.pem"), path("client.pem"), path("client.key"));
+    let tls = [
+        "--tls-ca",
+        &ca,
+        "--tls-client-cert",
+        &cert,
+        "--tls-client-key",
+        &key,
+        "--tls-domain",
+        "localhost",
+    ];
+
+    let mut health = vec!["health", "--server", &url];
+    health.extend(tls);
+    let (code, out, err) = run_cli(&health);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("SERVING"), "{out}");
+    let mut claim_args = vec!["claim", "tls.ns", "k", "--payload", "{}", "--server", &url];
+    claim_args.extend(tls);
+    let (code, out, err) = run_cli(&claim_args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"ACQUIRED\""), "{out}");
+
+    // Without a client certificate the server refuses the handshake; without TLS too.
+    let (code, _, _) = run_cli(&[
+        "health",
+        "--server",
+        &url,
+        "--tls-ca",
+        &ca,
+        "--tls-domain",
+        "localhost",
+    ]);
+    assert_ne!(code, 0);
+    let (code, _, _) = run_cli(&["health", "--server", &server.grpc]);
+    assert_ne!(code, 0);
+}

@@ -21,6 +21,52 @@ pub struct ConnArgs {
     /// Tenant header (dev-mode servers).
     #[arg(long, env = "ONCEKEY_TENANT")]
     pub tenant: Option<String>,
+    /// TLS to the server.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// TLS settings of the client commands (use an `https://` server address).
+#[derive(Debug, Clone, Default, Args)]
+pub struct TlsArgs {
+    /// PEM CA certificate(s) that signed the server's certificate.
+    #[arg(long, env = "ONCEKEY_CLIENT_TLS_CA")]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// PEM client certificate, for servers started with --tls-client-ca (mutual TLS).
+    #[arg(long, env = "ONCEKEY_CLIENT_TLS_CERT", requires = "tls_client_key")]
+    pub tls_client_cert: Option<std::path::PathBuf>,
+    /// PEM private key of --tls-client-cert.
+    #[arg(long, env = "ONCEKEY_CLIENT_TLS_KEY", requires = "tls_client_cert")]
+    pub tls_client_key: Option<std::path::PathBuf>,
+    /// Name to verify the server certificate against (default: the address's host).
+    #[arg(long, env = "ONCEKEY_CLIENT_TLS_DOMAIN")]
+    pub tls_domain: Option<String>,
+}
+
+impl TlsArgs {
+    /// The client's TLS options, reading the files; `None` without --tls-ca.
+    fn options(&self) -> anyhow::Result<Option<oncekey_client::TlsOptions>> {
+        let Some(ca) = &self.tls_ca else {
+            return Ok(None);
+        };
+        let read = |flag: &str, path: &std::path::Path| {
+            std::fs::read(path).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))
+        };
+        Ok(Some(oncekey_client::TlsOptions {
+            ca_cert_pem: Some(read("--tls-ca", ca)?),
+            client_cert_pem: self
+                .tls_client_cert
+                .as_deref()
+                .map(|p| read("--tls-client-cert", p))
+                .transpose()?,
+            client_key_pem: self
+                .tls_client_key
+                .as_deref()
+                .map(|p| read("--tls-client-key", p))
+                .transpose()?,
+            domain: self.tls_domain.clone(),
+        }))
+    }
 }
 
 /// `oncekey claim`
@@ -151,6 +197,9 @@ pub struct HealthCmd {
     /// The service to ask about; empty means the whole server.
     #[arg(long, default_value = "")]
     service: String,
+    /// TLS to the server.
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 fn parse_pair(text: &str) -> Result<(String, String), String> {
@@ -167,6 +216,7 @@ async fn connect(conn: &ConnArgs) -> anyhow::Result<oncekey_client::LedgerRpc> {
     let options = ConnectOptions {
         token: conn.token.clone(),
         tenant: conn.tenant.clone(),
+        tls: conn.tls.options()?,
         ..Default::default()
     };
     Ok(Client::connect(&conn.server, options).await?.ledger())
@@ -283,9 +333,24 @@ pub async fn health(cmd: HealthCmd) -> anyhow::Result<Value> {
     use tonic_health::pb::{
         health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest,
     };
-    let channel = tonic::transport::Endpoint::from_shared(cmd.server.clone())?
+    let mut endpoint = tonic::transport::Endpoint::from_shared(cmd.server.clone())?
         .connect_timeout(std::time::Duration::from_secs(5))
-        .timeout(std::time::Duration::from_secs(5))
+        .timeout(std::time::Duration::from_secs(5));
+    if let Some(tls) = cmd.tls.options()? {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        let mut config = ClientTlsConfig::new();
+        if let Some(ca) = tls.ca_cert_pem {
+            config = config.ca_certificate(Certificate::from_pem(ca));
+        }
+        if let (Some(cert), Some(key)) = (tls.client_cert_pem, tls.client_key_pem) {
+            config = config.identity(Identity::from_pem(cert, key));
+        }
+        if let Some(domain) = tls.domain {
+            config = config.domain_name(domain);
+        }
+        endpoint = endpoint.tls_config(config)?;
+    }
+    let channel = endpoint
         .connect()
         .await
         .map_err(|e| anyhow::anyhow!("cannot connect to {}: {e}", cmd.server))?;
