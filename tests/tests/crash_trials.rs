@@ -1,0 +1,115 @@
+//! Crash trials: workers run claim → effect → complete loops through the Rust client while the
+//! harness SIGKILLs the server at random moments and restarts it on the same data (embedded: the
+//! same data dir; CQL: the same keyspace) and the same port. The verdict comes from the external
+//! effect file and final Lookups (see faults/workload.rs).
+//!
+//! `ONCEKEY_CRASH_TRIALS` kill/restart trials per store (default 12); the full run is
+//! `ONCEKEY_CRASH_TRIALS=200 cargo test -p oncekey-tests --release --test crash_trials -- --nocapture`.
+//! `ONCEKEY_FAULT_SEED` replays a run's random choices (the seed is printed).
+
+mod faults;
+
+use faults::workload::{self, Workload};
+use faults::{cql, host_port, Rng};
+use oncekey_client::Client;
+use oncekey_tests::Server;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const WORKERS: u32 = 8;
+
+fn trials() -> u32 {
+    std::env::var("ONCEKEY_CRASH_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12)
+}
+
+/// Starts the server, blocking this worker thread only.
+fn start(data_dir: &Path, flags: &[String]) -> Server {
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    tokio::task::block_in_place(|| Server::start_on(data_dir, &flags))
+}
+
+async fn crash_trials(store: &str, store_flags: Vec<String>) {
+    let seed = Rng::seed();
+    let mut rng = Rng::new(seed);
+    let n = trials();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let mut server = start(&data_dir, &store_flags);
+    // Restarts reuse the ports the first start got.
+    let mut flags = store_flags.clone();
+    flags.extend([
+        "--listen".into(),
+        host_port(&server.grpc),
+        "--admin-listen".into(),
+        host_port(&server.admin),
+    ]);
+    let endpoint = server.grpc.clone();
+    let load = Workload::new("crash.trial", &dir.path().join("effects.log"));
+    let workers = load.spawn(WORKERS, std::slice::from_ref(&endpoint), seed);
+    let checker = Client::connect(&endpoint, workload::options())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut downtime = Duration::ZERO;
+    for trial in 1..=n {
+        tokio::time::sleep(Duration::from_millis(rng.range(150, 1_200))).await;
+        server.kill9();
+        let down = Instant::now();
+        // Mostly a quick restart; sometimes long enough for 1-2 s leases to run out meanwhile.
+        let pause = if rng.chance(0.3) {
+            rng.range(1_000, 2_500)
+        } else {
+            rng.range(0, 300)
+        };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        server = start(&data_dir, &flags);
+        downtime += down.elapsed();
+        load.spot_check(&checker, 3, &mut rng).await;
+        if trial % 25 == 0 {
+            println!(
+                "[{store}] {trial}/{n} kills after {:.0?}: {}",
+                started.elapsed(),
+                load.counts.summary()
+            );
+        }
+    }
+    // Let the last incarnation serve a while, then stop the workers.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    load.stop();
+    for w in workers {
+        w.await.expect("a worker panicked");
+    }
+    let verdict = load.verify(&checker, checker.ledger()).await;
+    println!(
+        "[{store}] seed={seed} trials={n} (SIGKILL + restart) in {:.0?}, server down {:.1?} in all\n[{store}] workers: {}\n[{store}] verdict: {verdict:#?}",
+        started.elapsed(),
+        downtime,
+        load.counts.summary()
+    );
+    verdict.assert_clean();
+    assert!(
+        verdict.effects > 0 && verdict.acked > 0,
+        "the workload did nothing"
+    );
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn embedded_store_survives_sigkill_trials() {
+    crash_trials("embedded", Vec::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cql_store_survives_sigkill_trials() {
+    let node = cql::shared_node();
+    let keyspace = cql::migrated_keyspace(node);
+    let flags = ["--store", "cql", "--cql-nodes", node, "--cql-keyspace"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([keyspace])
+        .collect();
+    crash_trials("cql", flags).await;
+}

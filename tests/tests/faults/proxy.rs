@@ -1,0 +1,259 @@
+//! A CQL-aware TCP fault proxy between `oncekey serve` and a node, run inside the test process.
+//!
+//! It forwards bytes both ways and parses CQL v4 frame headers: it learns which prepared
+//! statements are conditional (`… IF …`) from PREPARE requests and their RESULT Prepared answers,
+//! marks EXECUTEs of those, and applies the current [`Fault`] to the node's answer to them: drop it
+//! and cut the connection (the LWT ran, the driver never hears: an unknown outcome), or delay it.
+//! The driver needs no address translation: it learns the node's address from `system.local`'s
+//! `rpc_address` (127.0.0.1) with the port of its contact point, i.e. this proxy.
+//!
+//! Why not `scylla-proxy`: it pins scylla-cql 0.x/1.x versions that differ from the workspace's
+//! driver, and mapping its per-node rules onto a single-node Cassandra adds nothing this small
+//! proxy lacks for dropping and delaying LWT answers.
+
+use super::Rng;
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+
+const OP_RESULT: u8 = 0x08;
+const OP_PREPARE: u8 = 0x09;
+const OP_EXECUTE: u8 = 0x0A;
+const RESULT_PREPARED: i32 = 0x0004;
+
+/// What happens to the node's answers to conditional writes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fault {
+    /// Forward everything.
+    None,
+    /// With probability `p`, swallow the answer and close the connection.
+    DropAndClose(f64),
+    /// With probability `p`, hold the answer for up to `max_ms`.
+    Delay(f64, u64),
+}
+
+/// What the proxy did.
+#[derive(Debug, Default)]
+pub struct ProxyStats {
+    /// Answers to conditional writes seen.
+    pub lwt_answers: AtomicU64,
+    /// Of those, dropped with the connection.
+    pub dropped: AtomicU64,
+    /// Of those, delayed.
+    pub delayed: AtomicU64,
+    /// Client connections accepted.
+    pub connections: AtomicU64,
+}
+
+struct Shared {
+    upstream: SocketAddr,
+    fault: Mutex<Fault>,
+    conditional: Mutex<HashSet<Vec<u8>>>,
+    rng: Mutex<Rng>,
+    stats: ProxyStats,
+}
+
+/// A running proxy (stops with the test's runtime).
+pub struct CqlProxy {
+    /// The address to give `--cql-nodes`.
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl CqlProxy {
+    /// Listens on a free local port and forwards to `upstream` (`host:port`).
+    pub async fn start(upstream: &str, seed: u64) -> CqlProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            upstream: upstream.parse().expect("upstream host:port"),
+            fault: Mutex::new(Fault::None),
+            conditional: Mutex::default(),
+            rng: Mutex::new(Rng::new(seed)),
+            stats: ProxyStats::default(),
+        });
+        let s = shared.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                s.stats.connections.fetch_add(1, Ordering::Relaxed);
+                let s = s.clone();
+                tokio::spawn(async move {
+                    if let Ok(node) = TcpStream::connect(s.upstream).await {
+                        let _ = client.set_nodelay(true);
+                        let _ = node.set_nodelay(true);
+                        connection(s, client, node).await;
+                    }
+                });
+            }
+        });
+        CqlProxy { addr, shared }
+    }
+
+    /// Sets the fault for answers to conditional writes from now on.
+    pub fn set(&self, fault: Fault) {
+        *self.shared.fault.lock().unwrap() = fault;
+    }
+
+    /// What the proxy did so far.
+    pub fn stats(&self) -> &ProxyStats {
+        &self.shared.stats
+    }
+}
+
+/// Per connection: stream id → the PREPARE's query was conditional; stream ids of conditional
+/// EXECUTEs awaiting their answer.
+#[derive(Default)]
+struct Inflight {
+    prepares: HashMap<i16, bool>,
+    lwts: HashSet<i16>,
+}
+
+async fn connection(shared: Arc<Shared>, client: TcpStream, node: TcpStream) {
+    let (client_r, client_w) = client.into_split();
+    let (node_r, node_w) = node.into_split();
+    let inflight = Arc::new(Mutex::new(Inflight::default()));
+    let up = tokio::spawn(requests(shared.clone(), client_r, node_w, inflight.clone()));
+    answers(shared, node_r, client_w, inflight).await;
+    up.abort();
+}
+
+async fn read_frame(r: &mut OwnedReadHalf) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut header = vec![0u8; 9];
+    r.read_exact(&mut header).await.ok()?;
+    let len = u32::from_be_bytes(header[5..9].try_into().unwrap()) as usize;
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).await.ok()?;
+    Some((header, body))
+}
+
+fn stream_id(header: &[u8]) -> i16 {
+    i16::from_be_bytes([header[2], header[3]])
+}
+
+/// `[short bytes]` at the start of `b`.
+fn short_bytes(b: &[u8]) -> Option<&[u8]> {
+    let n = u16::from_be_bytes(b.get(0..2)?.try_into().ok()?) as usize;
+    b.get(2..2 + n)
+}
+
+async fn requests(
+    shared: Arc<Shared>,
+    mut client: OwnedReadHalf,
+    mut node: OwnedWriteHalf,
+    inflight: Arc<Mutex<Inflight>>,
+) {
+    while let Some((header, body)) = read_frame(&mut client).await {
+        assert_eq!(header[0] & 0x7f, 4, "the proxy speaks CQL protocol v4 only");
+        assert_eq!(
+            header[1] & 0x01,
+            0,
+            "the proxy cannot read compressed frames"
+        );
+        let stream = stream_id(&header);
+        match header[4] {
+            OP_PREPARE => {
+                // [long string] query
+                let n = body
+                    .get(0..4)
+                    .map_or(0, |b| u32::from_be_bytes(b.try_into().unwrap()) as usize);
+                let query = String::from_utf8_lossy(body.get(4..4 + n).unwrap_or_default());
+                let conditional = query.contains(" IF ");
+                inflight
+                    .lock()
+                    .unwrap()
+                    .prepares
+                    .insert(stream, conditional);
+            }
+            OP_EXECUTE => {
+                let conditional = short_bytes(&body)
+                    .is_some_and(|id| shared.conditional.lock().unwrap().contains(id));
+                if conditional {
+                    inflight.lock().unwrap().lwts.insert(stream);
+                }
+            }
+            _ => {}
+        }
+        if node.write_all(&header).await.is_err() || node.write_all(&body).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn answers(
+    shared: Arc<Shared>,
+    mut node: OwnedReadHalf,
+    mut client: OwnedWriteHalf,
+    inflight: Arc<Mutex<Inflight>>,
+) {
+    while let Some((header, body)) = read_frame(&mut node).await {
+        let stream = stream_id(&header);
+        let (prepare, lwt) = {
+            let mut i = inflight.lock().unwrap();
+            (i.prepares.remove(&stream), i.lwts.remove(&stream))
+        };
+        if prepare == Some(true) && header[4] == OP_RESULT {
+            if let Some(id) = prepared_id(header[1], &body) {
+                shared.conditional.lock().unwrap().insert(id);
+            }
+        }
+        if lwt {
+            shared.stats.lwt_answers.fetch_add(1, Ordering::Relaxed);
+            let fault = *shared.fault.lock().unwrap();
+            let (hit, delay) = {
+                let mut rng = shared.rng.lock().unwrap();
+                match fault {
+                    Fault::None => (false, 0),
+                    Fault::DropAndClose(p) | Fault::Delay(p, _) if !rng.chance(p) => (false, 0),
+                    Fault::DropAndClose(_) => (true, 0),
+                    Fault::Delay(_, max) => (true, rng.range(1, max)),
+                }
+            };
+            match fault {
+                Fault::DropAndClose(_) if hit => {
+                    shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                    let _ = client.shutdown().await;
+                    return;
+                }
+                Fault::Delay(..) if hit => {
+                    shared.stats.delayed.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                }
+                _ => {}
+            }
+        }
+        if client.write_all(&header).await.is_err() || client.write_all(&body).await.is_err() {
+            return;
+        }
+    }
+    let _ = client.shutdown().await;
+}
+
+/// The id of a RESULT Prepared body, skipping the tracing id and warnings the flags announce.
+fn prepared_id(flags: u8, body: &[u8]) -> Option<Vec<u8>> {
+    let mut b = body;
+    if flags & 0x02 != 0 {
+        b = b.get(16..)?; // tracing id
+    }
+    if flags & 0x08 != 0 {
+        // [string list] warnings
+        let n = u16::from_be_bytes(b.get(0..2)?.try_into().ok()?);
+        b = b.get(2..)?;
+        for _ in 0..n {
+            let len = u16::from_be_bytes(b.get(0..2)?.try_into().ok()?) as usize;
+            b = b.get(2 + len..)?;
+        }
+    }
+    if flags & 0x04 != 0 {
+        return None; // custom payloads: never sent to this driver
+    }
+    let kind = i32::from_be_bytes(b.get(0..4)?.try_into().ok()?);
+    if kind != RESULT_PREPARED {
+        return None;
+    }
+    short_bytes(&b[4..]).map(<[u8]>::to_vec)
+}

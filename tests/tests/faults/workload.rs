@@ -1,0 +1,538 @@
+//! The claim → effect → complete workload and its verdict.
+//!
+//! Workers loop through the Rust client's one-call API (`client.once(&key, &args).run(…)`) over a
+//! growing set of keys, half AT_MOST_ONCE and half AT_LEAST_ONCE, with 1 s or 2 s leases. A worker
+//! that acquires a key appends the effect to the [`EffectLog`] first, then "waits for the
+//! downstream answer" (sleeps up to 300 ms, so faults land mid-effect), then returns its result,
+//! which the client Completes. A few runs fail before their effect (retryable or final).
+//!
+//! [`Workload::verify`] counts from the outside: no AT_MOST_ONCE effect twice; an AT_LEAST_ONCE
+//! effect repeated only under a strictly newer token acquired by a takeover; no token used by two
+//! executions; every acknowledged completion SUCCEEDED with the same result; every replayed result
+//! the stored one and produced by a recorded effect; every key SUCCEEDED, FAILED or claimable.
+
+use super::effects::EffectLog;
+use super::Rng;
+use oncekey_api::v1;
+use oncekey_client::{
+    BreakerPolicy, Claim, Claimed, Client, ConnectOptions, Disposition, Failure, OnceError,
+    OperationKey, RecordStatus, RetryPolicy, Semantics, StoredResult,
+};
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The tenant every trial runs as.
+pub const TENANT: &str = "faults";
+/// The longest lease the workload asks for.
+pub const MAX_LEASE: Duration = Duration::from_secs(2);
+
+/// One key of the workload.
+#[derive(Debug, Clone)]
+pub struct KeySpec {
+    /// The key string.
+    pub name: String,
+    /// AT_MOST_ONCE (else AT_LEAST_ONCE).
+    pub at_most_once: bool,
+    /// The lease the workers ask for.
+    pub lease: Duration,
+}
+
+impl KeySpec {
+    fn new(id: u64) -> KeySpec {
+        KeySpec {
+            name: format!("k{id}"),
+            at_most_once: id % 2 == 0,
+            lease: if (id / 2) % 2 == 0 {
+                Duration::from_secs(1)
+            } else {
+                MAX_LEASE
+            },
+        }
+    }
+}
+
+/// Counters of what the workers saw.
+#[derive(Debug, Default)]
+pub struct Counts {
+    /// Runs started.
+    pub runs: AtomicU64,
+    /// Effects performed (closures that ran to their effect).
+    pub effects: AtomicU64,
+    /// Completes acknowledged to the worker.
+    pub acked: AtomicU64,
+    /// Stored results replayed to a worker.
+    pub replayed: AtomicU64,
+    /// Failures recorded (retryable or final) by the worker's own Fail.
+    pub failed_runs: AtomicU64,
+    /// Stored final failures replayed.
+    pub failed_replays: AtomicU64,
+    /// NEEDS_RECONCILIATION answers.
+    pub unknown: AtomicU64,
+    /// IN_PROGRESS after the wait.
+    pub in_progress: AtomicU64,
+    /// Leases lost before the settle.
+    pub lease_lost: AtomicU64,
+    /// Effects whose outcome could not be recorded (server gone at the settle).
+    pub unsettled: AtomicU64,
+    /// Claims that failed (server unreachable, store unavailable).
+    pub rpc_errors: AtomicU64,
+}
+
+/// The shared state of one workload.
+pub struct Workload {
+    /// The namespace of every key.
+    pub ns: String,
+    /// The side-effect ledger.
+    pub effects: Arc<EffectLog>,
+    /// Key → result body of every Complete acknowledged to a worker (closure ran, not replayed).
+    pub acked: Mutex<HashMap<String, Vec<u8>>>,
+    /// (key, body) of every replayed COMPLETED answer.
+    pub replays: Mutex<Vec<(String, Vec<u8>)>>,
+    /// Every key handed out so far.
+    pub keys: Mutex<Vec<KeySpec>>,
+    /// What the workers saw.
+    pub counts: Counts,
+    stop: AtomicBool,
+    next_key: AtomicU64,
+}
+
+/// Why a run failed on purpose (before its effect).
+#[derive(Debug)]
+struct Refused(Disposition);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "refused on purpose: {:?}", self.0)
+    }
+}
+
+impl Failure for Refused {
+    fn disposition(&self) -> Disposition {
+        self.0
+    }
+}
+
+/// Client options for workers and checks: patient retries, no circuit breaker (a restart must not
+/// lock the client out for its cool-down).
+pub fn options() -> ConnectOptions {
+    ConnectOptions {
+        tenant: Some(TENANT.into()),
+        timeout: Some(Duration::from_secs(5)),
+        connect_timeout: Some(Duration::from_secs(1)),
+        retry: RetryPolicy {
+            max_attempts: 8,
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_millis(500),
+        },
+        breaker: BreakerPolicy::disabled(),
+        lazy: true,
+        ..Default::default()
+    }
+}
+
+impl Workload {
+    /// A workload in namespace `ns` writing its effects to `effect_file`.
+    pub fn new(ns: &str, effect_file: &std::path::Path) -> Arc<Workload> {
+        Arc::new(Workload {
+            ns: ns.into(),
+            effects: Arc::new(EffectLog::create(effect_file)),
+            acked: Mutex::default(),
+            replays: Mutex::default(),
+            keys: Mutex::default(),
+            counts: Counts::default(),
+            stop: AtomicBool::new(false),
+            next_key: AtomicU64::new(0),
+        })
+    }
+
+    /// Starts `n` workers, worker `i` on `endpoints[i % len]`.
+    pub fn spawn(
+        self: &Arc<Self>,
+        n: u32,
+        endpoints: &[String],
+        seed: u64,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        (0..n)
+            .map(|i| {
+                let this = self.clone();
+                let endpoint = endpoints[i as usize % endpoints.len()].clone();
+                tokio::spawn(async move { this.worker(i, endpoint, seed ^ (i as u64 + 1)).await })
+            })
+            .collect()
+    }
+
+    /// Tells the workers to stop after their current run.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    fn pick(&self, rng: &mut Rng) -> KeySpec {
+        let mut keys = self.keys.lock().unwrap();
+        if keys.is_empty() || rng.chance(0.35) {
+            let spec = KeySpec::new(self.next_key.fetch_add(1, Ordering::SeqCst));
+            keys.push(spec.clone());
+            spec
+        } else {
+            // Mostly recent keys, so workers meet on them while they are in flight.
+            let window = keys.len().min(24) as u64;
+            keys[keys.len() - 1 - rng.range(0, window) as usize].clone()
+        }
+    }
+
+    async fn worker(self: Arc<Self>, id: u32, endpoint: String, seed: u64) {
+        let client = Client::connect(&endpoint, options()).await.expect("client");
+        let mut rng = Rng::new(seed);
+        let c = &self.counts;
+        while !self.stop.load(Ordering::SeqCst) {
+            let spec = self.pick(&mut rng);
+            let key = OperationKey::from_raw(self.ns.as_str(), spec.name.as_str()).unwrap();
+            let mut once = client
+                .once(&key, &json!({ "key": spec.name }))
+                .lease_ttl(spec.lease)
+                .wait_timeout(Duration::from_millis(1500))
+                .owner(format!("w{id}"));
+            if spec.at_most_once {
+                once = once.at_most_once();
+            }
+            let roll = rng.range(0, 100);
+            let effect_ms = rng.range(0, 300);
+            let effects = self.effects.clone();
+            let name = spec.name.clone();
+            c.runs.fetch_add(1, Ordering::Relaxed);
+            let ran = Arc::new(AtomicBool::new(false));
+            let ran2 = ran.clone();
+            let outcome = once
+                .run_detailed(|lease| async move {
+                    match roll {
+                        0..=4 => return Err(Refused(Disposition::Retryable)),
+                        5..=6 => return Err(Refused(Disposition::Final)),
+                        _ => {}
+                    }
+                    let token = lease.fencing_token();
+                    effects.append(&name, token, id, lease.attempt());
+                    ran2.store(true, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(effect_ms)).await;
+                    Ok::<_, Refused>(json!({ "key": name, "token": token, "worker": id }))
+                })
+                .await;
+            if ran.load(Ordering::SeqCst) {
+                c.effects.fetch_add(1, Ordering::Relaxed);
+            }
+            match outcome {
+                Ok(done) => {
+                    let body = done.record.result.clone().map(|r| r.body);
+                    let body = body.expect("a SUCCEEDED record without a result");
+                    if done.replayed {
+                        c.replayed.fetch_add(1, Ordering::Relaxed);
+                        self.replays.lock().unwrap().push((spec.name, body));
+                    } else {
+                        c.acked.fetch_add(1, Ordering::Relaxed);
+                        assert_eq!(
+                            body,
+                            serde_json::to_vec(&done.value).unwrap(),
+                            "Complete acknowledged with a result other than the one sent"
+                        );
+                        let before = self.acked.lock().unwrap().insert(spec.name.clone(), body);
+                        assert!(
+                            before.is_none(),
+                            "two acknowledged Completes of {}",
+                            spec.name
+                        );
+                    }
+                }
+                Err(OnceError::Operation(_)) => {
+                    c.failed_runs.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(OnceError::Failed(_)) => {
+                    c.failed_replays.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(OnceError::NeedsReconciliation { .. }) => {
+                    c.unknown.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(OnceError::InProgress { .. }) => {
+                    c.in_progress.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(OnceError::LeaseLost { .. }) => {
+                    c.lease_lost.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(OnceError::Unsettled { .. }) => {
+                    c.unsettled.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(OnceError::Rpc(e)) => {
+                    assert!(
+                        e.is_transient() || e.code() == tonic::Code::Unknown,
+                        "unexpected Claim error: {e}"
+                    );
+                    c.rpc_errors.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("unexpected outcome: {e}"),
+            }
+        }
+    }
+
+    /// Checks that `n` random acknowledged completions are still SUCCEEDED with their result.
+    pub async fn spot_check(&self, client: &Client, n: usize, rng: &mut Rng) {
+        let sample: Vec<(String, Vec<u8>)> = {
+            let acked = self.acked.lock().unwrap();
+            let all: Vec<_> = acked.iter().collect();
+            (0..n.min(all.len()))
+                .map(|_| {
+                    let (k, v) = all[rng.range(0, all.len() as u64) as usize];
+                    (k.clone(), v.clone())
+                })
+                .collect()
+        };
+        for (name, body) in sample {
+            let key = OperationKey::from_raw(self.ns.as_str(), name.as_str()).unwrap();
+            let record = lookup_patiently(client, &key)
+                .await
+                .unwrap_or_else(|| panic!("acknowledged completion of {name} lost"));
+            assert_eq!(record.status, RecordStatus::Succeeded, "{name}");
+            assert_eq!(record.result.map(|r| r.body), Some(body), "{name}");
+        }
+    }
+
+    /// The verdict over the effect file and final Lookups; then claims every key that is not
+    /// final (after its lease ran out) to prove it claimable, and settles it from the effect file
+    /// like a reconciler would. `rpc` is a raw client for history lookups.
+    pub async fn verify(&self, client: &Client, mut rpc: oncekey_client::LedgerRpc) -> Verdict {
+        let mut v = Verdict::default();
+        let keys: Vec<KeySpec> = self.keys.lock().unwrap().clone();
+        let effects = self.effects.by_key();
+        let acked = self.acked.lock().unwrap().clone();
+        let replays = self.replays.lock().unwrap().clone();
+        v.keys = keys.len();
+        v.effects = effects.values().map(Vec::len).sum();
+        v.acked = acked.len();
+        v.replays = replays.len();
+        let spec: HashMap<&str, &KeySpec> = keys.iter().map(|k| (k.name.as_str(), k)).collect();
+
+        // Duplicates, counted in the effect file.
+        for (name, list) in &effects {
+            let s = spec[name.as_str()];
+            let mut tokens: Vec<u64> = list.iter().map(|e| e.token).collect();
+            let in_order = tokens.windows(2).all(|w| w[0] < w[1]);
+            tokens.sort_unstable();
+            tokens.dedup();
+            if tokens.len() != list.len() {
+                v.violations.push(format!(
+                    "{name}: two executions under one fencing token: {list:?}"
+                ));
+            }
+            if s.at_most_once {
+                if list.len() > 1 {
+                    v.violations.push(format!(
+                        "{name}: AT_MOST_ONCE effect performed {} times: {list:?}",
+                        list.len()
+                    ));
+                }
+                continue;
+            }
+            if list.len() < 2 {
+                continue;
+            }
+            v.alo_duplicates += list.len() - 1;
+            if !in_order {
+                v.violations.push(format!(
+                    "{name}: a repeated effect ran under an older token: {list:?}"
+                ));
+            }
+            // Each repeat's token must come from a takeover of an expired lease.
+            let history = history(&mut rpc, &self.ns, name).await;
+            for e in &list[1..] {
+                match history.iter().find(|h| h.fencing_token == e.token) {
+                    None => v.repeats_unverified += 1,
+                    Some(first) if first.kind == v1::EventKind::Takeover as i32 => {
+                        v.repeats_after_takeover += 1
+                    }
+                    Some(first) => v.violations.push(format!(
+                        "{name}: token {} re-ran the effect but was acquired by {:?} {}",
+                        e.token, first.kind, first.outcome
+                    )),
+                }
+            }
+        }
+
+        // Final states; losses; replays.
+        let mut finals: BTreeMap<String, Option<oncekey_client::Record>> = BTreeMap::new();
+        for k in &keys {
+            let key = OperationKey::from_raw(self.ns.as_str(), k.name.as_str()).unwrap();
+            finals.insert(k.name.clone(), lookup_patiently(client, &key).await);
+        }
+        for (name, body) in &acked {
+            match &finals[name] {
+                Some(r) if r.status == RecordStatus::Succeeded => {
+                    if r.result.as_ref().map(|r| &r.body) != Some(body) {
+                        v.violations
+                            .push(format!("{name}: acknowledged result changed"));
+                    }
+                }
+                other => v.violations.push(format!(
+                    "{name}: acknowledged completion lost, now {:?}",
+                    other.as_ref().map(|r| r.status)
+                )),
+            }
+        }
+        for (name, body) in &replays {
+            let stored = finals[name].as_ref().and_then(|r| r.result.as_ref());
+            if stored.map(|r| &r.body) != Some(body) {
+                v.violations.push(format!(
+                    "{name}: COMPLETED replayed a result that is not stored"
+                ));
+            }
+            let produced: serde_json::Value = serde_json::from_slice(body).unwrap();
+            let token = produced["token"].as_u64().unwrap();
+            if !effects
+                .get(name)
+                .is_some_and(|l| l.iter().any(|e| e.token == token))
+            {
+                v.violations.push(format!(
+                    "{name}: COMPLETED with a result no recorded effect produced (token {token})"
+                ));
+            }
+        }
+        for record in finals.values() {
+            let status = record.as_ref().map(|r| r.status);
+            *v.final_status.entry(format!("{status:?}")).or_default() += 1;
+        }
+
+        // Everything not final must be claimable once its lease ran out.
+        tokio::time::sleep(MAX_LEASE + Duration::from_millis(500)).await;
+        for (name, record) in &finals {
+            let status = record.as_ref().map(|r| r.status);
+            if matches!(
+                status,
+                Some(RecordStatus::Succeeded) | Some(RecordStatus::Failed)
+            ) {
+                continue;
+            }
+            let s = spec[name.as_str()];
+            let key = OperationKey::from_raw(self.ns.as_str(), name.as_str()).unwrap();
+            let claim = Claim::new(&key, &json!({ "key": name }))
+                .unwrap()
+                .semantics(if s.at_most_once {
+                    Semantics::AtMostOnce
+                } else {
+                    Semantics::AtLeastOnce
+                })
+                .lease_ttl(Duration::from_secs(5))
+                .reconcile(status == Some(RecordStatus::Unknown))
+                .owner("verifier");
+            match client.claim(&claim).await {
+                Ok(Claimed::Acquired { lease, .. }) => {
+                    v.claimable += 1;
+                    // Settle it from the outside world, as a reconciler would.
+                    let done = effects.get(name).and_then(|l| l.last());
+                    let body = match done {
+                        Some(e) => json!({ "key": name, "token": e.token, "worker": e.worker }),
+                        None => json!({ "key": name, "token": lease.token, "worker": 999 }),
+                    };
+                    if done.is_none() {
+                        // Nothing happened outside yet: perform it now, under this lease.
+                        self.effects.append(name, lease.token, 999, lease.attempt);
+                    }
+                    let result = StoredResult::json(&body).unwrap();
+                    client.complete(&key, lease.token, result).await.unwrap();
+                }
+                other => v
+                    .violations
+                    .push(format!("{name} ({status:?}) is not claimable: {other:?}")),
+            }
+        }
+        v
+    }
+}
+
+/// A Lookup retried through restarts; `None` when absent.
+pub async fn lookup_patiently(
+    client: &Client,
+    key: &OperationKey,
+) -> Option<oncekey_client::Record> {
+    for _ in 0..60 {
+        match client.lookup(key).await {
+            Ok(r) => return r,
+            Err(e) if e.is_transient() => tokio::time::sleep(Duration::from_millis(250)).await,
+            Err(e) => panic!("lookup: {e}"),
+        }
+    }
+    panic!("lookup: the server stayed unavailable");
+}
+
+async fn history(rpc: &mut oncekey_client::LedgerRpc, ns: &str, key: &str) -> Vec<v1::RecordEvent> {
+    for _ in 0..40 {
+        let request = v1::LookupRequest {
+            namespace: ns.into(),
+            key: key.into(),
+            include_history: true,
+        };
+        match rpc.lookup(request).await {
+            Ok(r) => return r.into_inner().history,
+            Err(s) if s.code() == tonic::Code::NotFound => return Vec::new(),
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    panic!("history lookup: the server stayed unavailable");
+}
+
+/// What [`Workload::verify`] found.
+#[derive(Debug, Default)]
+pub struct Verdict {
+    /// Keys used.
+    pub keys: usize,
+    /// Effects in the effect file.
+    pub effects: usize,
+    /// Completes acknowledged to workers.
+    pub acked: usize,
+    /// COMPLETED answers replayed to workers.
+    pub replays: usize,
+    /// AT_LEAST_ONCE effects performed again (allowed: each under a newer token after a takeover).
+    pub alo_duplicates: usize,
+    /// Repeats whose token the history shows acquired by a takeover.
+    pub repeats_after_takeover: usize,
+    /// Repeats whose acquisition fell out of the 64-event history window.
+    pub repeats_unverified: usize,
+    /// Non-final keys that a Claim acquired after their lease ran out.
+    pub claimable: usize,
+    /// Final Lookup status → number of keys (before the claimability check).
+    pub final_status: BTreeMap<String, usize>,
+    /// Broken guarantees.
+    pub violations: Vec<String>,
+}
+
+impl Verdict {
+    /// Panics with every violation.
+    pub fn assert_clean(&self) {
+        assert!(
+            self.violations.is_empty(),
+            "{} violations:\n{}",
+            self.violations.len(),
+            self.violations.join("\n")
+        );
+    }
+}
+
+impl Counts {
+    /// A one-line summary.
+    pub fn summary(&self) -> String {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        format!(
+            "runs={} effects={} acked={} replayed={} failed_runs={} failed_replays={} needs_reconciliation={} in_progress={} lease_lost={} unsettled={} claim_errors={}",
+            g(&self.runs),
+            g(&self.effects),
+            g(&self.acked),
+            g(&self.replayed),
+            g(&self.failed_runs),
+            g(&self.failed_replays),
+            g(&self.unknown),
+            g(&self.in_progress),
+            g(&self.lease_lost),
+            g(&self.unsettled),
+            g(&self.rpc_errors)
+        )
+    }
+}
