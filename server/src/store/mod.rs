@@ -73,6 +73,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Cas, StoreError>> + Send;
 
     /// Deletes the record of `id` if its stored version is `expected_version` and it is live at `now`.
+    /// The ledger's own transitions never delete (ABANDON keeps a tombstone so fencing tokens keep
+    /// growing); this is the primitive for administrative removal, held to the same contract.
     fn delete_if_version(
         &self,
         id: &RecordId,
