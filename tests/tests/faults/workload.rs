@@ -421,7 +421,14 @@ impl Workload {
                     Semantics::AtLeastOnce
                 })
                 .lease_ttl(Duration::from_secs(5))
-                .reconcile(status == Some(RecordStatus::Unknown))
+                // An at-most-once record whose holder vanished is claimed by a reconciler.
+                .reconcile(
+                    s.at_most_once
+                        && matches!(
+                            status,
+                            Some(RecordStatus::Unknown) | Some(RecordStatus::Processing)
+                        ),
+                )
                 .owner("verifier");
             match client.claim(&claim).await {
                 Ok(Claimed::Acquired { lease, .. }) => {
