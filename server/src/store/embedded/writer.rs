@@ -182,41 +182,34 @@ fn apply_all(
 type Records<'t> = Table<'t, &'static [u8], &'static [u8]>;
 type Expiry<'t> = Table<'t, (i64, &'static [u8]), ()>;
 
-/// The live record stored under `key` at `now`, if any.
-fn live(
+/// What is stored under `key`: the expiry index entry of any stored record (expired or not),
+/// and the record itself when it is live at `now`. One lookup serves both the condition and the
+/// index upkeep of the write that follows.
+fn stored(
     records: &Records<'_>,
     id: &RecordId,
     key: &[u8],
     now: Millis,
-) -> Result<Option<Record>, StoreError> {
+) -> Result<(Option<Millis>, Option<Record>), StoreError> {
     let Some(bytes) = records.get(key).map_err(internal)? else {
-        return Ok(None);
+        return Ok((None, None));
     };
     let record = codec::decode_record(id.clone(), bytes.value())?;
-    Ok((!record.is_expired(now)).then_some(record))
-}
-
-/// The stored record under `key` whatever its expiry, for index upkeep.
-fn stored_expiry(
-    records: &Records<'_>,
-    id: &RecordId,
-    key: &[u8],
-) -> Result<Option<Millis>, StoreError> {
-    let Some(bytes) = records.get(key).map_err(internal)? else {
-        return Ok(None);
-    };
-    Ok(Some(
-        codec::decode_record(id.clone(), bytes.value())?.expires_at,
+    Ok((
+        Some(record.expires_at),
+        (!record.is_expired(now)).then_some(record),
     ))
 }
 
+/// Writes `record` under `key`; `old_expiry` is the expiry of the record it replaces, if any.
 fn put(
     records: &mut Records<'_>,
     expiry: &mut Expiry<'_>,
     key: &[u8],
     record: &Record,
+    old_expiry: Option<Millis>,
 ) -> Result<(), StoreError> {
-    if let Some(old) = stored_expiry(records, &record.id, key)? {
+    if let Some(old) = old_expiry {
         if old != record.expires_at {
             expiry.remove((old, key)).map_err(internal)?;
         }
@@ -234,10 +227,11 @@ fn apply(records: &mut Records<'_>, expiry: &mut Expiry<'_>, op: &Op) -> Result<
     match op {
         Op::Insert { record, now } => {
             let key = codec::encode_id(&record.id);
-            if let Some(current) = live(records, &record.id, &key, *now)? {
+            let (old_expiry, current) = stored(records, &record.id, &key, *now)?;
+            if let Some(current) = current {
                 return Ok(Done::Cas(Cas::Conflict(Some(current))));
             }
-            put(records, expiry, &key, record)?;
+            put(records, expiry, &key, record, old_expiry)?;
             Ok(Done::Cas(Cas::Applied))
         }
         Op::Replace {
@@ -247,12 +241,12 @@ fn apply(records: &mut Records<'_>, expiry: &mut Expiry<'_>, op: &Op) -> Result<
             ..
         } => {
             let key = codec::encode_id(&record.id);
-            match live(records, &record.id, &key, *now)? {
-                Some(current) if current.version == *expected_version => {
-                    put(records, expiry, &key, record)?;
+            match stored(records, &record.id, &key, *now)? {
+                (old_expiry, Some(current)) if current.version == *expected_version => {
+                    put(records, expiry, &key, record, old_expiry)?;
                     Ok(Done::Cas(Cas::Applied))
                 }
-                current => Ok(Done::Cas(Cas::Conflict(current))),
+                (_, current) => Ok(Done::Cas(Cas::Conflict(current))),
             }
         }
         Op::Delete {
@@ -261,7 +255,7 @@ fn apply(records: &mut Records<'_>, expiry: &mut Expiry<'_>, op: &Op) -> Result<
             now,
         } => {
             let key = codec::encode_id(id);
-            match live(records, id, &key, *now)? {
+            match stored(records, id, &key, *now)?.1 {
                 Some(current) if current.version == *expected_version => {
                     records.remove(key.as_slice()).map_err(internal)?;
                     expiry
