@@ -35,7 +35,7 @@ pub enum Kind {
 /// One worker's connection: the server under test, or the PostgreSQL peer.
 pub enum Conn {
     /// Oncekey over gRPC.
-    Grpc(GrpcConn),
+    Grpc(Box<GrpcConn>),
     /// The PostgreSQL design.
     Pg(PgConn),
 }

@@ -37,7 +37,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let oncekey = |kinds: Vec<(Kind, u32)>| Workload::new(kinds, keys.clone());
     let grpc_conns = |target: &grpc::Target| -> Vec<Conn> {
         (0..args.workers)
-            .map(|i| Conn::Grpc(target.worker(i)))
+            .map(|i| Conn::Grpc(Box::new(target.worker(i))))
             .collect()
     };
 
