@@ -44,8 +44,8 @@ impl KeySpec {
     fn new(id: u64) -> KeySpec {
         KeySpec {
             name: format!("k{id}"),
-            at_most_once: id % 2 == 0,
-            lease: if (id / 2) % 2 == 0 {
+            at_most_once: id.is_multiple_of(2),
+            lease: if (id / 2).is_multiple_of(2) {
                 Duration::from_secs(1)
             } else {
                 MAX_LEASE
