@@ -176,6 +176,11 @@ impl Server {
         }
     }
 
+    /// The server's process id (e.g. to send it SIGHUP or read its memory use).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// What the server wrote to stderr so far.
     pub fn stderr(&self) -> String {
         read(&self.stderr_path)
