@@ -159,6 +159,7 @@ pub async fn serve_store<S: Store>(
     stop_tx.send_replace(true);
     sweeper.abort();
     let _ = admin_task.await;
+    engine.flush_parked_hits().await;
     engine.store().close().await?;
     tracing::info!("stopped");
     Ok(())

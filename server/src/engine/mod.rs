@@ -6,6 +6,7 @@
 //! beyond the `Store` trait, so every store gets exactly the same behaviour.
 
 mod clock;
+mod hits;
 mod waiters;
 
 pub use clock::Clock;
@@ -21,6 +22,8 @@ use waiters::Waiters;
 
 /// Conditional-write rounds before giving up on a record that keeps changing under us.
 const MAX_ROUNDS: usize = 256;
+/// How long a key's written dedup hits are remembered for reads that raced with the write.
+const LINGER: Duration = Duration::from_secs(1);
 /// Longest `retry_after` hint for an IN_PROGRESS answer.
 const MAX_RETRY_HINT: Millis = 1_000;
 /// Polling bounds for waiters on a store shared with other processes.
@@ -59,7 +62,8 @@ pub struct ClaimReply {
 
 /// Ledger transitions over a store.
 pub struct Engine<S> {
-    store: S,
+    store: Arc<S>,
+    hits: Arc<hits::Hits>,
     clock: Clock,
     waiters: Waiters,
     shutdown: watch::Sender<bool>,
@@ -75,7 +79,8 @@ impl<S: Store> Engine<S> {
     /// An engine reporting to `metrics`.
     pub fn with_metrics(store: S, clock: Clock, metrics: Arc<Metrics>) -> Self {
         Self {
-            store,
+            store: Arc::new(store),
+            hits: Arc::default(),
             clock,
             waiters: Waiters::default(),
             shutdown: watch::Sender::new(false),
@@ -201,7 +206,10 @@ impl<S: Store> Engine<S> {
 
     /// The live record of `id`.
     pub async fn lookup(&self, id: &RecordId) -> Result<Record, EngineError> {
-        let record = self.get(id).await?;
+        let mut record = self.get(id).await?;
+        if let Some(record) = record.as_mut() {
+            self.hits.merge_into(record);
+        }
         record
             .filter(|r| r.status != Status::Abandoned)
             .ok_or(EngineError::NotFound)
@@ -251,6 +259,12 @@ impl<S: Store> Engine<S> {
                     self.metrics.lease_lost();
                 }
             })?;
+            if let (Change::Replace { durable: false, .. }, Some(next), Some(stored)) =
+                (&transition.change, &transition.record, &current)
+            {
+                // Only the counter and history change: park the hit, answer now.
+                return Ok((Some(self.park_hit(stored, next)), extra));
+            }
             let started = Instant::now();
             let (op, cas) = match (&transition.change, &transition.record) {
                 (Change::Keep, _) => return Ok((transition.record, extra)),
@@ -292,6 +306,34 @@ impl<S: Store> Engine<S> {
             }
         }
         Err(EngineError::Contention)
+    }
+
+    /// Parks a dedup hit (`next` is `stored` plus the hit) and starts the key's flush if none
+    /// runs; returns the record as the caller should see it, every parked hit included.
+    fn park_hit(&self, stored: &Record, next: &Record) -> Record {
+        // The ledger appended the hit's receipt last.
+        let event = next.history.last().cloned();
+        let start = self.hits.park(stored, event);
+        if start {
+            let (store, hits, clock) = (self.store.clone(), self.hits.clone(), self.clock.clone());
+            let id = stored.id.clone();
+            tokio::spawn(async move { flush_hits(&*store, &hits, &clock, &id).await });
+        }
+        let mut shown = stored.clone();
+        self.hits.merge_into(&mut shown);
+        shown
+    }
+
+    /// Waits (at most 5 s) until the background flushes wrote every parked dedup hit; used at
+    /// shutdown, before the store closes.
+    pub async fn flush_parked_hits(&self) {
+        for _ in 0..1000 {
+            if self.hits.is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tracing::warn!("shutting down with dedup hits not yet written");
     }
 
     /// Returns once a Claim of `id` would no longer answer IN_PROGRESS, or `wait` ran out, or the
@@ -336,6 +378,65 @@ impl<S: Store> Engine<S> {
             if tokio::time::Instant::now() >= deadline {
                 return Ok(());
             }
+        }
+    }
+}
+
+/// Adds the parked hits of `id` to its stored record, one conditional write per batch of hits,
+/// until none are left. Hits of a record that is gone (or of an earlier life) are dropped; on a
+/// store failure they are put back and retried a little later (a crash loses them: counters only).
+async fn flush_hits<S: Store>(store: &S, hits: &hits::Hits, clock: &Clock, id: &RecordId) {
+    let mut failures = 0u32;
+    // Let a burst of duplicates gather first.
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    loop {
+        while let Some(taken) = hits.take(id) {
+            let mut written = false;
+            for _ in 0..MAX_ROUNDS {
+                let now = clock.now();
+                let stored = match store.get(id, now).await {
+                    Ok(Some(stored)) if stored.created_at == taken.created_at => stored,
+                    Ok(_) => {
+                        written = true; // the record is gone or was recreated: nothing to count on
+                        break;
+                    }
+                    Err(_) => break,
+                };
+                let mut next = stored.clone();
+                next.version += 1;
+                hits::apply(&mut next, taken.hits, &taken.events);
+                hits.writing(id, next.version);
+                match store
+                    .replace_if_version(&next, stored.version, false, now)
+                    .await
+                {
+                    Ok(Cas::Applied) => {
+                        written = true;
+                        break;
+                    }
+                    Ok(Cas::Conflict(_)) => continue,
+                    Err(_) => break,
+                }
+            }
+            if written {
+                hits.written(id);
+            } else {
+                failures += 1;
+                if failures > 50 {
+                    tracing::warn!(
+                        hits = taken.hits,
+                        "dropping dedup hits the store would not take"
+                    );
+                    continue;
+                }
+                hits.restore(id, taken);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        // Linger, so that reads racing with the writes above still see them; then let go.
+        tokio::time::sleep(LINGER).await;
+        if hits.release(id) {
+            return;
         }
     }
 }

@@ -35,6 +35,7 @@ macro_rules! store_suite {
             case!(engine_retry_then_abandon);
             case!(engine_concurrent_claims_one_winner);
             case!(engine_history_in_order);
+            case!(engine_dedup_hits_reach_the_store);
         }
     };
 }
@@ -288,5 +289,38 @@ pub async fn engine_history_in_order<S: Store>(store: S) {
             (EventKind::Complete, "SUCCEEDED", 2, "taker"),
             (EventKind::Claim, "COMPLETED", 2, "suite"),
         ]
+    );
+}
+
+pub async fn engine_dedup_hits_reach_the_store<S: Store>(store: S) {
+    let engine = Engine::new(store, Clock::manual(T0));
+    let id = fresh_id("t1");
+    engine.claim(&id, &args(1), None).await.unwrap();
+    let result = OpResult {
+        code: 200,
+        ..OpResult::default()
+    };
+    engine.complete(&id, 1, &result).await.unwrap();
+    for n in 1..=5 {
+        let replay = engine.claim(&id, &args(1), None).await.unwrap();
+        assert_eq!(
+            (replay.outcome, replay.record.dedup_hits),
+            (ClaimOutcome::Completed, n)
+        );
+    }
+    // Answered at once; written by the background flush (or this one, at shutdown).
+    engine.flush_parked_hits().await;
+    let stored = engine.store().get(&id, T0).await.unwrap().unwrap();
+    assert_eq!(stored.dedup_hits, 5);
+    let replays = stored
+        .history
+        .iter()
+        .filter(|e| e.outcome == "COMPLETED")
+        .count();
+    assert_eq!(replays, 5);
+    assert_eq!(
+        engine.lookup(&id).await.unwrap().dedup_hits,
+        5,
+        "no double count after the flush"
     );
 }

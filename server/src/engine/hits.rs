@@ -1,0 +1,199 @@
+//! Dedup hits off the answer path. A Claim answered from the record (COMPLETED, FAILED,
+//! IN_PROGRESS, a repeated NEEDS_RECONCILIATION) changes only the record's counter and history,
+//! so it need not wait for a write: the hit is parked here, the caller is answered at once, and a
+//! background flush adds every parked hit of a key to its record with one conditional write
+//! (read, add, compare-and-set; retried on conflict like every other write). A hot key's thousand
+//! duplicates cost one write, not a thousand conflicting ones.
+//!
+//! Reads of this process merge the parked hits, so counts and histories look exact here; other
+//! processes see them once flushed (milliseconds). A crash loses parked hits — counters, never a
+//! state change (the same promise as the embedded store's lazy counter commits).
+
+use crate::ledger::{Event, Millis, Record, RecordId};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Mutex;
+
+const SHARDS: usize = 16;
+
+/// Hits of one record life (its `created_at`) not yet written.
+#[derive(Debug, Default)]
+pub struct Parked {
+    /// The life the hits belong to: a record recreated since gets none of them.
+    pub created_at: Millis,
+    /// How many Claims.
+    pub hits: u64,
+    /// Their receipts.
+    pub events: Vec<Event>,
+    /// Whether a flush task already owns this key.
+    flushing: bool,
+    /// Hits taken by the flush and being written, with the version their write creates (reads of
+    /// an older version still lack them).
+    inflight: Option<Inflight>,
+    /// The last batches written, kept for a moment so that a read that raced with their write
+    /// (and so misses them) still shows them.
+    written: Vec<Inflight>,
+}
+
+/// How many written batches a key remembers.
+const REMEMBERED: usize = 16;
+
+/// Hits being written.
+#[derive(Debug, Default)]
+struct Inflight {
+    hits: u64,
+    events: Vec<Event>,
+    target_version: Option<u64>,
+}
+
+/// Parked hits, sharded by record id.
+pub struct Hits {
+    shards: Vec<Mutex<HashMap<RecordId, Parked>>>,
+    hasher: RandomState,
+}
+
+impl Default for Hits {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: RandomState::new(),
+        }
+    }
+}
+
+impl Hits {
+    fn shard(&self, id: &RecordId) -> std::sync::MutexGuard<'_, HashMap<RecordId, Parked>> {
+        let i = self.hasher.hash_one(id) as usize % SHARDS;
+        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Parks one hit of `record`'s life with its receipt. Returns whether the caller must start a
+    /// flush for this key.
+    pub fn park(&self, record: &Record, event: Option<Event>) -> bool {
+        let mut shard = self.shard(&record.id);
+        let parked = shard.entry(record.id.clone()).or_default();
+        if parked.created_at != record.created_at {
+            // Hits of an earlier life of the key are void: that record is gone.
+            parked.created_at = record.created_at;
+            parked.hits = 0;
+            parked.events.clear();
+            parked.inflight = None;
+            parked.written.clear();
+        }
+        parked.hits += 1;
+        parked.events.extend(event);
+        let start = !parked.flushing;
+        parked.flushing = true;
+        start
+    }
+
+    /// Takes the parked hits of `id` for writing (the key stays owned by its flush task, and the
+    /// hits stay visible to reads until `written`); `None` when nothing is left, which also
+    /// releases the key.
+    pub fn take(&self, id: &RecordId) -> Option<Parked> {
+        let mut shard = self.shard(id);
+        let parked = shard.get_mut(id)?;
+        if parked.hits == 0 {
+            return None;
+        }
+        let hits = std::mem::take(&mut parked.hits);
+        let events = std::mem::take(&mut parked.events);
+        parked.inflight = Some(Inflight {
+            hits,
+            events: events.clone(),
+            target_version: None,
+        });
+        Some(Parked {
+            created_at: parked.created_at,
+            hits,
+            events,
+            flushing: true,
+            inflight: None,
+            written: Vec::new(),
+        })
+    }
+
+    /// The taken hits of `id` are about to be written as `version`.
+    pub fn writing(&self, id: &RecordId, version: u64) {
+        if let Some(inflight) = self.shard(id).get_mut(id).and_then(|p| p.inflight.as_mut()) {
+            inflight.target_version = Some(version);
+        }
+    }
+
+    /// The taken hits of `id` are written (or void): reads no longer add them.
+    pub fn written(&self, id: &RecordId) {
+        if let Some(parked) = self.shard(id).get_mut(id) {
+            if let Some(batch) = parked.inflight.take() {
+                if parked.written.len() == REMEMBERED {
+                    parked.written.remove(0);
+                }
+                parked.written.push(batch);
+            }
+        }
+    }
+
+    /// Forgets `id` if nothing arrived since its last write; `false` when there is more to write.
+    pub fn release(&self, id: &RecordId) -> bool {
+        let mut shard = self.shard(id);
+        match shard.get(id) {
+            Some(parked) if parked.hits > 0 || parked.inflight.is_some() => false,
+            _ => {
+                shard.remove(id);
+                true
+            }
+        }
+    }
+
+    /// Puts back hits whose write failed, ahead of newer ones.
+    pub fn restore(&self, id: &RecordId, mut taken: Parked) {
+        let mut shard = self.shard(id);
+        let parked = shard.entry(id.clone()).or_default();
+        parked.inflight = None;
+        if parked.created_at == taken.created_at || parked.hits == 0 {
+            taken.events.append(&mut parked.events);
+            parked.created_at = taken.created_at;
+            parked.hits += taken.hits;
+            parked.events = taken.events;
+        }
+        parked.flushing = true;
+    }
+
+    /// Adds the hits of `record`'s life that its stored version lacks, as this process knows them.
+    pub fn merge_into(&self, record: &mut Record) {
+        let shard = self.shard(&record.id);
+        let Some(parked) = shard
+            .get(&record.id)
+            .filter(|p| p.created_at == record.created_at)
+        else {
+            return;
+        };
+        let version = record.version;
+        let missing = parked.written.iter().chain(&parked.inflight);
+        for batch in missing.filter(|b| b.target_version.is_none_or(|v| version < v)) {
+            apply(record, batch.hits, &batch.events);
+        }
+        apply(record, parked.hits, &parked.events);
+    }
+
+    /// Whether no hit is parked or being written.
+    pub fn is_empty(&self) -> bool {
+        self.shards.iter().all(|s| {
+            let shard = s.lock().unwrap_or_else(|e| e.into_inner());
+            shard.values().all(|p| p.hits == 0 && p.inflight.is_none())
+        })
+    }
+}
+
+/// Adds `hits` and their receipts to `record`, keeping the history in time order and bounded.
+pub fn apply(record: &mut Record, hits: u64, events: &[Event]) {
+    record.dedup_hits = record.dedup_hits.saturating_add(hits);
+    if events.is_empty() {
+        return;
+    }
+    let mut history = std::mem::take(&mut record.history);
+    history.extend(events.iter().cloned());
+    history.sort_by_key(|e| e.at);
+    let excess = history.len().saturating_sub(crate::ledger::MAX_HISTORY);
+    history.drain(..excess);
+    record.history = history;
+}
