@@ -149,11 +149,34 @@ where
         let mut guard = Guard::new(self, method_label(request.uri().path()));
         let response = self.inner.call(request);
         Box::pin(async move {
-            let response = response.await?;
+            let mut response = response.await?;
+            if undecodable(response.headers()) {
+                response = invalid_request();
+            }
             guard.observe(response.headers());
             Ok(response.map(|body| tonic::body::Body::new(Guarded { body, guard })))
         })
     }
+}
+
+/// Whether tonic refused a request it could not decode (it answers INTERNAL for that).
+fn undecodable(headers: &http::HeaderMap) -> bool {
+    let status = headers.get("grpc-status").and_then(|v| v.to_str().ok());
+    let message = headers
+        .get("grpc-message")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    status == Some("13") && message.contains("decode")
+}
+
+/// The contract's answer to an undecodable request: INVALID_ARGUMENT with ErrorInfo and a
+/// BadRequest naming the request itself (CONTRACT §7), not an unclassified INTERNAL.
+fn invalid_request() -> http::Response<tonic::body::Body> {
+    let error = crate::api::error::ApiError::invalid(
+        "request",
+        "not a valid message of this RPC (malformed protobuf or a string field that is not UTF-8)",
+    );
+    tonic::Status::from(error).into_http()
 }
 
 /// A response body that keeps its request counted until it is done, reading grpc-status from
