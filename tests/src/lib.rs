@@ -408,3 +408,61 @@ pub fn make_certificates(dir: &Path) {
         );
     }
 }
+
+/// `scripts/cassandra COMMAND` with extra environment (e.g. another port); panics with its output
+/// unless it succeeds; returns its last stdout line (`start` prints the node's address there).
+pub fn cassandra(env: &[(String, String)], command: &str) -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/cassandra");
+    let out = Command::new(script)
+        .arg(command)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script} {command} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().last().unwrap_or_default().trim().to_owned()
+}
+
+/// Contact point of the shared test node: `$ONCEKEY_TEST_CQL_NODES` (the test command starts the
+/// node and says where), or a local node started once per process. Never skips: no node, panic.
+pub fn cql_node() -> &'static str {
+    static NODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NODE.get_or_init(|| match std::env::var("ONCEKEY_TEST_CQL_NODES") {
+        Ok(nodes) if !nodes.trim().is_empty() => nodes.trim().to_owned(),
+        _ => cassandra(&[], "start"),
+    })
+}
+
+/// A fresh keyspace on `node`, migrated with the real `oncekey migrate`; named `oncekey_t_…` so
+/// the CQL store's tests drop it once stale.
+pub fn migrated_keyspace(node: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock");
+    let keyspace = format!(
+        "oncekey_t_{}_{:x}_{:x}_{}",
+        now.as_secs(),
+        std::process::id(),
+        now.subsec_nanos(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let (code, stdout, stderr) = run_cli(&[
+        "migrate",
+        "--cql-nodes",
+        node,
+        "--cql-keyspace",
+        &keyspace,
+        "--cql-replication",
+        "SimpleStrategy:1",
+    ]);
+    assert_eq!(code, 0, "migrate failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("0001_ledger applied"), "{stdout}");
+    keyspace
+}

@@ -9,69 +9,17 @@
 use oncekey_api::v1::{ClaimOutcome, RecordStatus};
 use oncekey_tests::*;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tonic::Code;
 
 const NS: &str = "cluster.test";
-
-/// Contact point of the node, started if needed.
-fn node() -> &'static str {
-    static NODE: OnceLock<String> = OnceLock::new();
-    NODE.get_or_init(|| {
-        if let Ok(nodes) = std::env::var("ONCEKEY_TEST_CQL_NODES") {
-            if !nodes.trim().is_empty() {
-                return nodes.trim().to_owned();
-            }
-        }
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/cassandra");
-        let out = std::process::Command::new(script)
-            .arg("start")
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{script} start failed ({}):\n{stdout}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout.lines().last().expect("an address").trim().to_owned()
-    })
-}
-
-/// A fresh keyspace, migrated with the real binary.
-fn migrated_keyspace() -> String {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    let keyspace = format!(
-        "oncekey_t_{}_{:x}_{:x}_{}",
-        now.as_secs(),
-        std::process::id(),
-        now.subsec_nanos(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
-    let (code, stdout, stderr) = run_cli(&[
-        "migrate",
-        "--cql-nodes",
-        node(),
-        "--cql-keyspace",
-        &keyspace,
-        "--cql-replication",
-        "SimpleStrategy:1",
-    ]);
-    assert_eq!(code, 0, "migrate failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("0001_ledger applied"), "{stdout}");
-    keyspace
-}
 
 fn cql_server(keyspace: &str) -> Server {
     Server::start(&[
         "--store",
         "cql",
         "--cql-nodes",
-        node(),
+        cql_node(),
         "--cql-keyspace",
         keyspace,
     ])
@@ -79,7 +27,7 @@ fn cql_server(keyspace: &str) -> Server {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_claims_over_two_servers_have_one_winner() {
-    let keyspace = migrated_keyspace();
+    let keyspace = migrated_keyspace(cql_node());
     let (a, b) = (cql_server(&keyspace), cql_server(&keyspace));
     let clients = [a.client("acme").await, b.client("acme").await];
     let tasks: Vec<_> = (0..200)
@@ -127,7 +75,7 @@ async fn concurrent_claims_over_two_servers_have_one_winner() {
 
 #[tokio::test]
 async fn takeover_on_one_server_of_a_lease_from_the_other() {
-    let keyspace = migrated_keyspace();
+    let keyspace = migrated_keyspace(cql_node());
     let (a, b) = (cql_server(&keyspace), cql_server(&keyspace));
     let (mut ca, mut cb) = (a.client("acme").await, b.client("acme").await);
     let mut request = claim(NS, "takeover", r#"{"n":2}"#);
@@ -171,7 +119,7 @@ async fn takeover_on_one_server_of_a_lease_from_the_other() {
 
 #[tokio::test]
 async fn complete_on_one_server_replays_on_the_other() {
-    let keyspace = migrated_keyspace();
+    let keyspace = migrated_keyspace(cql_node());
     let (a, b) = (cql_server(&keyspace), cql_server(&keyspace));
     let (mut ca, mut cb) = (a.client("acme").await, b.client("acme").await);
     let request = claim(NS, "replay", r#"{"amount":100,"currency":"EUR"}"#);
@@ -240,7 +188,7 @@ fn serve_and_migrate_fail_clearly_without_a_schema_or_a_node() {
             keyspace,
         ])
     };
-    let (code, _, stderr) = serve(node(), missing);
+    let (code, _, stderr) = serve(cql_node(), missing);
     assert_eq!(code, 64, "{stderr}");
     assert!(
         stderr.contains(&format!(
@@ -253,7 +201,13 @@ fn serve_and_migrate_fail_clearly_without_a_schema_or_a_node() {
     assert_eq!(code, 64, "{stderr}");
     assert!(stderr.contains("--cql-nodes 127.0.0.1:1"), "{stderr}");
 
-    let (code, _, stderr) = run_cli(&["migrate", "--cql-nodes", node(), "--cql-keyspace", missing]);
+    let (code, _, stderr) = run_cli(&[
+        "migrate",
+        "--cql-nodes",
+        cql_node(),
+        "--cql-keyspace",
+        missing,
+    ]);
     assert_eq!(code, 64, "{stderr}");
     assert!(stderr.contains("--cql-replication"), "{stderr}");
 }

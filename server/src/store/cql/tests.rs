@@ -17,36 +17,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 const PREFIX: &str = "oncekey_t_";
 const STALE_SECS: u64 = 600;
 
-/// The address of the node: `$ONCEKEY_TEST_CQL_NODES`, or a local node started if needed (once
-/// per process).
+/// The shared test node (the harness starts it if the test command did not).
 fn node() -> &'static str {
-    static NODE: OnceLock<String> = OnceLock::new();
-    NODE.get_or_init(|| {
-        // The test command starts the node and says where; a real cluster can be named the same way.
-        if let Ok(nodes) = std::env::var("ONCEKEY_TEST_CQL_NODES") {
-            if !nodes.trim().is_empty() {
-                return nodes.trim().to_owned();
-            }
-        }
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/cassandra");
-        let out = std::process::Command::new(script)
-            .arg("start")
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{script} start failed ({}):\n{stdout}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-            .lines()
-            .last()
-            .unwrap_or_else(|| panic!("{script} start printed no address"))
-            .trim()
-            .to_owned()
-    })
+    oncekey_tests::cql_node()
 }
 
 fn unix_secs() -> u64 {
