@@ -22,6 +22,7 @@ mod codec;
 mod connect;
 mod errors;
 pub mod migrate;
+mod replication;
 mod statements;
 #[cfg(test)]
 mod tests;
