@@ -1,5 +1,7 @@
 //! `oncekey bench` against the real binary: a tiny cycle run succeeds and its JSON report has the
-//! expected shape and op count. The bench is not a test of speed: no timing is asserted here.
+//! expected shape and op count; with `--cql-raw` against a `--store cql` server (the shared test
+//! Cassandra node, see the harness) it also reports the raw LWT cycle and the service's overhead.
+//! The bench is not a test of speed: no timing is asserted here.
 
 use oncekey_tests::*;
 use serde_json::Value;
@@ -42,4 +44,73 @@ fn tiny_cycle_bench_reports_json() {
         }
         assert!(s["p50"].as_f64() <= s["p99_9"].as_f64());
     }
+}
+
+/// `--cql-raw` next to a `--store cql` server on the same keyspace: both cycles are reported
+/// and so is the service's overhead over the raw LWTs (no timing asserted).
+#[test]
+fn tiny_cql_raw_bench_reports_the_overhead() {
+    let node = cql_node();
+    let keyspace = migrated_keyspace(node);
+    let server = Server::start(&[
+        "--store",
+        "cql",
+        "--cql-nodes",
+        node,
+        "--cql-keyspace",
+        &keyspace,
+    ]);
+    let (code, stdout, stderr) = run_cli(&[
+        "bench",
+        "--server",
+        &server.grpc,
+        "--scenario",
+        "cycle",
+        "--ops",
+        "40",
+        "--workers",
+        "2",
+        "--connections",
+        "1",
+        "--warmup",
+        "0s",
+        "--cql-raw",
+        node,
+        "--cql-raw-keyspace",
+        &keyspace,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("the report is JSON");
+    let results = report["results"].as_array().expect("results");
+    let targets: Vec<_> = results
+        .iter()
+        .map(|r| (r["scenario"].as_str(), r["target"].as_str()))
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            (Some("cycle"), Some("oncekey")),
+            (Some("cycle"), Some("cql-raw"))
+        ],
+        "{report:#}"
+    );
+    let raw = &results[1];
+    assert_eq!(raw["ops"], 40, "{raw:#}");
+    assert_eq!(raw["errors"], serde_json::json!({}));
+    assert_eq!(raw["claim_outcomes"]["ACQUIRED"], 40, "{raw:#}");
+    for series in ["op", "claim", "complete"] {
+        assert_eq!(raw["latency_ms"][series]["count"], 40, "{series}: {raw:#}");
+    }
+    assert_eq!(report["cql_raw"]["keyspace"], keyspace.as_str());
+    let overhead = &report["cql_overhead"];
+    for series in ["cycle", "claim", "complete"] {
+        for stat in ["p50", "p99"] {
+            let cell = &overhead[series][stat];
+            assert!(cell["oncekey"].as_f64().is_some(), "{overhead:#}");
+            assert!(cell["cql_raw"].as_f64().is_some(), "{overhead:#}");
+            assert!(cell["overhead_pct"].as_f64().is_some(), "{overhead:#}");
+        }
+    }
+    assert!(report["ratios"]["cycle_vs_cql_raw"].as_f64().is_some());
 }

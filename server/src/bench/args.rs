@@ -1,7 +1,7 @@
 //! The `oncekey bench` flags and their checks. Nothing here talks to a server.
 
 use super::driver::Kind;
-use crate::config::{parse_duration, ConfigError};
+use crate::config::{parse_duration, ConfigError, CqlArgs};
 use crate::ledger::Millis;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -97,6 +97,36 @@ pub struct BenchArgs {
     /// PostgreSQL connections (default: one per worker, so PostgreSQL gets the same concurrency).
     #[arg(long)]
     pub peer_pool: Option<usize>,
+    /// CQL contact points (host:port, comma-separated): also run `cycle` as the raw lightweight
+    /// transactions the CQL store issues for it — INSERT … IF NOT EXISTS, then UPDATE … IF
+    /// version = … — through the same driver, session settings and prepared statements, with the
+    /// same workers (target `cql-raw`). Point `--server` at `oncekey serve --store cql` on the
+    /// same keyspace and the report shows the service's latency overhead over the raw LWTs.
+    #[arg(
+        long,
+        env = "ONCEKEY_CQL_RAW",
+        value_delimiter = ',',
+        value_name = "NODES"
+    )]
+    pub cql_raw: Option<Vec<String>>,
+    /// Keyspace for --cql-raw, migrated with `oncekey migrate` (rows go to its records table,
+    /// with the server's default 24 h TTL).
+    #[arg(
+        long,
+        env = "ONCEKEY_CQL_RAW_KEYSPACE",
+        default_value = "oncekey",
+        value_name = "KEYSPACE"
+    )]
+    pub cql_raw_keyspace: String,
+    /// Local datacenter for --cql-raw (LOCAL_QUORUM / LOCAL_SERIAL, like `serve --cql-local-dc`).
+    #[arg(long, env = "ONCEKEY_CQL_RAW_LOCAL_DC", value_name = "DC")]
+    pub cql_raw_local_dc: Option<String>,
+    /// CQL user name for --cql-raw.
+    #[arg(long, env = "ONCEKEY_CQL_RAW_USERNAME")]
+    pub cql_raw_username: Option<String>,
+    /// CQL password for --cql-raw.
+    #[arg(long, env = "ONCEKEY_CQL_RAW_PASSWORD", hide_env_values = true)]
+    pub cql_raw_password: Option<String>,
     /// Print the JSON report on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -130,7 +160,25 @@ impl BenchArgs {
         if self.scenarios.is_empty() {
             return bad("--scenarios names no scenario");
         }
+        if self
+            .cql_raw
+            .as_ref()
+            .is_some_and(|nodes| nodes.iter().all(|n| n.trim().is_empty()))
+        {
+            return bad("--cql-raw: give at least one host:port");
+        }
         Ok(self)
+    }
+
+    /// The CQL connection of `--cql-raw`, when given: what `serve --store cql` would use.
+    pub fn cql_raw_args(&self) -> Option<CqlArgs> {
+        Some(CqlArgs {
+            cql_nodes: self.cql_raw.clone()?,
+            cql_keyspace: self.cql_raw_keyspace.clone(),
+            cql_local_dc: self.cql_raw_local_dc.clone(),
+            cql_username: self.cql_raw_username.clone(),
+            cql_password: self.cql_raw_password.clone(),
+        })
     }
 }
 

@@ -3,6 +3,7 @@
 //! Each worker records into its own `Recorder`; the results are merged once at the end.
 
 use super::args::BenchArgs;
+use super::cql::CqlConn;
 use super::grpc::{Claimed, GrpcConn};
 use super::keys::Keys;
 use super::peer::PgConn;
@@ -32,12 +33,14 @@ pub enum Kind {
     ReplaySetup,
 }
 
-/// One worker's connection: the server under test, or the PostgreSQL peer.
+/// One worker's connection: the server under test, the PostgreSQL peer, or the raw CQL LWTs.
 pub enum Conn {
     /// Oncekey over gRPC.
     Grpc(Box<GrpcConn>),
     /// The PostgreSQL design.
     Pg(PgConn),
+    /// The CQL store's lightweight transactions, without the service.
+    Cql(Box<CqlConn>),
 }
 
 impl Conn {
@@ -45,6 +48,7 @@ impl Conn {
         match self {
             Conn::Grpc(c) => c.noop().await.map_err(|s| describe(&s)),
             Conn::Pg(_) => Err("noop is not a PostgreSQL scenario".into()),
+            Conn::Cql(_) => Err("noop is not a cql-raw scenario".into()),
         }
     }
 
@@ -52,6 +56,7 @@ impl Conn {
         match self {
             Conn::Grpc(c) => c.claim(key).await.map_err(|s| describe(&s)),
             Conn::Pg(c) => c.claim(&key).await,
+            Conn::Cql(c) => c.claim(key).await,
         }
     }
 
@@ -59,6 +64,7 @@ impl Conn {
         match self {
             Conn::Grpc(c) => c.complete(key, token).await.map_err(|s| describe(&s)),
             Conn::Pg(c) => c.complete(&key).await,
+            Conn::Cql(c) => c.complete(key, token).await,
         }
     }
 }

@@ -10,8 +10,9 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
 
-/// The arguments every bench Claim carries; only their fingerprint travels.
-const ARGUMENTS: &str = r#"{"bench":"oncekey","amount":1250,"currency":"EUR"}"#;
+/// The arguments every bench Claim carries; only their fingerprint travels (`--cql-raw` stores
+/// the same fingerprint).
+pub(super) const ARGUMENTS: &str = r#"{"bench":"oncekey","amount":1250,"currency":"EUR"}"#;
 
 /// Connections to one server.
 pub struct Target {

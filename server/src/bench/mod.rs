@@ -3,15 +3,20 @@
 //! after a warm-up — and reports throughput and HDR latency percentiles as a table and as JSON.
 //! With `--peer postgres://…` it runs `cycle` and `replay` with the same concurrency through the
 //! classic PostgreSQL idempotency-key design, on equal durability (synchronous_commit on).
+//! With `--cql-raw NODES` it runs `cycle` as the bare lightweight transactions the CQL store
+//! issues, through the same driver and session settings, so a `--store cql` server's overhead over
+//! them can be stated.
 //!
 //! It is a client: it must not link into the server's request path, and it keeps its own per-op
 //! work small (precomputed fingerprint and result body, worker-local histograms) so that what it
 //! measures is the server.
 
 mod args;
+mod cql;
 mod driver;
 mod grpc;
 mod keys;
+mod overhead;
 mod peer;
 mod recorder;
 mod report;
@@ -32,6 +37,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         args.claims_per_key,
     ));
     let target = grpc::Target::connect(&args).await?;
+    // Connected before anything runs, so a wrong node or keyspace fails fast.
+    let raw_cql = match args.cql_raw_args() {
+        Some(cql) => {
+            Some(cql::RawCql::connect(&cql, &args.tenant, &args.namespace, args.body_bytes).await?)
+        }
+        None => None,
+    };
     let mut report = Report::new(&args);
     let plan = Plan::from_args(&args);
     let oncekey = |kinds: Vec<(Kind, u32)>| Workload::new(kinds, keys.clone());
@@ -93,6 +105,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             report.push(ScenarioResult::new(name, "postgres", m));
             eprintln!("{}", report.last_line());
         }
+    }
+
+    if let Some(raw) = &raw_cql {
+        let conns = (0..args.workers)
+            .map(|_| Conn::Cql(Box::new(raw.worker())))
+            .collect();
+        let keys = Arc::new(keys::Keys::new(1, 1, 1));
+        let cycle = Workload::new(vec![(Kind::Cycle, 1)], keys);
+        let m = driver::drive(conns, cycle, &plan).await;
+        report.push(ScenarioResult::new("cycle", "cql-raw", m));
+        eprintln!("{}", report.last_line());
     }
 
     report.finish();

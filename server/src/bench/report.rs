@@ -1,9 +1,11 @@
 //! The bench report: one result per scenario and target, printed as a table and as JSON, with
 //! the throughput ratios the targets are stated in (each scenario against noop, oncekey against
-//! PostgreSQL) and the load average, since other work on the machine skews every number.
+//! PostgreSQL), the service's latency overhead over the raw CQL LWTs when both were measured, and
+//! the load average, since other work on the machine skews every number.
 
 use super::args::BenchArgs;
 use super::driver::{load_average, Measurement};
+use super::overhead;
 use super::recorder::{Recorder, OUTCOMES, SERIES};
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
@@ -106,6 +108,10 @@ impl Report {
             "warmup_ms": args.warmup,
             "preload": args.preload,
             "peer_pool": args.peer.as_ref().map(|_| args.peer_pool.unwrap_or(args.workers)),
+            "cql_raw": args.cql_raw.as_ref().map(|nodes| json!({
+                "nodes": nodes,
+                "keyspace": args.cql_raw_keyspace,
+            })),
             "machine": {
                 "nproc": std::thread::available_parallelism().map_or(0, |n| n.get()),
                 "cpu": cpu,
@@ -180,7 +186,30 @@ impl Report {
                 }
             }
         }
+        if let Some((ours, raw)) = self.cql_pair() {
+            if raw.ops_per_sec() > 0.0 {
+                out.insert(
+                    "cycle_vs_cql_raw".into(),
+                    json!(ours.ops_per_sec() / raw.ops_per_sec()),
+                );
+            }
+        }
         out
+    }
+
+    /// The service's and the raw LWTs' `cycle`, when both ran.
+    fn cql_pair(&self) -> Option<(&ScenarioResult, &ScenarioResult)> {
+        Some((
+            self.find("cycle", "oncekey")?,
+            self.find("cycle", "cql-raw")?,
+        ))
+    }
+
+    /// The service's latency overhead over the raw LWTs, per series and percentile.
+    fn cql_overhead(&self) -> Vec<overhead::Cell> {
+        self.cql_pair().map_or_else(Vec::new, |(ours, raw)| {
+            overhead::compare(&ours.m.recorder, &raw.m.recorder)
+        })
     }
 
     /// The whole report as JSON.
@@ -189,6 +218,10 @@ impl Report {
         doc["load_1m_after"] = json!(self.load_after);
         doc["results"] = self.results.iter().map(ScenarioResult::json).collect();
         doc["ratios"] = Value::Object(self.ratios());
+        if let Some((ours, raw)) = self.cql_pair() {
+            let cells = self.cql_overhead();
+            doc["cql_overhead"] = overhead::json(&cells, ours.ops_per_sec(), raw.ops_per_sec());
+        }
         doc
     }
 
@@ -251,6 +284,7 @@ impl Report {
                 let _ = writeln!(out, "{name}: {:.2}x", value.as_f64().unwrap_or(0.0));
             }
         }
+        overhead::table(&self.cql_overhead(), &mut out);
         let _ = writeln!(
             out,
             "load average (1 min): {:.2} before, {:.2} after",

@@ -18,12 +18,14 @@
 //! This module must not decide ledger transitions (the engine does) nor write plain, non-conditional
 //! statements to the records table: mixing them with LWTs on one row breaks linearizability.
 
-mod codec;
-mod connect;
+// `codec`, `connect` and `statements` are also used, read-only, by `oncekey bench --cql-raw`,
+// which issues the store's LWTs without the service around them.
+pub(crate) mod codec;
+pub(crate) mod connect;
 mod errors;
 pub mod migrate;
 mod replication;
-mod statements;
+pub(crate) mod statements;
 #[cfg(test)]
 mod tests;
 
