@@ -28,7 +28,7 @@ pub enum Cas {
 }
 
 /// Why a store could not answer.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The store cannot be reached or did not answer in time; the operation may be retried with
     /// the same key (the next attempt sees the truth).

@@ -1,7 +1,7 @@
 //! The embedded store's on-disk encoding: record identity as an ordered byte key, record fields as a
 //! protobuf message (forward compatible: new fields get new tags, old readers skip them).
 
-use crate::ledger::{OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status};
+use crate::ledger::{Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status};
 use crate::store::StoreError;
 use prost::Message;
 
@@ -138,6 +138,19 @@ pub fn encode_record(record: &Record) -> Vec<u8> {
     .encode_to_vec()
 }
 
+/// When a record encoded by `encode_record` expires, without decoding the rest of it.
+pub fn expires_at(bytes: &[u8]) -> Result<Millis, StoreError> {
+    /// The one field of `StoredRecord` this needs; prost skips the others.
+    #[derive(Clone, PartialEq, Message)]
+    struct ExpiryOnly {
+        #[prost(int64, tag = "15")]
+        expires_at: i64,
+    }
+    ExpiryOnly::decode(bytes)
+        .map(|r| r.expires_at)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
 /// Decodes what `encode_record` wrote for `id`.
 pub fn decode_record(id: RecordId, bytes: &[u8]) -> Result<Record, StoreError> {
     let s = StoredRecord::decode(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -225,7 +238,10 @@ mod tests {
             message: "m".into(),
             details: vec![9],
         });
-        assert_eq!(decode_record(id, &encode_record(&record)).unwrap(), record);
+        let bytes = encode_record(&record);
+        assert_eq!(expires_at(&bytes).unwrap(), record.expires_at);
+        assert_eq!(decode_record(id, &bytes).unwrap(), record);
         assert!(decode_record(RecordId::new("t", "ns", "k"), b"\xff\xff").is_err());
+        assert!(expires_at(b"\xff\xff").is_err());
     }
 }

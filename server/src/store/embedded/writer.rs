@@ -1,23 +1,41 @@
 //! The embedded store's single writer thread: group commit of conditional writes.
 //!
-//! Callers queue requests; the thread takes everything queued (up to `MAX_BATCH`), applies each
-//! conditional write in order inside one redb transaction, commits once — with an fsync if any write
-//! in the batch must be durable — and only then answers. Counter-only writes ride along without
-//! forcing an fsync; an idle second or a shutdown flush makes them durable too.
+//! Callers queue requests; the thread takes everything queued (up to `MAX_BATCH`) and applies each
+//! conditional write in order inside one redb transaction. The batch's effects go to the
+//! write-ahead log (`wal`) as one frame, synced if any write in the batch must be durable, and only
+//! then is the redb transaction committed — without an fsync of its own — and every caller
+//! answered: a write is durable before its RPC answers, and visible only once durable.
+//! Counter-only writes ride along without forcing a sync. A checkpoint — a durable redb commit
+//! every `CHECKPOINT_EVERY`, when the log grows past `MAX_LOG_BYTES`, on a flush and at the end —
+//! lets the log start over. On open, `recover` replays what the log holds beyond redb's last
+//! durable commit.
 
-use super::{codec, EXPIRY, RECORDS};
+use super::tables;
+use super::wal::Wal;
+use super::{EXPIRY, RECORDS};
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Cas, StoreError};
-use redb::{Database, Durability, ReadableTable, Table, WriteTransaction};
-use std::sync::atomic::{AtomicU64, Ordering};
+use redb::{Database, Durability, ReadableTable, TableDefinition};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
+
+/// name → value: the last write-ahead log frame redb holds, under `WAL_SEQ`, and the database's
+/// log id, under `WAL_ID`.
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const WAL_SEQ: &str = "wal_seq";
+const WAL_ID: &str = "wal_id";
 
 /// Most writes committed together.
 const MAX_BATCH: usize = 1024;
-/// How long non-durable writes may wait for an fsync when nothing else comes.
-const LAZY_FLUSH: Duration = Duration::from_secs(1);
+/// Longest time between checkpoints while there are writes.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+/// Log size that forces a checkpoint.
+const MAX_LOG_BYTES: u64 = 64 << 20;
+/// How long the writer sleeps when nothing is waiting for a checkpoint.
+const IDLE: Duration = Duration::from_secs(3600);
 
 /// One queued write.
 pub enum Op {
@@ -57,8 +75,14 @@ pub enum Done {
 pub struct Stats {
     /// Conditional writes applied or refused.
     pub writes: AtomicU64,
-    /// Commits that forced an fsync.
+    /// Syncs of the log plus durable redb commits.
     pub fsyncs: AtomicU64,
+    /// Durable redb commits (checkpoints).
+    pub checkpoints: AtomicU64,
+    /// Log frames replayed when the store opened.
+    pub replayed: AtomicU64,
+    /// Set once a write failed in a way that needs a restart.
+    pub broken: AtomicBool,
 }
 
 /// A write and where to send its answer.
@@ -71,225 +95,233 @@ fn internal(e: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(e.to_string())
 }
 
-/// Creates the tables so that readers never see them missing.
-pub fn create_tables(db: &Database) -> Result<(), StoreError> {
-    let txn = db.begin_write().map_err(internal)?;
-    txn.open_table(RECORDS).map_err(internal)?;
-    txn.open_table(EXPIRY).map_err(internal)?;
-    txn.commit().map_err(internal)
-}
-
-/// Starts the writer thread; it stops (after a final durable commit) when every sender is dropped.
-pub fn spawn(db: Arc<Database>, stats: Arc<Stats>) -> Result<mpsc::Sender<Request>, StoreError> {
+/// Creates the tables (so that readers never see them missing), replays the log into redb, and
+/// starts the writer thread; it stops after a final checkpoint when every sender is dropped.
+pub fn spawn(
+    db: Arc<Database>,
+    data_dir: &Path,
+    stats: Arc<Stats>,
+) -> Result<mpsc::Sender<Request>, StoreError> {
+    let (wal, seq, replayed) = recover(&db, data_dir)?;
+    stats.replayed.store(replayed, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel::<Request>();
+    let mut writer = Writer {
+        db,
+        wal,
+        seq,
+        stats,
+        broken: None,
+        last_checkpoint: Instant::now(),
+    };
     std::thread::Builder::new()
         .name("oncekey-writer".into())
-        .spawn(move || run(&db, &rx, &stats))
+        .spawn(move || writer.run(&rx))
         .map_err(internal)?;
     Ok(tx)
 }
 
-fn run(db: &Database, rx: &mpsc::Receiver<Request>, stats: &Stats) {
-    let mut lazy_pending = false;
-    loop {
-        let first = match rx.recv_timeout(LAZY_FLUSH) {
-            Ok(request) => request,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if lazy_pending && commit_batch(db, Vec::new(), true, stats).is_ok() {
-                    lazy_pending = false;
+/// Opens the log and applies, in one durable transaction, the frames redb does not hold yet;
+/// returns the log (ready to start over), the last frame's sequence number and how many frames
+/// were replayed.
+fn recover(db: &Database, data_dir: &Path) -> Result<(Wal, u64, u64), StoreError> {
+    let txn = db.begin_write().map_err(internal)?;
+    let (id, applied) = {
+        txn.open_table(RECORDS).map_err(internal)?;
+        txn.open_table(EXPIRY).map_err(internal)?;
+        let mut meta = txn.open_table(META).map_err(internal)?;
+        let read = |meta: &redb::Table<&str, u64>, name| {
+            meta.get(name)
+                .map(|v| v.map(|v| v.value()))
+                .map_err(internal)
+        };
+        let id = match read(&meta, WAL_ID)? {
+            Some(id) => id,
+            None => {
+                let id = rand::random::<u64>();
+                meta.insert(WAL_ID, id).map_err(internal)?;
+                id
+            }
+        };
+        (id, read(&meta, WAL_SEQ)?.unwrap_or(0))
+    };
+    let (mut wal, frames) = Wal::open(data_dir, id, applied)?;
+    let mut seq = applied;
+    if !frames.is_empty() {
+        let mut records = txn.open_table(RECORDS).map_err(internal)?;
+        let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
+        for frame in &frames {
+            for effect in &frame.effects {
+                tables::replay(&mut records, &mut expiry, effect)?;
+            }
+            seq = frame.seq;
+        }
+        drop((records, expiry));
+        set_seq(&txn, seq)?;
+        tracing::info!(
+            frames = frames.len(),
+            "embedded store: replayed the write-ahead log"
+        );
+    }
+    txn.commit().map_err(internal)?;
+    wal.reset();
+    Ok((wal, seq, frames.len() as u64))
+}
+
+/// The writer thread's state.
+struct Writer {
+    db: Arc<Database>,
+    wal: Wal,
+    /// The last log frame's sequence number.
+    seq: u64,
+    stats: Arc<Stats>,
+    /// Set when the log or a commit failed: what is durable is then unknown, so every later write
+    /// is refused until a restart replays the log.
+    broken: Option<String>,
+    last_checkpoint: Instant,
+}
+
+impl Writer {
+    fn run(&mut self, rx: &mpsc::Receiver<Request>) {
+        loop {
+            let wait = if self.wal.len() > 0 {
+                CHECKPOINT_EVERY.saturating_sub(self.last_checkpoint.elapsed())
+            } else {
+                IDLE
+            };
+            let first = match rx.recv_timeout(wait) {
+                Ok(request) => request,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = self.checkpoint();
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(request) => batch.push(request),
+                    Err(_) => break,
+                }
+            }
+            let flush = batch.iter().any(|r| matches!(r.op, Op::Flush));
+            if flush {
+                // A flush answers only once everything before it is in a durable redb commit.
+                let (flushes, writes): (Vec<_>, Vec<_>) =
+                    batch.into_iter().partition(|r| matches!(r.op, Op::Flush));
+                self.commit_batch(writes);
+                let result = self.checkpoint();
+                for request in flushes {
+                    let _ = request
+                        .reply
+                        .send(result.clone().map(|()| Done::Cas(Cas::Applied)));
                 }
                 continue;
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            self.commit_batch(batch);
+            if self.wal.len() >= MAX_LOG_BYTES || self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY
+            {
+                let _ = self.checkpoint();
+            }
+        }
+        let _ = self.checkpoint();
+    }
+
+    /// Applies `batch` in one transaction, logs its effects, and answers every request once the
+    /// transaction is durable and committed.
+    fn commit_batch(&mut self, batch: Vec<Request>) {
+        if batch.is_empty() {
+            return;
+        }
+        self.stats
+            .writes
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let outcome = match &self.broken {
+            Some(why) => Err(StoreError::Unavailable(why.clone())),
+            None => self.log_and_commit(&batch),
         };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(request) => batch.push(request),
-                Err(_) => break,
+        match outcome {
+            Ok(answers) => {
+                for (request, answer) in batch.into_iter().zip(answers) {
+                    let _ = request.reply.send(answer);
+                }
+            }
+            Err(e) => {
+                for request in batch {
+                    let _ = request.reply.send(Err(e.clone()));
+                }
             }
         }
-        let durable = batch.iter().any(|r| needs_fsync(&r.op));
-        match commit_batch(db, batch, durable, stats) {
-            // A durable commit also makes every earlier non-durable one durable.
-            Ok(()) => lazy_pending = !durable,
-            Err(e) => tracing::error!(error = %e, "embedded store commit failed"),
+    }
+
+    fn log_and_commit(
+        &mut self,
+        batch: &[Request],
+    ) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
+        let mut txn = self.db.begin_write().map_err(internal)?;
+        txn.set_durability(Durability::None).map_err(internal)?;
+        let mut effects = Vec::new();
+        let answers = tables::apply_all(&txn, batch.iter().map(|r| &r.op), &mut effects)?;
+        let durable = batch.iter().any(|r| needs_sync(&r.op));
+        if !effects.is_empty() {
+            let seq = self.seq + 1;
+            set_seq(&txn, seq)?;
+            let logged = self.wal.append(seq, &effects);
+            self.seq = seq;
+            logged.map_err(|e| self.fail(e))?;
         }
+        if durable && self.wal.unsynced() {
+            self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+            self.wal.sync().map_err(|e| self.fail(e))?;
+        }
+        txn.commit().map_err(|e| self.fail(internal(e)))?;
+        Ok(answers)
     }
-    if lazy_pending {
-        let _ = commit_batch(db, Vec::new(), true, stats);
-    }
-}
 
-fn needs_fsync(op: &Op) -> bool {
-    !matches!(op, Op::Replace { durable: false, .. })
-}
-
-/// Applies `batch` in one transaction and answers every request after the commit.
-fn commit_batch(
-    db: &Database,
-    batch: Vec<Request>,
-    durable: bool,
-    stats: &Stats,
-) -> Result<(), StoreError> {
-    stats
-        .writes
-        .fetch_add(batch.len() as u64, Ordering::Relaxed);
-    if durable {
-        stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+    /// Marks the writer broken by `e` and returns the error to answer with.
+    fn fail(&mut self, e: StoreError) -> StoreError {
+        tracing::error!(error = %e, "embedded store: write failed; refusing writes until a restart");
+        let why = format!("the embedded store failed to write ({e}); restart the server");
+        self.broken = Some(why.clone());
+        self.stats.broken.store(true, Ordering::Relaxed);
+        StoreError::Unavailable(why)
     }
-    let outcome = (|| {
-        let mut txn = db.begin_write().map_err(internal)?;
-        txn.set_durability(if durable {
-            Durability::Immediate
-        } else {
-            Durability::None
-        })
-        .map_err(internal)?;
-        let answers = apply_all(&txn, &batch)?;
-        txn.commit().map_err(internal)?;
-        Ok::<_, StoreError>(answers)
-    })();
-    match outcome {
-        Ok(answers) => {
-            for (request, answer) in batch.into_iter().zip(answers) {
-                let _ = request.reply.send(answer);
+
+    /// A durable redb commit: everything logged so far is in redb's file, and the log starts over.
+    fn checkpoint(&mut self) -> Result<(), StoreError> {
+        if let Some(why) = &self.broken {
+            return Err(StoreError::Unavailable(why.clone()));
+        }
+        let result = (|| {
+            let mut txn = self.db.begin_write().map_err(internal)?;
+            txn.set_durability(Durability::Immediate)
+                .map_err(internal)?;
+            set_seq(&txn, self.seq)?;
+            txn.commit().map_err(internal)
+        })();
+        self.last_checkpoint = Instant::now();
+        match result {
+            Ok(()) => {
+                self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+                self.wal.reset();
+                Ok(())
             }
-            Ok(())
-        }
-        Err(e) => {
-            for request in batch {
-                let _ = request.reply.send(Err(StoreError::Internal(e.to_string())));
+            Err(e) => {
+                // The log still holds everything: nothing is lost, the next checkpoint retries.
+                tracing::error!(error = %e, "embedded store: checkpoint failed");
+                Err(e)
             }
-            Err(e)
         }
     }
 }
 
-fn apply_all(
-    txn: &WriteTransaction,
-    batch: &[Request],
-) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
-    let mut records = txn.open_table(RECORDS).map_err(internal)?;
-    let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
-    let mut answers = Vec::with_capacity(batch.len());
-    for request in batch {
-        answers.push(apply(&mut records, &mut expiry, &request.op));
-    }
-    Ok(answers)
-}
-
-type Records<'t> = Table<'t, &'static [u8], &'static [u8]>;
-type Expiry<'t> = Table<'t, (i64, &'static [u8]), ()>;
-
-/// What is stored under `key`: the expiry index entry of any stored record (expired or not),
-/// and the record itself when it is live at `now`. One lookup serves both the condition and the
-/// index upkeep of the write that follows.
-fn stored(
-    records: &Records<'_>,
-    id: &RecordId,
-    key: &[u8],
-    now: Millis,
-) -> Result<(Option<Millis>, Option<Record>), StoreError> {
-    let Some(bytes) = records.get(key).map_err(internal)? else {
-        return Ok((None, None));
-    };
-    let record = codec::decode_record(id.clone(), bytes.value())?;
-    Ok((
-        Some(record.expires_at),
-        (!record.is_expired(now)).then_some(record),
-    ))
-}
-
-/// Writes `record` under `key`; `old_expiry` is the expiry of the record it replaces, if any.
-fn put(
-    records: &mut Records<'_>,
-    expiry: &mut Expiry<'_>,
-    key: &[u8],
-    record: &Record,
-    old_expiry: Option<Millis>,
-) -> Result<(), StoreError> {
-    if let Some(old) = old_expiry {
-        if old != record.expires_at {
-            expiry.remove((old, key)).map_err(internal)?;
-        }
-    }
-    records
-        .insert(key, codec::encode_record(record).as_slice())
-        .map_err(internal)?;
-    expiry
-        .insert((record.expires_at, key), ())
-        .map_err(internal)?;
+/// Records in `txn` that redb holds the log up to frame `seq`.
+fn set_seq(txn: &redb::WriteTransaction, seq: u64) -> Result<(), StoreError> {
+    let mut meta = txn.open_table(META).map_err(internal)?;
+    meta.insert(WAL_SEQ, seq).map_err(internal)?;
     Ok(())
 }
 
-fn apply(records: &mut Records<'_>, expiry: &mut Expiry<'_>, op: &Op) -> Result<Done, StoreError> {
-    match op {
-        Op::Insert { record, now } => {
-            let key = codec::encode_id(&record.id);
-            let (old_expiry, current) = stored(records, &record.id, &key, *now)?;
-            if let Some(current) = current {
-                return Ok(Done::Cas(Cas::Conflict(Some(current))));
-            }
-            put(records, expiry, &key, record, old_expiry)?;
-            Ok(Done::Cas(Cas::Applied))
-        }
-        Op::Replace {
-            record,
-            expected_version,
-            now,
-            ..
-        } => {
-            let key = codec::encode_id(&record.id);
-            match stored(records, &record.id, &key, *now)? {
-                (old_expiry, Some(current)) if current.version == *expected_version => {
-                    put(records, expiry, &key, record, old_expiry)?;
-                    Ok(Done::Cas(Cas::Applied))
-                }
-                (_, current) => Ok(Done::Cas(Cas::Conflict(current))),
-            }
-        }
-        Op::Delete {
-            id,
-            expected_version,
-            now,
-        } => {
-            let key = codec::encode_id(id);
-            match stored(records, id, &key, *now)?.1 {
-                Some(current) if current.version == *expected_version => {
-                    records.remove(key.as_slice()).map_err(internal)?;
-                    expiry
-                        .remove((current.expires_at, key.as_slice()))
-                        .map_err(internal)?;
-                    Ok(Done::Cas(Cas::Applied))
-                }
-                current => Ok(Done::Cas(Cas::Conflict(current))),
-            }
-        }
-        Op::Sweep { now, limit } => sweep(records, expiry, *now, *limit).map(Done::Swept),
-        Op::Flush => Ok(Done::Cas(Cas::Applied)),
-    }
-}
-
-/// Removes up to `limit` records whose expires_at is at or before `now`, oldest first.
-fn sweep(
-    records: &mut Records<'_>,
-    expiry: &mut Expiry<'_>,
-    now: Millis,
-    limit: usize,
-) -> Result<usize, StoreError> {
-    let mut due: Vec<(i64, Vec<u8>)> = Vec::new();
-    for entry in expiry.range((i64::MIN, &[][..])..).map_err(internal)? {
-        let (k, _) = entry.map_err(internal)?;
-        let (at, key) = k.value();
-        if at > now || due.len() >= limit {
-            break;
-        }
-        due.push((at, key.to_vec()));
-    }
-    for (at, key) in &due {
-        expiry.remove((*at, key.as_slice())).map_err(internal)?;
-        records.remove(key.as_slice()).map_err(internal)?;
-    }
-    Ok(due.len())
+fn needs_sync(op: &Op) -> bool {
+    !matches!(op, Op::Replace { durable: false, .. } | Op::Flush)
 }
