@@ -259,8 +259,10 @@ impl<S: Store> Engine<S> {
                     self.metrics.lease_lost();
                 }
             })?;
+            // Decided on: a later round decides on what the conditional write returns instead.
+            let decided_on = current.take();
             if let (Change::Replace { durable: false, .. }, Some(next), Some(stored)) =
-                (&transition.change, &transition.record, &current)
+                (&transition.change, &transition.record, decided_on)
             {
                 // Only the counter and history change: park the hit, answer now.
                 return Ok((Some(self.park_hit(stored, next)), extra));
@@ -310,16 +312,16 @@ impl<S: Store> Engine<S> {
 
     /// Parks a dedup hit (`next` is `stored` plus the hit) and starts the key's flush if none
     /// runs; returns the record as the caller should see it, every parked hit included.
-    fn park_hit(&self, stored: &Record, next: &Record) -> Record {
+    fn park_hit(&self, stored: Record, next: &Record) -> Record {
         // The ledger appended the hit's receipt last.
         let event = next.history.last().cloned();
-        let start = self.hits.park(stored, event);
+        let start = self.hits.park(&stored, event);
         if start {
             let (store, hits, clock) = (self.store.clone(), self.hits.clone(), self.clock.clone());
             let id = stored.id.clone();
             tokio::spawn(async move { flush_hits(&*store, &hits, &clock, &id).await });
         }
-        let mut shown = stored.clone();
+        let mut shown = stored;
         self.hits.merge_into(&mut shown);
         shown
     }
