@@ -12,8 +12,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use std::collections::HashSet;
-use std::sync::RwLock;
+use std::collections::HashMap;
+use std::sync::{OnceLock, RwLock};
 use std::time::Duration;
 
 /// The label for (tenant, namespace) pairs past the cap.
@@ -81,9 +81,14 @@ pub struct Metrics {
     store_seconds: Family<StoreLabels, Histogram>,
     conflicts: Family<StoreLabels, Counter>,
     swept: Counter,
-    series: RwLock<HashSet<(String, String)>>,
+    /// tenant → namespace → the Claim counters of that pair, one per outcome once seen: the hot
+    /// path finds its counter without building (allocating) a label set.
+    series: RwLock<HashMap<String, HashMap<String, PairCounters>>>,
     max_series: usize,
 }
+
+/// The Claim counters of one (tenant, namespace) pair, indexed by `Outcome as usize`.
+type PairCounters = [OnceLock<Counter>; 5];
 
 fn latency_histogram() -> Histogram {
     // 50 µs .. ~1.6 s
@@ -169,7 +174,7 @@ impl Metrics {
             store_seconds,
             conflicts,
             swept,
-            series: RwLock::new(HashSet::new()),
+            series: RwLock::new(HashMap::new()),
             max_series,
         }
     }
@@ -196,33 +201,49 @@ impl Metrics {
 
     /// One Claim answer.
     pub fn claim(&self, tenant: &str, namespace: &str, outcome: Outcome) {
-        let (tenant, namespace) = self.series(tenant, namespace);
-        self.claims
-            .get_or_create(&ClaimLabels {
-                tenant,
-                namespace,
-                outcome,
-            })
-            .inc();
+        let series = self.series.read().unwrap_or_else(|e| e.into_inner());
+        let pair = series.get(tenant).and_then(|n| n.get(namespace));
+        if let Some(counter) = pair.and_then(|c| c[outcome as usize].get()) {
+            counter.inc();
+            return;
+        }
+        drop(series);
+        self.claim_counter(tenant, namespace, outcome).inc();
     }
 
-    /// The label pair for (tenant, namespace), or `_other` past the cap.
-    fn series(&self, tenant: &str, namespace: &str) -> (String, String) {
-        let key = (tenant.to_owned(), namespace.to_owned());
-        if self
-            .series
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&key)
-        {
-            return key;
-        }
+    /// The counter of a Claim answer, registered on first use; pairs past the cap share `_other`.
+    fn claim_counter(&self, tenant: &str, namespace: &str, outcome: Outcome) -> Counter {
         let mut series = self.series.write().unwrap_or_else(|e| e.into_inner());
-        if series.len() < self.max_series {
-            series.insert(key.clone());
-            return key;
+        let known = series
+            .get(tenant)
+            .is_some_and(|n| n.contains_key(namespace));
+        let pairs: usize = series.values().map(HashMap::len).sum();
+        if !known && pairs >= self.max_series {
+            return self
+                .claims
+                .get_or_create(&ClaimLabels {
+                    tenant: OTHER.to_owned(),
+                    namespace: OTHER.to_owned(),
+                    outcome,
+                })
+                .clone();
         }
-        (OTHER.to_owned(), OTHER.to_owned())
+        let pair = series
+            .entry(tenant.to_owned())
+            .or_default()
+            .entry(namespace.to_owned())
+            .or_default();
+        pair[outcome as usize]
+            .get_or_init(|| {
+                self.claims
+                    .get_or_create(&ClaimLabels {
+                        tenant: tenant.to_owned(),
+                        namespace: namespace.to_owned(),
+                        outcome,
+                    })
+                    .clone()
+            })
+            .clone()
     }
 
     /// A lease taken over after it expired.
@@ -293,9 +314,18 @@ mod tests {
         m.claim("t", "b", Outcome::COMPLETED);
         m.claim("t", "c", Outcome::COMPLETED);
         m.claim("u", "d", Outcome::COMPLETED);
+        // Known pairs count through their cached counters, new outcomes of them included.
+        m.claim("t", "a", Outcome::ACQUIRED);
+        m.claim("t", "a", Outcome::IN_PROGRESS);
         let text = m.encode();
         assert!(
-            text.contains(r#"oncekey_claims_total{tenant="t",namespace="a",outcome="ACQUIRED"} 1"#),
+            text.contains(r#"oncekey_claims_total{tenant="t",namespace="a",outcome="ACQUIRED"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"oncekey_claims_total{tenant="t",namespace="a",outcome="IN_PROGRESS"} 1"#
+            ),
             "{text}"
         );
         assert!(
