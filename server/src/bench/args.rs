@@ -109,6 +109,10 @@ pub struct BenchArgs {
         value_name = "NODES"
     )]
     pub cql_raw: Option<Vec<String>>,
+    /// Run the raw LWT cycle before the server's scenarios instead of after them (run both orders
+    /// to see whether drift on the node, e.g. compactions left by the first, favours either).
+    #[arg(long, requires = "cql_raw")]
+    pub cql_raw_first: bool,
     /// Keyspace for --cql-raw, migrated with `oncekey migrate` (rows go to its records table,
     /// with the server's default 24 h TTL).
     #[arg(

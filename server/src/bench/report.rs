@@ -111,6 +111,7 @@ impl Report {
             "cql_raw": args.cql_raw.as_ref().map(|nodes| json!({
                 "nodes": nodes,
                 "keyspace": args.cql_raw_keyspace,
+                "ran_first": args.cql_raw_first,
             })),
             "machine": {
                 "nproc": std::thread::available_parallelism().map_or(0, |n| n.get()),
