@@ -9,12 +9,17 @@
 //! processes see them once flushed (milliseconds). A crash loses parked hits — counters, never a
 //! state change (the same promise as the embedded store's lazy counter commits).
 
+use super::{Clock, MAX_ROUNDS};
 use crate::ledger::{Event, Millis, Record, RecordId};
+use crate::store::{Cas, Store};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Mutex;
+use std::time::Duration;
 
 const SHARDS: usize = 16;
+/// How long a key's written dedup hits are remembered for reads that raced with the write.
+const LINGER: Duration = Duration::from_secs(1);
 
 /// Hits of one record life (its `created_at`) not yet written.
 #[derive(Debug, Default)]
@@ -196,4 +201,63 @@ pub fn apply(record: &mut Record, hits: u64, events: &[Event]) {
     let excess = history.len().saturating_sub(crate::ledger::MAX_HISTORY);
     history.drain(..excess);
     record.history = history;
+}
+
+/// Adds the parked hits of `id` to its stored record, one conditional write per batch of hits,
+/// until none are left. Hits of a record that is gone (or of an earlier life) are dropped; on a
+/// store failure they are put back and retried a little later (a crash loses them: counters only).
+pub async fn flush<S: Store>(store: &S, hits: &Hits, clock: &Clock, id: &RecordId) {
+    let mut failures = 0u32;
+    // Let a burst of duplicates gather first.
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    loop {
+        while let Some(taken) = hits.take(id) {
+            let mut written = false;
+            for _ in 0..MAX_ROUNDS {
+                let now = clock.now();
+                let stored = match store.get(id, now).await {
+                    Ok(Some(stored)) if stored.created_at == taken.created_at => stored,
+                    Ok(_) => {
+                        written = true; // the record is gone or was recreated: nothing to count on
+                        break;
+                    }
+                    Err(_) => break,
+                };
+                let mut next = stored.clone();
+                next.version += 1;
+                apply(&mut next, taken.hits, &taken.events);
+                hits.writing(id, next.version);
+                match store
+                    .replace_if_version(&next, stored.version, false, now)
+                    .await
+                {
+                    Ok(Cas::Applied) => {
+                        written = true;
+                        break;
+                    }
+                    Ok(Cas::Conflict(_)) => continue,
+                    Err(_) => break,
+                }
+            }
+            if written {
+                hits.written(id);
+            } else {
+                failures += 1;
+                if failures > 50 {
+                    tracing::warn!(
+                        hits = taken.hits,
+                        "dropping dedup hits the store would not take"
+                    );
+                    continue;
+                }
+                hits.restore(id, taken);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        // Linger, so that reads racing with the writes above still see them; then let go.
+        tokio::time::sleep(LINGER).await;
+        if hits.release(id) {
+            return;
+        }
+    }
 }

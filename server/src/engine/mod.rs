@@ -7,6 +7,7 @@
 
 mod clock;
 mod hits;
+mod recent;
 mod waiters;
 
 pub use clock::Clock;
@@ -22,8 +23,6 @@ use waiters::Waiters;
 
 /// Conditional-write rounds before giving up on a record that keeps changing under us.
 const MAX_ROUNDS: usize = 256;
-/// How long a key's written dedup hits are remembered for reads that raced with the write.
-const LINGER: Duration = Duration::from_secs(1);
 /// Longest `retry_after` hint for an IN_PROGRESS answer.
 const MAX_RETRY_HINT: Millis = 1_000;
 /// Polling bounds for waiters on a store shared with other processes.
@@ -47,6 +46,18 @@ pub enum EngineError {
     Contention,
 }
 
+/// How `Engine::run` gets the record its first round decides on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum First {
+    /// Read it from the store.
+    Read,
+    /// Decide on "absent" and let the store's conditional insert return what exists (one round
+    /// trip for a new key).
+    Absent,
+    /// Decide on the record this process last wrote, when it remembers one (`recent`); else read.
+    Recent,
+}
+
 /// The answer to a Claim.
 #[derive(Debug, Clone)]
 pub struct ClaimReply {
@@ -64,6 +75,7 @@ pub struct ClaimReply {
 pub struct Engine<S> {
     store: Arc<S>,
     hits: Arc<hits::Hits>,
+    recent: recent::Recent,
     clock: Clock,
     waiters: Waiters,
     shutdown: watch::Sender<bool>,
@@ -81,6 +93,7 @@ impl<S: Store> Engine<S> {
         Self {
             store: Arc::new(store),
             hits: Arc::default(),
+            recent: recent::Recent::default(),
             clock,
             waiters: Waiters::default(),
             shutdown: watch::Sender::new(false),
@@ -131,9 +144,13 @@ impl<S: Store> Engine<S> {
         if let Some(wait) = wait.filter(|w| *w > 0) {
             self.wait_until_settled(id, args, wait).await?;
         }
-        let read_first = !self.store.insert_first();
+        let first = if self.store.insert_first() {
+            First::Absent
+        } else {
+            First::Read
+        };
         let (record, (outcome, takeover)) = self
-            .run(id, read_first, |current, now| {
+            .run(id, first, |current, now| {
                 let decision = ledger::claim(id, current, args, now)?;
                 // An acquisition of a PROCESSING record is a takeover of an expired lease.
                 let takeover = decision.outcome == ClaimOutcome::Acquired
@@ -165,7 +182,7 @@ impl<S: Store> Engine<S> {
         result: &OpResult,
     ) -> Result<Record, EngineError> {
         let (record, ()) = self
-            .run(id, true, |current, now| {
+            .run(id, First::Recent, |current, now| {
                 Ok((ledger::complete(current, token, result, now)?, ()))
             })
             .await?;
@@ -181,7 +198,7 @@ impl<S: Store> Engine<S> {
         disposition: Disposition,
     ) -> Result<Option<Record>, EngineError> {
         let (record, ()) = self
-            .run(id, true, |current, now| {
+            .run(id, First::Recent, |current, now| {
                 Ok((ledger::fail(current, token, error, disposition, now)?, ()))
             })
             .await?;
@@ -196,7 +213,7 @@ impl<S: Store> Engine<S> {
         lease_ttl: Millis,
     ) -> Result<Lease, EngineError> {
         let (_, lease) = self
-            .run(id, true, |current, now| {
+            .run(id, First::Recent, |current, now| {
                 let (lease, transition) = ledger::renew(current, token, lease_ttl, now)?;
                 Ok((transition, lease))
             })
@@ -239,22 +256,35 @@ impl<S: Store> Engine<S> {
     }
 
     /// Reads, decides and writes conditionally until a write applies or nothing needs writing.
-    /// With `read_first == false` the first round decides on "absent" and lets the store's
-    /// conditional insert return the existing record (one round trip for a new key).
+    /// `first` says what the first round decides on.
     async fn run<T>(
         &self,
         id: &RecordId,
-        read_first: bool,
+        first: First,
         mut decide: impl FnMut(Option<&Record>, Millis) -> Result<(Transition, T), LedgerError>,
     ) -> Result<(Option<Record>, T), EngineError> {
-        let mut current = if read_first {
-            self.get(id).await?
-        } else {
-            None
+        let remembered = match first {
+            First::Recent => self.recent.get(id),
+            First::Read | First::Absent => None,
+        };
+        // Whether `current` may be stale, so that only a conditional write may act on it.
+        let mut unchecked = remembered.is_some();
+        let mut current = match (first, remembered) {
+            (_, Some(record)) => Some(record),
+            (First::Absent, None) => None,
+            (First::Read | First::Recent, None) => self.get(id).await?,
         };
         for _ in 0..MAX_ROUNDS {
             let now = self.clock.now();
-            let (transition, extra) = decide(current.as_ref(), now).inspect_err(|e| {
+            let decided = decide(current.as_ref(), now);
+            if unchecked && !writes_conditionally(&decided) {
+                // An error or an answer without a write, decided on a remembered record: decide
+                // again on the stored one.
+                unchecked = false;
+                current = self.get(id).await?;
+                continue;
+            }
+            let (transition, extra) = decided.inspect_err(|e| {
                 if *e == LedgerError::LeaseLost {
                     self.metrics.lease_lost();
                 }
@@ -295,6 +325,10 @@ impl<S: Store> Engine<S> {
             }
             match cas {
                 Cas::Applied => {
+                    match &transition.record {
+                        Some(record) => self.recent.wrote(record),
+                        None => self.recent.forget(id),
+                    }
                     if transition
                         .record
                         .as_ref()
@@ -304,7 +338,10 @@ impl<S: Store> Engine<S> {
                     }
                     return Ok((transition.record, extra));
                 }
-                Cas::Conflict(now_stored) => current = now_stored,
+                Cas::Conflict(now_stored) => {
+                    current = now_stored;
+                    unchecked = false;
+                }
             }
         }
         Err(EngineError::Contention)
@@ -319,7 +356,7 @@ impl<S: Store> Engine<S> {
         if start {
             let (store, hits, clock) = (self.store.clone(), self.hits.clone(), self.clock.clone());
             let id = stored.id.clone();
-            tokio::spawn(async move { flush_hits(&*store, &hits, &clock, &id).await });
+            tokio::spawn(async move { hits::flush(&*store, &hits, &clock, &id).await });
         }
         let mut shown = stored;
         self.hits.merge_into(&mut shown);
@@ -384,63 +421,18 @@ impl<S: Store> Engine<S> {
     }
 }
 
-/// Adds the parked hits of `id` to its stored record, one conditional write per batch of hits,
-/// until none are left. Hits of a record that is gone (or of an earlier life) are dropped; on a
-/// store failure they are put back and retried a little later (a crash loses them: counters only).
-async fn flush_hits<S: Store>(store: &S, hits: &hits::Hits, clock: &Clock, id: &RecordId) {
-    let mut failures = 0u32;
-    // Let a burst of duplicates gather first.
-    tokio::time::sleep(Duration::from_millis(2)).await;
-    loop {
-        while let Some(taken) = hits.take(id) {
-            let mut written = false;
-            for _ in 0..MAX_ROUNDS {
-                let now = clock.now();
-                let stored = match store.get(id, now).await {
-                    Ok(Some(stored)) if stored.created_at == taken.created_at => stored,
-                    Ok(_) => {
-                        written = true; // the record is gone or was recreated: nothing to count on
-                        break;
-                    }
-                    Err(_) => break,
-                };
-                let mut next = stored.clone();
-                next.version += 1;
-                hits::apply(&mut next, taken.hits, &taken.events);
-                hits.writing(id, next.version);
-                match store
-                    .replace_if_version(&next, stored.version, false, now)
-                    .await
-                {
-                    Ok(Cas::Applied) => {
-                        written = true;
-                        break;
-                    }
-                    Ok(Cas::Conflict(_)) => continue,
-                    Err(_) => break,
-                }
-            }
-            if written {
-                hits.written(id);
-            } else {
-                failures += 1;
-                if failures > 50 {
-                    tracing::warn!(
-                        hits = taken.hits,
-                        "dropping dedup hits the store would not take"
-                    );
-                    continue;
-                }
-                hits.restore(id, taken);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        // Linger, so that reads racing with the writes above still see them; then let go.
-        tokio::time::sleep(LINGER).await;
-        if hits.release(id) {
-            return;
-        }
-    }
+/// Whether a decision is a durable conditional write (which checks the record it was decided on).
+fn writes_conditionally<T>(decided: &Result<(Transition, T), LedgerError>) -> bool {
+    matches!(
+        decided,
+        Ok((
+            Transition {
+                change: Change::Insert | Change::Replace { durable: true, .. },
+                ..
+            },
+            _
+        ))
+    )
 }
 
 fn metric_outcome(outcome: ClaimOutcome) -> Outcome {
@@ -463,3 +455,6 @@ fn retry_hint(record: &Record, now: Millis) -> Millis {
         .lease_expires_at
         .map_or(MAX_RETRY_HINT, |end| (end - now).clamp(1, MAX_RETRY_HINT))
 }
+
+#[cfg(test)]
+mod tests;
