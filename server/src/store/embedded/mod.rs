@@ -87,6 +87,7 @@ impl EmbeddedStore {
     }
 }
 
+/// A redb or I/O failure as a store error.
 fn internal(e: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(e.to_string())
 }

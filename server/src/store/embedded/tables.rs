@@ -4,14 +4,10 @@
 
 use super::wal::Effect;
 use super::writer::{Done, Op};
-use super::{codec, EXPIRY, RECORDS};
+use super::{codec, internal, EXPIRY, RECORDS};
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Cas, StoreError};
 use redb::{ReadableTable, Table, WriteTransaction};
-
-fn internal(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Internal(e.to_string())
-}
 
 /// Applies each op of `batch` in order; one answer per op.
 pub(super) fn apply_all<'a>(

@@ -12,7 +12,7 @@
 
 use super::tables;
 use super::wal::Wal;
-use super::{EXPIRY, RECORDS};
+use super::{internal, EXPIRY, RECORDS};
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Cas, StoreError};
 use redb::{Database, Durability, ReadableTable, TableDefinition};
@@ -91,10 +91,6 @@ pub struct Stats {
 pub struct Request {
     pub op: Op,
     pub reply: oneshot::Sender<Result<Done, StoreError>>,
-}
-
-fn internal(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Internal(e.to_string())
 }
 
 /// Creates the tables (so that readers never see them missing), replays the log into redb, and
