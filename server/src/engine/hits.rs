@@ -5,9 +5,11 @@
 //! (read, add, compare-and-set; retried on conflict like every other write). A hot key's thousand
 //! duplicates cost one write, not a thousand conflicting ones.
 //!
-//! Reads of this process merge the parked hits, so counts and histories look exact here; other
-//! processes see them once flushed (milliseconds). A crash loses parked hits — counters, never a
-//! state change (the same promise as the embedded store's lazy counter commits).
+//! Reads of this process merge the parked hits, so counts and histories look exact here. A key's
+//! first hit is written within milliseconds; later ones at most once per `LINGER` (shared store:
+//! other processes see them that late) or `LINGER_LOCAL` (a store only this process uses: no one
+//! else reads it, so fewer, bigger writes). A crash loses parked hits — counters, never a state
+//! change; shutdown writes them all first.
 
 use super::{Clock, MAX_ROUNDS};
 use crate::ledger::{Event, Millis, Record, RecordId};
@@ -18,8 +20,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 const SHARDS: usize = 16;
-/// How long a key's written dedup hits are remembered for reads that raced with the write.
+/// How long a key's flush waits after a write before the next one (hits arriving meanwhile are
+/// written together), and remembers the written hits for reads that raced with the write.
 const LINGER: Duration = Duration::from_secs(1);
+/// `LINGER` for a store only this process uses.
+const LINGER_LOCAL: Duration = Duration::from_secs(5);
 
 /// Hits of one record life (its `created_at`) not yet written.
 #[derive(Debug, Default)]
@@ -87,6 +92,7 @@ impl Hits {
         }
         parked.hits += 1;
         parked.events.extend(event);
+        bound(&mut parked.events);
         let start = !parked.flushing;
         parked.flushing = true;
         start
@@ -159,12 +165,22 @@ impl Hits {
             parked.created_at = taken.created_at;
             parked.hits += taken.hits;
             parked.events = taken.events;
+            bound(&mut parked.events);
         }
         parked.flushing = true;
     }
 
     /// Adds the hits of `record`'s life that its stored version lacks, as this process knows them.
     pub fn merge_into(&self, record: &mut Record) {
+        self.merge(record, true);
+    }
+
+    /// Like `merge_into`, but the counter only: for answers that show no history.
+    pub fn merge_counts_into(&self, record: &mut Record) {
+        self.merge(record, false);
+    }
+
+    fn merge(&self, record: &mut Record, with_events: bool) {
         let shard = self.shard(&record.id);
         let Some(parked) = shard
             .get(&record.id)
@@ -174,10 +190,17 @@ impl Hits {
         };
         let version = record.version;
         let missing = parked.written.iter().chain(&parked.inflight);
-        for batch in missing.filter(|b| b.target_version.is_none_or(|v| version < v)) {
-            apply(record, batch.hits, &batch.events);
+        fn events(events: &[Event], with_events: bool) -> &[Event] {
+            if with_events {
+                events
+            } else {
+                &[]
+            }
         }
-        apply(record, parked.hits, &parked.events);
+        for batch in missing.filter(|b| b.target_version.is_none_or(|v| version < v)) {
+            apply(record, batch.hits, events(&batch.events, with_events));
+        }
+        apply(record, parked.hits, events(&parked.events, with_events));
     }
 
     /// Whether no hit is parked or being written.
@@ -187,6 +210,12 @@ impl Hits {
             shard.values().all(|p| p.hits == 0 && p.inflight.is_none())
         })
     }
+}
+
+/// Keeps the newest `MAX_HISTORY` receipts of a parked batch: a record keeps no more.
+fn bound(events: &mut Vec<Event>) {
+    let excess = events.len().saturating_sub(crate::ledger::MAX_HISTORY);
+    events.drain(..excess);
 }
 
 /// Adds `hits` and their receipts to `record`, keeping the history in time order and bounded.
@@ -206,7 +235,19 @@ pub fn apply(record: &mut Record, hits: u64, events: &[Event]) {
 /// Adds the parked hits of `id` to its stored record, one conditional write per batch of hits,
 /// until none are left. Hits of a record that is gone (or of an earlier life) are dropped; on a
 /// store failure they are put back and retried a little later (a crash loses them: counters only).
-pub async fn flush<S: Store>(store: &S, hits: &Hits, clock: &Clock, id: &RecordId) {
+/// `shutdown` cuts the waits short so that every hit is written before the store closes.
+pub async fn flush<S: Store>(
+    store: &S,
+    hits: &Hits,
+    clock: &Clock,
+    id: &RecordId,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let linger = if store.single_process() {
+        LINGER_LOCAL
+    } else {
+        LINGER
+    };
     let mut failures = 0u32;
     // Let a burst of duplicates gather first.
     tokio::time::sleep(Duration::from_millis(2)).await;
@@ -255,7 +296,10 @@ pub async fn flush<S: Store>(store: &S, hits: &Hits, clock: &Clock, id: &RecordI
             }
         }
         // Linger, so that reads racing with the writes above still see them; then let go.
-        tokio::time::sleep(LINGER).await;
+        tokio::select! {
+            _ = tokio::time::sleep(linger) => {}
+            _ = shutdown.wait_for(|down| *down) => {}
+        }
         if hits.release(id) {
             return;
         }

@@ -49,13 +49,14 @@ pub enum EngineError {
 /// How `Engine::run` gets the record its first round decides on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum First {
-    /// Read it from the store.
-    Read,
     /// Decide on "absent" and let the store's conditional insert return what exists (one round
     /// trip for a new key).
     Absent,
     /// Decide on the record this process last wrote, when it remembers one (`recent`); else read.
     Recent,
+    /// Read it without its receipt history (`Store::get_brief`): enough for answers that do not
+    /// write the record back whole; a decision that does reads it again, whole.
+    Brief,
 }
 
 /// The answer to a Claim.
@@ -63,7 +64,8 @@ enum First {
 pub struct ClaimReply {
     /// What the caller should do.
     pub outcome: ClaimOutcome,
-    /// The record after the Claim.
+    /// The record after the Claim; its history may be missing (a Claim's answer does not show it:
+    /// `lookup` does).
     pub record: Record,
     /// The caller's lease when ACQUIRED.
     pub lease: Option<Lease>,
@@ -147,7 +149,7 @@ impl<S: Store> Engine<S> {
         let first = if self.store.insert_first() {
             First::Absent
         } else {
-            First::Read
+            First::Brief
         };
         let (record, (outcome, takeover)) = self
             .run(id, first, |current, now| {
@@ -265,14 +267,23 @@ impl<S: Store> Engine<S> {
     ) -> Result<(Option<Record>, T), EngineError> {
         let remembered = match first {
             First::Recent => self.recent.get(id),
-            First::Read | First::Absent => None,
+            First::Absent | First::Brief => None,
         };
         // Whether `current` may be stale, so that only a conditional write may act on it.
         let mut unchecked = remembered.is_some();
+        // Whether `current` lacks its history, so that a decision writing it whole must re-read.
+        let mut brief = false;
         let mut current = match (first, remembered) {
             (_, Some(record)) => Some(record),
             (First::Absent, None) => None,
-            (First::Read | First::Recent, None) => self.get(id).await?,
+            (First::Brief, None) => {
+                brief = true;
+                let started = Instant::now();
+                let record = self.store.get_brief(id, self.clock.now()).await;
+                self.metrics.store_op("get", started.elapsed());
+                record?
+            }
+            (First::Recent, None) => self.get(id).await?,
         };
         for _ in 0..MAX_ROUNDS {
             let now = self.clock.now();
@@ -281,6 +292,12 @@ impl<S: Store> Engine<S> {
                 // An error or an answer without a write, decided on a remembered record: decide
                 // again on the stored one.
                 unchecked = false;
+                current = self.get(id).await?;
+                continue;
+            }
+            if brief && rewrites_record(&decided) {
+                // The write carries the history forward: decide again on the whole record.
+                brief = false;
                 current = self.get(id).await?;
                 continue;
             }
@@ -348,18 +365,20 @@ impl<S: Store> Engine<S> {
     }
 
     /// Parks a dedup hit (`next` is `stored` plus the hit) and starts the key's flush if none
-    /// runs; returns the record as the caller should see it, every parked hit included.
+    /// runs; returns the record as the caller should see it, every parked hit counted (its history
+    /// is not shown to Claims and may be missing).
     fn park_hit(&self, stored: Record, next: &Record) -> Record {
         // The ledger appended the hit's receipt last.
         let event = next.history.last().cloned();
         let start = self.hits.park(&stored, event);
         if start {
             let (store, hits, clock) = (self.store.clone(), self.hits.clone(), self.clock.clone());
-            let id = stored.id.clone();
-            tokio::spawn(async move { hits::flush(&*store, &hits, &clock, &id).await });
+            let (id, shutdown) = (stored.id.clone(), self.shutdown.subscribe());
+            tokio::spawn(async move { hits::flush(&*store, &hits, &clock, &id, shutdown).await });
         }
+        // A Claim's answer shows the counter, not the history (which a brief read left out).
         let mut shown = stored;
-        self.hits.merge_into(&mut shown);
+        self.hits.merge_counts_into(&mut shown);
         shown
     }
 
@@ -428,6 +447,21 @@ fn writes_conditionally<T>(decided: &Result<(Transition, T), LedgerError>) -> bo
         Ok((
             Transition {
                 change: Change::Insert | Change::Replace { durable: true, .. },
+                ..
+            },
+            _
+        ))
+    )
+}
+
+/// Whether a decision writes the record back whole (history included), beyond what a parked
+/// dedup hit adds.
+fn rewrites_record<T>(decided: &Result<(Transition, T), LedgerError>) -> bool {
+    matches!(
+        decided,
+        Ok((
+            Transition {
+                change: Change::Replace { durable: true, .. },
                 ..
             },
             _

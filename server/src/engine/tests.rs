@@ -79,3 +79,42 @@ async fn a_stale_remembered_record_never_decides_alone() {
         "settled records are forgotten"
     );
 }
+
+/// A Claim reads the record without its history; whatever it writes back whole must still carry
+/// the history (the decision is made again on the whole record), while a replay's answer counts
+/// every hit.
+#[tokio::test]
+async fn a_brief_read_never_writes_a_record_back_without_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(1_000_000);
+    let engine = Engine::new(EmbeddedStore::open(dir.path()).unwrap(), clock.clone());
+    let id = RecordId::new("t", "ns", "taken-over");
+    let first = engine.claim(&id, &args(), None).await.unwrap();
+    assert_eq!(first.outcome, ClaimOutcome::Acquired);
+    clock.advance(args().lease_ttl + 1);
+    let takeover = engine.claim(&id, &args(), None).await.unwrap();
+    assert_eq!(takeover.outcome, ClaimOutcome::Acquired);
+    let token = takeover.lease.unwrap().token;
+    assert_eq!(token, 2);
+    engine.complete(&id, token, &result()).await.unwrap();
+    for _ in 0..3 {
+        let replay = engine.claim(&id, &args(), None).await.unwrap();
+        assert_eq!(replay.outcome, ClaimOutcome::Completed);
+    }
+    let shown = engine.claim(&id, &args(), None).await.unwrap().record;
+    assert_eq!(shown.dedup_hits, 4);
+    let kinds: Vec<_> = engine
+        .lookup(&id)
+        .await
+        .unwrap()
+        .history
+        .iter()
+        .map(|e| e.kind)
+        .collect();
+    use crate::ledger::EventKind::{Claim, Complete, Takeover};
+    assert_eq!(
+        kinds,
+        [Claim, Takeover, Complete, Claim, Claim, Claim, Claim],
+        "the first Claim's receipt survived the takeover; every replay has one"
+    );
+}

@@ -53,6 +53,17 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
     ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send;
 
+    /// Like `get`, but the receipt history may be left out (empty): for decisions that answer
+    /// from the record without writing it back whole (a replayed Claim). A store where the
+    /// history costs to read skips it; by default this is `get`.
+    fn get_brief(
+        &self,
+        id: &RecordId,
+        now: Millis,
+    ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send {
+        self.get(id, now)
+    }
+
     /// Stores `record` if no live record of `record.id` exists at `now` (an expired row is replaced).
     /// On conflict returns the live record.
     fn insert_if_absent(

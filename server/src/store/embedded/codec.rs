@@ -140,20 +140,49 @@ pub fn encode_record(record: &Record) -> Vec<u8> {
 
 /// When a record encoded by `encode_record` expires, without decoding the rest of it.
 pub fn expires_at(bytes: &[u8]) -> Result<Millis, StoreError> {
-    /// The one field of `StoredRecord` this needs; prost skips the others.
+    head(bytes).map(|h| h.expires_at)
+}
+
+/// The fields of a stored record a conditional write checks, read without decoding the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub version: u64,
+    pub expires_at: Millis,
+}
+
+/// The `Head` of a record encoded by `encode_record`.
+pub fn head(bytes: &[u8]) -> Result<Head, StoreError> {
+    /// The two fields of `StoredRecord` this needs; prost skips the others.
     #[derive(Clone, PartialEq, Message)]
-    struct ExpiryOnly {
+    struct HeadOnly {
         #[prost(int64, tag = "15")]
         expires_at: i64,
+        #[prost(uint64, tag = "17")]
+        version: u64,
     }
-    ExpiryOnly::decode(bytes)
-        .map(|r| r.expires_at)
+    HeadOnly::decode(bytes)
+        .map(|h| Head {
+            version: h.version,
+            expires_at: h.expires_at,
+        })
         .map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 /// Decodes what `encode_record` wrote for `id`.
 pub fn decode_record(id: RecordId, bytes: &[u8]) -> Result<Record, StoreError> {
-    let s = StoredRecord::decode(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    decode(id, bytes, true)
+}
+
+/// Decodes what `encode_record` wrote for `id`, leaving the receipt history out (empty).
+pub fn decode_brief(id: RecordId, bytes: &[u8]) -> Result<Record, StoreError> {
+    decode(id, bytes, false)
+}
+
+fn decode(id: RecordId, bytes: &[u8], with_history: bool) -> Result<Record, StoreError> {
+    let mut s = StoredRecord::decode(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    if !with_history {
+        s.history.clear();
+    }
     let fingerprint: [u8; 32] = s
         .fingerprint
         .as_slice()

@@ -68,6 +68,25 @@ impl EmbeddedStore {
             .map_err(|_| StoreError::Unavailable("the store's writer has stopped".into()))?
     }
 
+    /// The live record of `id` at `now`, decoded by `decode`.
+    fn read(
+        &self,
+        id: &RecordId,
+        now: Millis,
+        decode: fn(RecordId, &[u8]) -> Result<Record, StoreError>,
+    ) -> Result<Option<Record>, StoreError> {
+        let txn = self.db.begin_read().map_err(internal)?;
+        let table = txn.open_table(RECORDS).map_err(internal)?;
+        let Some(bytes) = table
+            .get(codec::encode_id(id).as_slice())
+            .map_err(internal)?
+        else {
+            return Ok(None);
+        };
+        let record = decode(id.clone(), bytes.value())?;
+        Ok((!record.is_expired(now)).then_some(record))
+    }
+
     /// Counts of writes and fsyncs so far.
     pub fn stats(&self) -> &Stats {
         &self.stats
@@ -94,16 +113,11 @@ fn internal(e: impl std::fmt::Display) -> StoreError {
 
 impl Store for EmbeddedStore {
     async fn get(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
-        let txn = self.db.begin_read().map_err(internal)?;
-        let table = txn.open_table(RECORDS).map_err(internal)?;
-        let Some(bytes) = table
-            .get(codec::encode_id(id).as_slice())
-            .map_err(internal)?
-        else {
-            return Ok(None);
-        };
-        let record = codec::decode_record(id.clone(), bytes.value())?;
-        Ok((!record.is_expired(now)).then_some(record))
+        self.read(id, now, codec::decode_record)
+    }
+
+    async fn get_brief(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+        self.read(id, now, codec::decode_brief)
     }
 
     async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {

@@ -26,23 +26,35 @@ pub(super) fn apply_all<'a>(
 pub(super) type Records<'t> = Table<'t, &'static [u8], &'static [u8]>;
 pub(super) type Expiry<'t> = Table<'t, (i64, &'static [u8]), ()>;
 
-/// What is stored under `key`: the expiry index entry of any stored record (expired or not),
-/// and the record itself when it is live at `now`. One lookup serves both the condition and the
-/// index upkeep of the write that follows.
+/// What is stored under `key`, as far as a conditional write needs it: the expiry index entry of
+/// any stored record (expired or not), and the version of the record when it is live at `now`.
+/// One lookup serves both the condition and the index upkeep of the write that follows; the
+/// record is decoded whole only for a conflict's answer (`live`).
 fn stored(
+    records: &Records<'_>,
+    key: &[u8],
+    now: Millis,
+) -> Result<(Option<Millis>, Option<u64>), StoreError> {
+    let Some(bytes) = records.get(key).map_err(internal)? else {
+        return Ok((None, None));
+    };
+    let head = codec::head(bytes.value())?;
+    let live = head.expires_at > now;
+    Ok((Some(head.expires_at), live.then_some(head.version)))
+}
+
+/// The live record under `key`, whole: what a conflict answers with.
+fn live(
     records: &Records<'_>,
     id: &RecordId,
     key: &[u8],
     now: Millis,
-) -> Result<(Option<Millis>, Option<Record>), StoreError> {
+) -> Result<Option<Record>, StoreError> {
     let Some(bytes) = records.get(key).map_err(internal)? else {
-        return Ok((None, None));
+        return Ok(None);
     };
     let record = codec::decode_record(id.clone(), bytes.value())?;
-    Ok((
-        Some(record.expires_at),
-        (!record.is_expired(now)).then_some(record),
-    ))
+    Ok((!record.is_expired(now)).then_some(record))
 }
 
 /// Stores `value` (expiring at `expires_at`) under `key`; `old_expiry` is the expiry of the
@@ -101,11 +113,10 @@ fn apply(
     match op {
         Op::Insert { record, now } => {
             let key = codec::encode_id(&record.id);
-            let (old_expiry, current) = stored(records, &record.id, &key, *now)?;
-            if let Some(current) = current {
-                return Ok(Done::Cas(Cas::Conflict(Some(current))));
+            match stored(records, &key, *now)? {
+                (_, Some(_)) => conflict(records, &record.id, &key, *now),
+                (old_expiry, None) => put_record(records, expiry, key, record, old_expiry, effects),
             }
-            put_record(records, expiry, key, record, old_expiry, effects)
         }
         Op::Replace {
             record,
@@ -114,11 +125,11 @@ fn apply(
             ..
         } => {
             let key = codec::encode_id(&record.id);
-            match stored(records, &record.id, &key, *now)? {
-                (old_expiry, Some(current)) if current.version == *expected_version => {
+            match stored(records, &key, *now)? {
+                (old_expiry, Some(version)) if version == *expected_version => {
                     put_record(records, expiry, key, record, old_expiry, effects)
                 }
-                (_, current) => Ok(Done::Cas(Cas::Conflict(current))),
+                _ => conflict(records, &record.id, &key, *now),
             }
         }
         Op::Delete {
@@ -127,18 +138,28 @@ fn apply(
             now,
         } => {
             let key = codec::encode_id(id);
-            match stored(records, id, &key, *now)?.1 {
-                Some(current) if current.version == *expected_version => {
-                    remove(records, expiry, &key, current.expires_at)?;
+            match stored(records, &key, *now)? {
+                (Some(expires_at), Some(version)) if version == *expected_version => {
+                    remove(records, expiry, &key, expires_at)?;
                     effects.push(Effect::Remove { key });
                     Ok(Done::Cas(Cas::Applied))
                 }
-                current => Ok(Done::Cas(Cas::Conflict(current))),
+                _ => conflict(records, id, &key, *now),
             }
         }
         Op::Sweep { now, limit } => sweep(records, expiry, *now, *limit, effects).map(Done::Swept),
         Op::Flush => Ok(Done::Cas(Cas::Applied)),
     }
+}
+
+/// A refused conditional write's answer: the live record, whole.
+fn conflict(
+    records: &Records<'_>,
+    id: &RecordId,
+    key: &[u8],
+    now: Millis,
+) -> Result<Done, StoreError> {
+    Ok(Done::Cas(Cas::Conflict(live(records, id, key, now)?)))
 }
 
 /// Removes up to `limit` records whose expires_at is at or before `now`, oldest first.
