@@ -84,6 +84,20 @@ async fn node_stopped_under_load_then_back() {
     }
     let ready = reqwest_free_get(&server.admin, "/readyz").await;
     assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
+    // The log says which RPC failed — by namespace and hashed key, never the key itself.
+    let log = server.stderr();
+    let failed = log
+        .lines()
+        .find(|l| l.contains("store failure") && l.contains("Ledger/Claim"))
+        .unwrap_or_else(|| panic!("no store failure logged for a Claim:\n{log}"));
+    assert!(
+        failed.contains("rpc_failed{") && failed.contains("namespace=node.outage"),
+        "{failed}"
+    );
+    assert!(
+        failed.contains("key_hash=") && !failed.contains("probe-"),
+        "{failed}"
+    );
 
     tokio::task::block_in_place(|| node.restart());
     let back = Instant::now();

@@ -227,8 +227,7 @@ pub fn apply(record: &mut Record, hits: u64, events: &[Event]) {
     let mut history = std::mem::take(&mut record.history);
     history.extend(events.iter().cloned());
     history.sort_by_key(|e| e.at);
-    let excess = history.len().saturating_sub(crate::ledger::MAX_HISTORY);
-    history.drain(..excess);
+    crate::ledger::bound_history(&mut history);
     record.history = history;
 }
 

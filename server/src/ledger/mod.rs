@@ -11,7 +11,7 @@ mod settle;
 mod tests;
 
 pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome};
-pub use record::{Event, EventKind, MAX_HISTORY};
+pub use record::{bound_history, Event, EventKind, MAX_HISTORY};
 pub use record::{
     Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status,
 };

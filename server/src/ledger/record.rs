@@ -133,7 +133,9 @@ pub struct Record {
     pub retention: Millis,
     /// Compare-and-set version: +1 on every write, so a store can refuse a write based on a stale read.
     pub version: u64,
-    /// The receipt history, oldest first, at most `MAX_HISTORY` events (the oldest are dropped).
+    /// The receipt history, oldest first, at most `MAX_HISTORY` events: past that, the oldest
+    /// routine receipt (a replay, a renewal) goes first, so that the receipts of who acquired,
+    /// took over and settled the operation outlive any number of retries (`bound_history`).
     pub history: Vec<Event>,
 }
 
@@ -172,13 +174,46 @@ pub struct Event {
     pub owner: String,
 }
 
-impl Record {
-    /// Appends an event built from the record's own attempt and token, dropping the oldest past
-    /// `MAX_HISTORY`.
-    pub fn push_event(&mut self, at: Millis, kind: EventKind, outcome: &str, owner: &str) {
-        if self.history.len() >= MAX_HISTORY {
-            self.history.remove(0);
+impl Event {
+    /// Whether this receipt only repeats what the record already says: a Claim answered from the
+    /// record (COMPLETED, FAILED, IN_PROGRESS) or a renewal. These go first when the history is
+    /// full.
+    pub fn is_routine(&self) -> bool {
+        match self.kind {
+            EventKind::Renew => true,
+            EventKind::Claim => matches!(
+                self.outcome.as_str(),
+                "COMPLETED" | "FAILED" | "IN_PROGRESS"
+            ),
+            EventKind::Takeover | EventKind::Complete | EventKind::Fail => false,
         }
+    }
+}
+
+/// Trims a time-ordered history to `MAX_HISTORY` receipts: the oldest routine ones go first, then
+/// (only if the decisive ones alone are too many) the oldest.
+pub fn bound_history(history: &mut Vec<Event>) {
+    let mut excess = history.len().saturating_sub(MAX_HISTORY);
+    if excess == 0 {
+        return;
+    }
+    let routine = history.iter().filter(|e| e.is_routine()).count();
+    let mut drop_routine = excess.min(routine);
+    excess -= drop_routine;
+    history.retain(|e| {
+        if drop_routine > 0 && e.is_routine() {
+            drop_routine -= 1;
+            return false;
+        }
+        true
+    });
+    history.drain(..excess);
+}
+
+impl Record {
+    /// Appends an event built from the record's own attempt and token, trimming the history to
+    /// `MAX_HISTORY` (`bound_history`).
+    pub fn push_event(&mut self, at: Millis, kind: EventKind, outcome: &str, owner: &str) {
         self.history.push(Event {
             at,
             kind,
@@ -187,6 +222,7 @@ impl Record {
             fencing_token: self.fencing_token,
             owner: owner.to_owned(),
         });
+        bound_history(&mut self.history);
     }
 
     /// An expired record counts as absent (CONTRACT §5): it expires at `expires_at` exactly.

@@ -1461,7 +1461,8 @@ type LookupRequest struct {
 	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// The operation's key.
 	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	// Also return the record's receipt history.
+	// Also return the record's receipt history: at most 64 receipts, oldest first; when more
+	// happened, the oldest routine ones (replayed Claims, renewals) were dropped first.
 	IncludeHistory bool `protobuf:"varint,3,opt,name=include_history,json=includeHistory,proto3" json:"include_history,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

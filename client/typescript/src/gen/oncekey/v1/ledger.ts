@@ -546,7 +546,10 @@ export interface LookupRequest {
   namespace: string;
   /** The operation's key. */
   key: string;
-  /** Also return the record's receipt history. */
+  /**
+   * Also return the record's receipt history: at most 64 receipts, oldest first; when more
+   * happened, the oldest routine ones (replayed Claims, renewals) were dropped first.
+   */
   includeHistory: boolean;
 }
 
