@@ -163,6 +163,10 @@ pub struct ServeArgs {
     /// How often the embedded store sweeps expired records.
     #[arg(long, env = "ONCEKEY_SWEEP_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     pub sweep_interval: Millis,
+    /// Memory the embedded store caches its file's pages in, in MiB. The server's resident
+    /// memory is about this much plus ~150 MiB under load once the file is larger than the cache.
+    #[arg(long, env = "ONCEKEY_EMBEDDED_CACHE_MIB", default_value_t = 1024)]
+    pub embedded_cache_mib: usize,
     /// Test only: shift this server's clock by this many milliseconds (may be negative), to test
     /// replicas whose clocks disagree.
     #[arg(
@@ -195,6 +199,9 @@ impl ServeArgs {
         }
         if self.max_result_bytes == 0 || self.max_result_bytes > 64 * 1024 * 1024 {
             return bad("--max-result-bytes must be between 1 and 67108864".into());
+        }
+        if !(16..=1 << 20).contains(&self.embedded_cache_mib) {
+            return bad("--embedded-cache-mib must be between 16 and 1048576".into());
         }
         let loopback = self.listen.ip().is_loopback();
         if self.tokens_file.is_none() && !loopback && !self.allow_unauthenticated {

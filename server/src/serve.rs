@@ -37,8 +37,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     match args.store {
         StoreKind::Embedded => {
-            let store = EmbeddedStore::open(&args.data_dir)
-                .map_err(|e| ConfigError(format!("--data-dir {}: {e}", args.data_dir.display())))?;
+            let store =
+                EmbeddedStore::open_with_cache(&args.data_dir, args.embedded_cache_mib << 20)
+                    .map_err(|e| {
+                        ConfigError(format!("--data-dir {}: {e}", args.data_dir.display()))
+                    })?;
             tracing::info!(data_dir = %args.data_dir.display(), "embedded store open");
             serve_store(store, &args, Arc::new(auth)).await
         }

@@ -400,6 +400,9 @@ async fn configuration_errors_exit_64_naming_the_flag() {
     let (code, _, err) = run_cli(&["serve", "--default-lease", "2h"]);
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--default-lease"), "{err}");
+    let (code, _, err) = run_cli(&["serve", "--embedded-cache-mib", "8"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--embedded-cache-mib"), "{err}");
     let (code, _, err) = run_cli(&[
         "serve",
         "--tokens-file",

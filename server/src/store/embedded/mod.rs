@@ -30,6 +30,9 @@ const RECORDS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("records");
 /// (expires_at, id bytes) → (): the sweeper's index.
 const EXPIRY: TableDefinition<(i64, &[u8]), ()> = TableDefinition::new("expiry");
 
+/// The page cache when none is given: redb's own default, 1 GiB.
+pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;
+
 /// The file name of the database inside the data directory.
 pub const DB_FILE: &str = "oncekey.redb";
 
@@ -41,8 +44,14 @@ pub struct EmbeddedStore {
 }
 
 impl EmbeddedStore {
-    /// Opens (creating if needed) the store in `data_dir`. Fails if another process has it open.
+    /// Opens (creating if needed) the store in `data_dir` with the default page cache. Fails if
+    /// another process has it open.
     pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with_cache(data_dir, DEFAULT_CACHE_BYTES)
+    }
+
+    /// Opens the store with a page cache of `cache_bytes` (redb's read cache and write buffer).
+    pub fn open_with_cache(data_dir: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
         std::fs::create_dir_all(data_dir).map_err(|e| {
             StoreError::Internal(format!(
                 "cannot create data dir {}: {e}",
@@ -50,7 +59,9 @@ impl EmbeddedStore {
             ))
         })?;
         let path = data_dir.join(DB_FILE);
-        let db = Database::create(&path)
+        let db = redb::Builder::new()
+            .set_cache_size(cache_bytes)
+            .create(&path)
             .map_err(|e| StoreError::Internal(format!("cannot open {}: {e}", path.display())))?;
         let db = Arc::new(db);
         let stats = Arc::new(Stats::default());
