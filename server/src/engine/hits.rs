@@ -25,6 +25,9 @@ const SHARDS: usize = 16;
 const LINGER: Duration = Duration::from_secs(1);
 /// `LINGER` for a store only this process uses.
 const LINGER_LOCAL: Duration = Duration::from_secs(5);
+/// Lingering keys wake on multiples of this (wall clock), all at once: their writes reach the
+/// store together and share a commit instead of each paying for one.
+const TICK: Duration = Duration::from_millis(50);
 
 /// Hits of one record life (its `created_at`) not yet written.
 #[derive(Debug, Default)]
@@ -43,6 +46,26 @@ pub struct Parked {
     /// The last batches written, kept for a moment so that a read that raced with their write
     /// (and so misses them) still shows them.
     written: Vec<Inflight>,
+}
+
+impl Parked {
+    /// Adds one hit of `record`'s life; returns whether a flush must start for the key.
+    fn add(&mut self, record: &Record, event: Option<Event>) -> bool {
+        if self.created_at != record.created_at {
+            // Hits of an earlier life of the key are void: that record is gone.
+            self.created_at = record.created_at;
+            self.hits = 0;
+            self.events.clear();
+            self.inflight = None;
+            self.written.clear();
+        }
+        self.hits += 1;
+        self.events.extend(event);
+        bound(&mut self.events);
+        let start = !self.flushing;
+        self.flushing = true;
+        start
+    }
 }
 
 /// How many written batches a key remembers.
@@ -81,21 +104,14 @@ impl Hits {
     /// flush for this key.
     pub fn park(&self, record: &Record, event: Option<Event>) -> bool {
         let mut shard = self.shard(&record.id);
-        let parked = shard.entry(record.id.clone()).or_default();
-        if parked.created_at != record.created_at {
-            // Hits of an earlier life of the key are void: that record is gone.
-            parked.created_at = record.created_at;
-            parked.hits = 0;
-            parked.events.clear();
-            parked.inflight = None;
-            parked.written.clear();
+        // A key already parked (the common case under duplicates) costs no copy of its id.
+        if let Some(parked) = shard.get_mut(&record.id) {
+            return parked.add(record, event);
         }
-        parked.hits += 1;
-        parked.events.extend(event);
-        bound(&mut parked.events);
-        let start = !parked.flushing;
-        parked.flushing = true;
-        start
+        shard
+            .entry(record.id.clone())
+            .or_default()
+            .add(record, event)
     }
 
     /// Takes the parked hits of `id` for writing (the key stays owned by its flush task, and the
@@ -212,6 +228,18 @@ impl Hits {
     }
 }
 
+/// At least `wait`, rounded up so that the wake-up falls on a multiple of `TICK` of the wall clock.
+fn on_tick(wait: Duration) -> Duration {
+    let tick = TICK.as_millis();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    let due = now + wait.as_millis();
+    let aligned = due.div_ceil(tick) * tick;
+    Duration::from_millis(u64::try_from(aligned - now).unwrap_or(u64::MAX))
+}
+
 /// Keeps the newest `MAX_HISTORY` receipts of a parked batch: a record keeps no more.
 fn bound(events: &mut Vec<Event>) {
     let excess = events.len().saturating_sub(crate::ledger::MAX_HISTORY);
@@ -296,7 +324,7 @@ pub async fn flush<S: Store>(
         }
         // Linger, so that reads racing with the writes above still see them; then let go.
         tokio::select! {
-            _ = tokio::time::sleep(linger) => {}
+            _ = tokio::time::sleep(on_tick(linger)) => {}
             _ = shutdown.wait_for(|down| *down) => {}
         }
         if hits.release(id) {

@@ -11,6 +11,7 @@
 //! durable commit intact, and the log's checksummed, numbered frames carry everything after it;
 //! that is why it was chosen (see README).
 
+mod cache;
 mod codec;
 mod tables;
 mod wal;
@@ -39,6 +40,7 @@ pub const DB_FILE: &str = "oncekey.redb";
 /// A durable single-node store backed by redb.
 pub struct EmbeddedStore {
     db: Arc<Database>,
+    cache: Arc<cache::Cache>,
     writes: mpsc::Sender<Request>,
     stats: Arc<Stats>,
 }
@@ -59,14 +61,22 @@ impl EmbeddedStore {
             ))
         })?;
         let path = data_dir.join(DB_FILE);
+        // An eighth of the budget caches whole records (`cache`), the rest redb's pages.
+        let records_cache = cache_bytes / 8;
         let db = redb::Builder::new()
-            .set_cache_size(cache_bytes)
+            .set_cache_size(cache_bytes - records_cache)
             .create(&path)
             .map_err(|e| StoreError::Internal(format!("cannot open {}: {e}", path.display())))?;
         let db = Arc::new(db);
         let stats = Arc::new(Stats::default());
-        let writes = writer::spawn(db.clone(), data_dir, stats.clone())?;
-        Ok(Self { db, writes, stats })
+        let cache = Arc::new(cache::Cache::new(records_cache));
+        let writes = writer::spawn(db.clone(), data_dir, stats.clone(), cache.clone())?;
+        Ok(Self {
+            db,
+            cache,
+            writes,
+            stats,
+        })
     }
 
     async fn submit(&self, op: Op) -> Result<Done, StoreError> {
@@ -86,15 +96,20 @@ impl EmbeddedStore {
         now: Millis,
         decode: fn(RecordId, &[u8]) -> Result<Record, StoreError>,
     ) -> Result<Option<Record>, StoreError> {
-        let txn = self.db.begin_read().map_err(internal)?;
-        let table = txn.open_table(RECORDS).map_err(internal)?;
-        let Some(bytes) = table
-            .get(codec::encode_id(id).as_slice())
-            .map_err(internal)?
-        else {
-            return Ok(None);
+        let key = codec::encode_id(id);
+        let record = match self.cache.lookup(&key) {
+            cache::Lookup::Hit(bytes) => decode(id.clone(), &bytes)?,
+            cache::Lookup::Miss(ticket) => {
+                let txn = self.db.begin_read().map_err(internal)?;
+                let table = txn.open_table(RECORDS).map_err(internal)?;
+                let Some(bytes) = table.get(key.as_slice()).map_err(internal)? else {
+                    return Ok(None);
+                };
+                let record = decode(id.clone(), bytes.value())?;
+                self.cache.fill(&key, bytes.value(), ticket);
+                record
+            }
         };
-        let record = decode(id.clone(), bytes.value())?;
         Ok((!record.is_expired(now)).then_some(record))
     }
 
@@ -311,6 +326,57 @@ mod tests {
         let again = again.unwrap();
         assert_eq!(again.stats().replayed.load(Ordering::Relaxed), 0);
         assert!(again.get(&ids[1], now).await.unwrap().is_none());
+    }
+
+    /// Reads go through the record cache: each must still see the last acknowledged write.
+    #[tokio::test]
+    async fn cached_reads_see_every_acknowledged_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let now = Clock::System.now();
+        let id = RecordId::new("t", "ns", "cached");
+        let mut record = crate::ledger::claim(&id, None, &claim_args(), now)
+            .unwrap()
+            .record()
+            .clone();
+        assert!(matches!(
+            store.insert_if_absent(&record, now).await.unwrap(),
+            Cas::Applied
+        ));
+        for round in 0..5u64 {
+            // Twice: the first read fills the cache, the second is served from it.
+            for _ in 0..2 {
+                let read = store.get(&id, now).await.unwrap().unwrap();
+                assert_eq!(read, record, "round {round}");
+                let brief = store.get_brief(&id, now).await.unwrap().unwrap();
+                assert_eq!(brief.version, record.version);
+                assert!(brief.history.is_empty());
+            }
+            let mut next = record.clone();
+            next.version += 1;
+            next.dedup_hits += 1;
+            let cas = store.replace_if_version(&next, record.version, true, now);
+            assert!(matches!(cas.await.unwrap(), Cas::Applied));
+            record = next;
+        }
+        assert_eq!(store.get(&id, now).await.unwrap().unwrap(), record);
+        let gone = store.delete_if_version(&id, record.version, now).await;
+        assert!(matches!(gone.unwrap(), Cas::Applied));
+        assert!(store.get(&id, now).await.unwrap().is_none());
+
+        // Swept records leave the cache too.
+        let other = RecordId::new("t", "ns", "swept");
+        let swept = crate::ledger::claim(&other, None, &claim_args(), now)
+            .unwrap()
+            .record()
+            .clone();
+        assert!(matches!(
+            store.insert_if_absent(&swept, now).await.unwrap(),
+            Cas::Applied
+        ));
+        assert!(store.get(&other, now).await.unwrap().is_some());
+        assert_eq!(store.sweep_expired(i64::MAX, 10).await.unwrap(), 1);
+        assert!(store.get(&other, 0).await.unwrap().is_none());
     }
 
     crate::store_suite!(embedded, async {

@@ -193,9 +193,7 @@ pub(super) fn replay(
     expiry: &mut Expiry<'_>,
     effect: &Effect,
 ) -> Result<(), StoreError> {
-    let key = match effect {
-        Effect::Put { key, .. } | Effect::Remove { key } => key.as_slice(),
-    };
+    let key = effect.key();
     let old = match records.get(key).map_err(internal)? {
         Some(bytes) => Some(codec::expires_at(bytes.value())?),
         None => None,

@@ -40,6 +40,15 @@ pub enum Effect {
     Remove { key: Vec<u8> },
 }
 
+impl Effect {
+    /// The key the effect changes.
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Effect::Put { key, .. } | Effect::Remove { key } => key,
+        }
+    }
+}
+
 /// A frame read back: a batch's sequence number and its effects.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Frame {

@@ -10,8 +10,9 @@
 //! lets the log start over. On open, `recover` replays what the log holds beyond redb's last
 //! durable commit.
 
+use super::cache::Cache;
 use super::tables;
-use super::wal::Wal;
+use super::wal::{Effect, Wal};
 use super::{internal, EXPIRY, RECORDS};
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Cas, StoreError};
@@ -99,6 +100,7 @@ pub fn spawn(
     db: Arc<Database>,
     data_dir: &Path,
     stats: Arc<Stats>,
+    cache: Arc<Cache>,
 ) -> Result<mpsc::Sender<Request>, StoreError> {
     let (wal, seq, replayed) = recover(&db, data_dir)?;
     stats.replayed.store(replayed, Ordering::Relaxed);
@@ -108,6 +110,7 @@ pub fn spawn(
         wal,
         seq,
         stats,
+        cache,
         broken: None,
         last_checkpoint: Instant::now(),
     };
@@ -172,6 +175,8 @@ struct Writer {
     /// The last log frame's sequence number.
     seq: u64,
     stats: Arc<Stats>,
+    /// Records readers cached: the keys a batch changes are kept out of it while it commits.
+    cache: Arc<Cache>,
     /// Set when the log or a commit failed: what is durable is then unknown, so every later write
     /// is refused until a restart replays the log.
     broken: Option<String>,
@@ -271,7 +276,11 @@ impl Writer {
             self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
             self.wal.sync().map_err(|e| self.fail(e))?;
         }
-        txn.commit().map_err(|e| self.fail(internal(e)))?;
+        let keys = || effects.iter().map(Effect::key);
+        self.cache.begin_write(keys());
+        let committed = txn.commit();
+        self.cache.end_write(keys());
+        committed.map_err(|e| self.fail(internal(e)))?;
         Ok(answers)
     }
 
