@@ -62,6 +62,22 @@ impl Server {
 
     /// Starts a server on `data_dir` with extra flags and environment variables.
     pub fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        Self::spawn(data_dir, extra, env, None)
+    }
+
+    /// Starts a server on `data_dir` that may not grow any file past `limit_kib` KiB (the
+    /// file-size resource limit, with SIGXFSZ ignored: a write past it fails with EFBIG), the way
+    /// a full disk looks to the store.
+    pub fn start_with_file_limit(data_dir: &Path, extra: &[&str], limit_kib: u64) -> Server {
+        Self::spawn(data_dir, extra, &[], Some(limit_kib))
+    }
+
+    fn spawn(
+        data_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        file_limit_kib: Option<u64>,
+    ) -> Server {
         let stderr_path = data_dir.with_extension(format!(
             "stderr-{}",
             std::process::id() as u64 * 1000 + nonce()
@@ -74,7 +90,18 @@ impl Server {
                 defaults.extend([flag, "127.0.0.1:0"]);
             }
         }
-        let mut child = Command::new(binary())
+        let mut command = match file_limit_kib {
+            None => Command::new(binary()),
+            Some(kib) => {
+                // bash's `ulimit -f` counts KiB; `exec` keeps the pid, so kill/terminate still work.
+                let mut c = Command::new("bash");
+                c.arg("-c")
+                    .arg(format!(r#"trap "" XFSZ; ulimit -f {kib}; exec "$0" "$@""#))
+                    .arg(binary());
+                c
+            }
+        };
+        let mut child = command
             .arg("serve")
             .args(defaults)
             .arg("--data-dir")
