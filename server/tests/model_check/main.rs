@@ -1,0 +1,306 @@
+//! Exhaustive model check (stateright) of the Oncekey protocol over the REAL state machine:
+//! `oncekey_server::ledger::{claim, complete, fail, renew}` decide every step, applied to a model
+//! store with the same compare-and-set contract as the `Store` trait.
+//!
+//! What is modelled, for one key (other keys and tenants are other records and never interact):
+//! - 2–3 honest clients: claim, perform the side effect only while their own lease (as they last
+//!   learned it) is valid, renew, complete, fail (RETRYABLE / FINAL / ABANDON), give up at any time
+//!   (a client crash), and reconcile after NEEDS_RECONCILIATION by checking the outside world;
+//! - the engine's read → decide → conditional write loop, with other steps interleaving between the
+//!   read and the write, and a conflict answered with the stored record (decide again);
+//! - the store's durability: durable writes are committed before the answer, counter-only writes
+//!   (dedup hits) may ride with the next durable commit and are lost by a crash;
+//! - lease expiry by clock advance (one shared clock: see README "Reliability" for skew);
+//! - server crashes (with restart): nothing durable is lost, every in-flight request is forgotten,
+//!   so a client whose request was applied may not learn it and retries or gives up.
+//!
+//! Checked in every reachable state (`always`): the effect of an AT_MOST_ONCE operation ran at most
+//! once; effects ran under strictly increasing fencing tokens (a duplicate only after a lease
+//! expiry, by a newer holder); at most one holder's Complete is ever accepted; a SUCCEEDED result
+//! never changes (live and durable state); replays carry the stored result; fencing tokens of
+//! successful acquisitions strictly increase. And, so the model is not vacuous (`sometimes`):
+//! SUCCEEDED, NEEDS_RECONCILIATION, reconciliation, takeover, an applied request forgotten by a
+//! crash, a key claimed again after ABANDON, a stale holder refused.
+//!
+//! Records live well within their retention here (the contract's window); what happens after
+//! expiry is documented in README ("Retention") and covered by `invariants.rs`.
+//!
+//! State-space reduction: after every write the model clears the fields the state machine never
+//! branches on (history, dedup counter, timestamps of creation/update, owner), and fixes
+//! `expires_at` after checking it lies beyond the horizon. Everything the decisions read — status,
+//! token, attempt, lease end, result, error, semantics, version — is kept exactly.
+//!
+//! `ONCEKEY_MODEL_BIG=1` checks three clients instead of two (about 10 minutes instead of 20 s;
+//! last run: 5,176,501 unique states for AT_MOST_ONCE, 8,470,929 for AT_LEAST_ONCE).
+
+use oncekey_server::ledger::Transition;
+use oncekey_server::ledger::{self, ClaimArgs, ClaimOutcome, Disposition, LedgerError, Millis};
+use oncekey_server::ledger::{Change, OpError, OpResult, Record, RecordId, Semantics, Status};
+use stateright::{Checker, Model, Property};
+use std::hash::{Hash, Hasher};
+
+mod model;
+mod steps;
+
+const TICK: Millis = 1_000;
+const LEASE: Millis = 2 * TICK;
+const RETENTION: Millis = 3_600_000;
+/// What `expires_at` is set to once checked: beyond every horizon of the model.
+const FAR: Millis = 1 << 40;
+
+/// A stored record, hashed field by field (stateright identifies states by their hash).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stored(Record);
+
+impl Hash for Stored {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let r = &self.0;
+        r.id.hash(h);
+        r.status.hash(h);
+        r.fingerprint.hash(h);
+        r.semantics.hash(h);
+        r.fencing_token.hash(h);
+        r.attempt.hash(h);
+        r.dedup_hits.hash(h);
+        r.lease_owner.hash(h);
+        r.lease_expires_at.hash(h);
+        r.result
+            .as_ref()
+            .map(|x| (x.code, &x.body, &x.content_type, &x.metadata))
+            .hash(h);
+        r.error
+            .as_ref()
+            .map(|e| (e.code, &e.message, &e.details))
+            .hash(h);
+        r.parent.as_ref().map(|p| (&p.namespace, &p.key)).hash(h);
+        (r.created_at, r.updated_at, r.expires_at, r.retention).hash(h);
+        r.version.hash(h);
+        r.history.len().hash(h);
+        for e in &r.history {
+            (
+                e.at,
+                e.kind,
+                &e.outcome,
+                e.attempt,
+                e.fencing_token,
+                &e.owner,
+            )
+                .hash(h);
+        }
+    }
+}
+
+/// What a client decided to send to settle its lease; resent unchanged after a lost answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Settle {
+    /// Complete with result code `200 + performer` (the client whose effect it reports).
+    Complete {
+        performer: u8,
+    },
+    Fail(Disposition),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    /// Will Claim (with `reconcile` after a NEEDS_RECONCILIATION answer).
+    Idle {
+        reconcile: bool,
+    },
+    Holding {
+        token: u64,
+        /// The lease end the client last learned (never later than the stored one).
+        lease_end: Millis,
+        /// Acquired with `reconcile: true`: must check the outside world first.
+        reconciling: bool,
+        /// This client performed the side effect under this lease.
+        effect: bool,
+        settle: Option<Settle>,
+    },
+    Done,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Req {
+    Claim { reconcile: bool },
+    Settle { token: u64, settle: Settle },
+    Renew { token: u64 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Answer {
+    Claimed {
+        outcome: ClaimOutcome,
+        token: u64,
+        lease_end: Millis,
+        result_code: Option<i32>,
+    },
+    Settled,
+    Renewed {
+        lease_end: Millis,
+    },
+    Refused(Refusal),
+}
+
+/// `LedgerError` (which is not `Hash`) as the model stores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Refusal {
+    KeyReused,
+    LeaseLost,
+    AlreadySettled,
+}
+
+impl From<LedgerError> for Refusal {
+    fn from(e: LedgerError) -> Self {
+        match e {
+            LedgerError::KeyReused => Refusal::KeyReused,
+            LedgerError::LeaseLost => Refusal::LeaseLost,
+            LedgerError::AlreadySettled => Refusal::AlreadySettled,
+        }
+    }
+}
+
+// A snapshot or an answer, both short-lived: not worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Stage {
+    /// The engine read (or a conflict returned) this record and will decide on it.
+    Read(Option<Stored>),
+    /// Decided (and written, if needed); the answer is on its way back.
+    Answered(Answer),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Client {
+    phase: Phase,
+    rpc: Option<(Req, Stage)>,
+}
+
+/// Things that happened, for the `sometimes` properties.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+struct Seen {
+    succeeded: bool,
+    needs_reconciliation: bool,
+    reconciled_completed: bool,
+    takeover: bool,
+    crash_forgot_applied: bool,
+    reclaimed_after_abandon: bool,
+    lease_lost: bool,
+    renewed: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct State {
+    tick: u8,
+    crashes: u8,
+    /// Claims and renewals the clients may still send (all clients together).
+    claims_left: u8,
+    renews_left: u8,
+    /// What the store answers now (durable writes plus counter writes not yet committed).
+    live: Option<Stored>,
+    /// What survives a crash.
+    durable: Option<Stored>,
+    clients: Vec<Client>,
+    // Ghost state: the outside world and the history the properties judge.
+    /// Side effects performed so far, and the token of the last one.
+    effects: u8,
+    last_effect_token: u64,
+    /// The client whose effect happened last (what a reconciler finds outside).
+    performer: Option<u8>,
+    /// The result code of the first accepted Complete, and its token.
+    success: Option<(i32, u64)>,
+    last_acquired_token: u64,
+    effect_tokens_ok: bool,
+    acquisitions_ok: bool,
+    one_completer: bool,
+    replays_ok: bool,
+    expiry_beyond_horizon: bool,
+    seen: Seen,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Action {
+    Tick,
+    Crash,
+    Send(usize, Req),
+    Effect(usize),
+    GiveUp(usize),
+    Step(usize),
+    Deliver(usize),
+}
+
+#[derive(Clone, Debug)]
+struct Ledger {
+    clients: usize,
+    semantics: Semantics,
+    max_ticks: u8,
+    max_crashes: u8,
+    /// Claims all clients together may send.
+    claims: u8,
+    /// Renewals all clients together may send.
+    renews: u8,
+}
+
+fn id() -> RecordId {
+    RecordId::new("acme", "payments.charge", "order-1")
+}
+
+fn result(performer: u8) -> OpResult {
+    OpResult {
+        code: 200 + i32::from(performer),
+        ..Default::default()
+    }
+}
+
+fn error(client: usize) -> OpError {
+    OpError {
+        code: 500 + client as i32,
+        message: "declined".into(),
+        details: Vec::new(),
+    }
+}
+
+fn holds_result(r: &Option<Stored>, code: i32) -> bool {
+    matches!(r, Some(Stored(rec)) if rec.status == Status::Succeeded
+        && rec.result.as_ref().map(|x| x.code) == Some(code))
+}
+fn check(model: Ledger) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let started = std::time::Instant::now();
+    let checker = model.clone().checker().threads(threads).spawn_bfs().join();
+    println!(
+        "{model:?}: {} states explored ({} unique), max depth {}, in {:.1?}",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+        started.elapsed()
+    );
+    checker.assert_properties();
+}
+
+fn big() -> bool {
+    std::env::var_os("ONCEKEY_MODEL_BIG").is_some()
+}
+
+#[test]
+fn at_most_once_protocol() {
+    check(Ledger {
+        clients: if big() { 3 } else { 2 },
+        semantics: Semantics::AtMostOnce,
+        max_ticks: 3,
+        max_crashes: 1,
+        claims: 3,
+        renews: 1,
+    });
+}
+
+#[test]
+fn at_least_once_protocol() {
+    check(Ledger {
+        clients: if big() { 3 } else { 2 },
+        semantics: Semantics::AtLeastOnce,
+        max_ticks: 3,
+        max_crashes: 1,
+        claims: 3,
+        renews: 1,
+    });
+}

@@ -1,0 +1,225 @@
+//! The stateright `Model`: initial states, the actions each state allows, the next state of an
+//! action, and the properties checked in every reachable state.
+
+use super::*;
+
+impl Model for Ledger {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![State {
+            tick: 0,
+            crashes: 0,
+            claims_left: self.claims,
+            renews_left: self.renews,
+            live: None,
+            durable: None,
+            clients: vec![
+                Client {
+                    phase: Phase::Idle { reconcile: false },
+                    rpc: None,
+                };
+                self.clients
+            ],
+            effects: 0,
+            last_effect_token: 0,
+            performer: None,
+            success: None,
+            last_acquired_token: 0,
+            effect_tokens_ok: true,
+            acquisitions_ok: true,
+            one_completer: true,
+            replays_ok: true,
+            expiry_beyond_horizon: true,
+            seen: Seen::default(),
+        }]
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        if s.tick < self.max_ticks {
+            actions.push(Action::Tick);
+        }
+        if s.crashes < self.max_crashes && s.clients.iter().any(|c| c.rpc.is_some()) {
+            actions.push(Action::Crash);
+        }
+        let now = self.now(s);
+        for (i, c) in s.clients.iter().enumerate() {
+            if let Some((_, stage)) = &c.rpc {
+                actions.push(match stage {
+                    Stage::Answered(_) => Action::Deliver(i),
+                    _ => Action::Step(i),
+                });
+                continue;
+            }
+            match c.phase {
+                Phase::Idle { reconcile } if s.claims_left > 0 => {
+                    actions.push(Action::Send(i, Req::Claim { reconcile }))
+                }
+                Phase::Idle { .. } | Phase::Done => {}
+                Phase::Holding {
+                    token,
+                    lease_end,
+                    reconciling,
+                    effect,
+                    settle,
+                } => {
+                    actions.push(Action::GiveUp(i));
+                    if let Some(settle) = settle {
+                        // A settle whose answer was lost is resent unchanged.
+                        actions.push(Action::Send(i, Req::Settle { token, settle }));
+                        continue;
+                    }
+                    if reconciling && !effect && s.effects > 0 {
+                        // The outside world shows the effect happened: record it.
+                        let performer = s.performer.expect("an effect has a performer");
+                        let settle = Settle::Complete { performer };
+                        actions.push(Action::Send(i, Req::Settle { token, settle }));
+                        continue;
+                    }
+                    if effect {
+                        let settle = Settle::Complete { performer: i as u8 };
+                        actions.push(Action::Send(i, Req::Settle { token, settle }));
+                        continue;
+                    }
+                    if now < lease_end {
+                        actions.push(Action::Effect(i));
+                    }
+                    if s.renews_left > 0 {
+                        actions.push(Action::Send(i, Req::Renew { token }));
+                    }
+                    for d in [
+                        Disposition::Retryable,
+                        Disposition::Final,
+                        Disposition::Abandon,
+                    ] {
+                        let settle = Settle::Fail(d);
+                        actions.push(Action::Send(i, Req::Settle { token, settle }));
+                    }
+                }
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        match action {
+            Action::Tick => s.tick += 1,
+            Action::Crash => {
+                s.crashes += 1;
+                s.live = s.durable.clone();
+                for c in &mut s.clients {
+                    if let Some((_, Stage::Answered(answer))) = c.rpc.take() {
+                        if !matches!(answer, Answer::Refused(_)) {
+                            s.seen.crash_forgot_applied = true;
+                        }
+                    }
+                }
+            }
+            Action::Send(i, req) => {
+                let c = &mut s.clients[i];
+                match (&mut c.phase, req) {
+                    (_, Req::Claim { .. }) => s.claims_left -= 1,
+                    (Phase::Holding { settle, .. }, Req::Settle { settle: chosen, .. }) => {
+                        *settle = Some(chosen)
+                    }
+                    (Phase::Holding { .. }, Req::Renew { .. }) => s.renews_left -= 1,
+                    _ => unreachable!(),
+                }
+                // Received and read at once (a request waiting to be read is no different from
+                // one not sent yet, except that a crash drops it: covered by dropping later stages).
+                c.rpc = Some((req, Stage::Read(s.live.clone())));
+            }
+            Action::Effect(i) => {
+                let Phase::Holding { token, effect, .. } = &mut s.clients[i].phase else {
+                    unreachable!()
+                };
+                *effect = true;
+                if *token <= s.last_effect_token {
+                    s.effect_tokens_ok = false;
+                }
+                s.last_effect_token = *token;
+                s.effects += 1;
+                s.performer = Some(i as u8);
+            }
+            Action::GiveUp(i) => s.clients[i].phase = Phase::Done,
+            Action::Step(i) => {
+                let (req, stage) = s.clients[i].rpc.clone().expect("an rpc");
+                match stage {
+                    Stage::Read(read) => self.step_read(&mut s, i, req, read),
+                    Stage::Answered(_) => unreachable!(),
+                }
+            }
+            Action::Deliver(i) => {
+                let Some((req, Stage::Answered(answer))) = s.clients[i].rpc.clone() else {
+                    unreachable!()
+                };
+                self.deliver(&mut s, i, req, answer);
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        let mut p = vec![
+            Property::always(
+                "effects ran under strictly increasing tokens",
+                |_, s: &State| s.effect_tokens_ok,
+            ),
+            Property::always(
+                "at most one holder's Complete is accepted",
+                |_, s: &State| s.one_completer,
+            ),
+            Property::always("a SUCCEEDED result never changes", |_, s: &State| {
+                s.success.is_none_or(|(code, _)| {
+                    holds_result(&s.live, code) && holds_result(&s.durable, code)
+                })
+            }),
+            Property::always("replays carry the stored result", |_, s: &State| {
+                s.replays_ok
+            }),
+            Property::always("acquisition tokens strictly increase", |_, s: &State| {
+                s.acquisitions_ok
+            }),
+            Property::always(
+                "no record expires within the modelled window",
+                |_, s: &State| s.expiry_beyond_horizon,
+            ),
+            Property::sometimes("SUCCEEDED", |_, s: &State| s.seen.succeeded),
+            Property::sometimes("an applied request forgotten by a crash", |_, s: &State| {
+                s.seen.crash_forgot_applied
+            }),
+            Property::sometimes("a key claimed again after ABANDON", |_, s: &State| {
+                s.seen.reclaimed_after_abandon
+            }),
+            Property::sometimes("a stale holder refused with LEASE_LOST", |_, s: &State| {
+                s.seen.lease_lost
+            }),
+            Property::sometimes("a lease renewed", |_, s: &State| s.seen.renewed),
+        ];
+        if self.semantics == Semantics::AtMostOnce {
+            p.push(Property::always(
+                "AT_MOST_ONCE: the effect ran at most once",
+                |_, s: &State| s.effects <= 1,
+            ));
+            p.push(Property::sometimes(
+                "NEEDS_RECONCILIATION",
+                |_, s: &State| s.seen.needs_reconciliation,
+            ));
+            p.push(Property::sometimes(
+                "a reconciler completed what a vanished holder did",
+                |_, s: &State| s.seen.reconciled_completed,
+            ));
+        } else {
+            p.push(Property::sometimes(
+                "a takeover of an expired lease",
+                |_, s: &State| s.seen.takeover,
+            ));
+            p.push(Property::sometimes(
+                "the effect ran twice (at least once)",
+                |_, s: &State| s.effects >= 2,
+            ));
+        }
+        p
+    }
+}
