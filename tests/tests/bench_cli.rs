@@ -1,5 +1,5 @@
 //! `oncekey bench` against the real binary: a tiny cycle run succeeds and its JSON report has the
-//! expected shape and op count; with `--cql-raw` against a `--store cql` server (the shared test
+//! expected shape and op count, CPU per op included; with `--cql-raw` against a `--store cql` server (the shared test
 //! Cassandra node, see the harness) it also reports the raw LWT cycle and the service's overhead.
 //! The bench is not a test of speed: no timing is asserted here.
 
@@ -9,10 +9,13 @@ use serde_json::Value;
 #[test]
 fn tiny_cycle_bench_reports_json() {
     let server = Server::start(&[]);
+    let metrics = format!("{}/metrics", server.admin);
     let (code, stdout, stderr) = run_cli(&[
         "bench",
         "--server",
         &server.grpc,
+        "--server-metrics",
+        &metrics,
         "--scenario",
         "cycle",
         "--ops",
@@ -43,6 +46,12 @@ fn tiny_cycle_bench_reports_json() {
             assert!(s[p].as_f64().is_some(), "{series}.{p}: {cycle:#}");
         }
         assert!(s["p50"].as_f64() <= s["p99_9"].as_f64());
+    }
+    // CPU per op of both ends is reported (the server's from its /metrics); its size is not
+    // asserted, only that it was measured.
+    for end in ["client", "server"] {
+        let us = cycle["cpu_us_per_op"][end].as_f64();
+        assert!(us.is_some_and(|us| us >= 0.0), "{end}: {cycle:#}");
     }
 }
 

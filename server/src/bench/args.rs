@@ -94,6 +94,10 @@ pub struct BenchArgs {
     /// PostgreSQL URL: also run cycle and replay through the PostgreSQL idempotency-key design.
     #[arg(long)]
     pub peer: Option<String>,
+    /// The server's Prometheus metrics (`http://ADMIN/metrics`): adds the server's CPU time per
+    /// operation (its `process_cpu_seconds_total`) next to the bench's own.
+    #[arg(long)]
+    pub server_metrics: Option<String>,
     /// PostgreSQL connections (default: one per worker, so PostgreSQL gets the same concurrency).
     #[arg(long)]
     pub peer_pool: Option<usize>,

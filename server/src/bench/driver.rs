@@ -3,6 +3,7 @@
 //! Each worker records into its own `Recorder`; the results are merged once at the end.
 
 use super::args::BenchArgs;
+use super::cpu;
 use super::cql::CqlConn;
 use super::grpc::{Claimed, GrpcConn};
 use super::keys::Keys;
@@ -157,6 +158,8 @@ pub struct Measurement {
     pub workers: usize,
     /// 1-minute load average before and after.
     pub load: (f64, f64),
+    /// CPU time each end used in the measured window.
+    pub cpu: cpu::Used,
 }
 
 impl Measurement {
@@ -176,8 +179,14 @@ struct Shared {
     workload: Arc<Workload>,
 }
 
-/// Runs `workload` on one task per connection until `plan` is done.
-pub async fn drive(conns: Vec<Conn>, workload: Arc<Workload>, plan: &Plan) -> Measurement {
+/// Runs `workload` on one task per connection until `plan` is done; `probe` samples CPU time when
+/// the measured window starts and once every worker is done.
+pub async fn drive(
+    conns: Vec<Conn>,
+    workload: Arc<Workload>,
+    plan: &Plan,
+    probe: &cpu::Probe,
+) -> Measurement {
     let load_before = load_average();
     let start = Instant::now() + plan.warmup;
     let shared = Arc::new(Shared {
@@ -192,6 +201,8 @@ pub async fn drive(conns: Vec<Conn>, workload: Arc<Workload>, plan: &Plan) -> Me
         .enumerate()
         .map(|(i, conn)| tokio::spawn(worker(conn, shared.clone(), i as u64)))
         .collect();
+    tokio::time::sleep_until(start.into()).await;
+    let cpu_before = probe.sample().await;
     let mut recorder = Recorder::default();
     let mut finished = start;
     for task in tasks {
@@ -208,6 +219,7 @@ pub async fn drive(conns: Vec<Conn>, workload: Arc<Workload>, plan: &Plan) -> Me
         elapsed: finished.saturating_duration_since(start),
         workers,
         load: (load_before, load_average()),
+        cpu: cpu::Used::between(cpu_before, probe.sample().await),
     }
 }
 

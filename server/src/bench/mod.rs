@@ -12,6 +12,7 @@
 //! measures is the server.
 
 mod args;
+mod cpu;
 mod cql;
 mod driver;
 mod grpc;
@@ -46,9 +47,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
     let mut report = Report::new(&args);
     let plan = Plan::from_args(&args);
+    let probe = cpu::Probe::new(args.server_metrics.clone());
     let oncekey = |kinds: Vec<(Kind, u32)>| Workload::new(kinds, keys.clone());
     if let (Some(raw), true) = (&raw_cql, args.cql_raw_first) {
-        report.push(raw_cycle(raw, &args, &plan).await);
+        report.push(raw_cycle(raw, &args, &plan, &probe).await);
         eprintln!("{}", report.last_line());
     }
     let grpc_conns = |target: &grpc::Target| -> Vec<Conn> {
@@ -60,7 +62,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.preload > 0 {
         let fill = oncekey(vec![(Kind::Fill, 1)]);
         let plan = Plan::count(args.preload);
-        let m = driver::drive(grpc_conns(&target), fill, &plan).await;
+        let m = driver::drive(grpc_conns(&target), fill, &plan, &probe).await;
         report.push(ScenarioResult::new("fill", "oncekey", m));
         eprintln!("{}", report.last_line());
     }
@@ -70,10 +72,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         .any(|s| matches!(s, Scenario::Replay | Scenario::Mixed));
     if needs_replay_keys {
         let setup = oncekey(vec![(Kind::ReplaySetup, 1)]);
-        driver::drive(grpc_conns(&target), setup, &Plan::count(args.replay_keys))
-            .await
-            .into_result()
-            .context("preparing the completed keys for replay")?;
+        driver::drive(
+            grpc_conns(&target),
+            setup,
+            &Plan::count(args.replay_keys),
+            &probe,
+        )
+        .await
+        .into_result()
+        .context("preparing the completed keys for replay")?;
     }
     for scenario in &args.scenarios {
         let kinds = match scenario {
@@ -83,7 +90,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Scenario::Storm => vec![(Kind::Storm, 1)],
             Scenario::Mixed => args.mix.clone(),
         };
-        let m = driver::drive(grpc_conns(&target), oncekey(kinds), &plan).await;
+        let m = driver::drive(grpc_conns(&target), oncekey(kinds), &plan, &probe).await;
         report.push(ScenarioResult::new(scenario.name(), "oncekey", m));
         eprintln!("{}", report.last_line());
     }
@@ -99,20 +106,22 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.claims_per_key,
         ));
         let peer = |kinds: Vec<(Kind, u32)>| Workload::new(kinds, keys.clone());
+        // The server's CPU is not PostgreSQL's: only the bench's own is measured.
+        let probe = probe.client_only();
         let setup = peer(vec![(Kind::ReplaySetup, 1)]);
-        driver::drive(pg_conns(), setup, &Plan::count(args.replay_keys))
+        driver::drive(pg_conns(), setup, &Plan::count(args.replay_keys), &probe)
             .await
             .into_result()
             .context("preparing the completed keys for replay in PostgreSQL")?;
         for (name, kind) in [("cycle", Kind::Cycle), ("replay", Kind::Replay)] {
-            let m = driver::drive(pg_conns(), peer(vec![(kind, 1)]), &plan).await;
+            let m = driver::drive(pg_conns(), peer(vec![(kind, 1)]), &plan, &probe).await;
             report.push(ScenarioResult::new(name, "postgres", m));
             eprintln!("{}", report.last_line());
         }
     }
 
     if let (Some(raw), false) = (&raw_cql, args.cql_raw_first) {
-        report.push(raw_cycle(raw, &args, &plan).await);
+        report.push(raw_cycle(raw, &args, &plan, &probe).await);
         eprintln!("{}", report.last_line());
     }
 
@@ -131,11 +140,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 /// `cycle` as the CQL store's raw LWTs, with one connection handle per worker.
-async fn raw_cycle(raw: &cql::RawCql, args: &BenchArgs, plan: &Plan) -> ScenarioResult {
+async fn raw_cycle(
+    raw: &cql::RawCql,
+    args: &BenchArgs,
+    plan: &Plan,
+    probe: &cpu::Probe,
+) -> ScenarioResult {
     let conns = (0..args.workers)
         .map(|_| Conn::Cql(Box::new(raw.worker())))
         .collect();
     let cycle = Workload::new(vec![(Kind::Cycle, 1)], Arc::new(keys::Keys::new(1, 1, 1)));
-    let m = driver::drive(conns, cycle, plan).await;
+    // The server's CPU is not the raw LWTs': only the bench's own is measured.
+    let m = driver::drive(conns, cycle, plan, &probe.client_only()).await;
     ScenarioResult::new("cycle", "cql-raw", m)
 }

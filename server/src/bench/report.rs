@@ -63,7 +63,26 @@ impl ScenarioResult {
             "claim_outcomes": outcomes,
             "errors": r.errors,
             "load_1m": {"before": self.m.load.0, "after": self.m.load.1},
+            "cpu_us_per_op": {
+                "client": self.cpu_us_per_op(self.m.cpu.client),
+                "server": self.cpu_us_per_op(self.m.cpu.server),
+            },
         })
+    }
+
+    /// Microseconds of `seconds` per measured op (`None`: unknown or nothing measured).
+    fn cpu_us_per_op(&self, seconds: Option<f64>) -> Option<f64> {
+        let ops = self.m.recorder.ops;
+        seconds.filter(|_| ops > 0).map(|s| s * 1e6 / ops as f64)
+    }
+
+    /// "server+client" CPU µs per op, `-` for an unknown end.
+    fn cpu_column(&self) -> String {
+        let us = |s: Option<f64>| {
+            self.cpu_us_per_op(s)
+                .map_or_else(|| "-".to_owned(), |us| format!("{us:.0}"))
+        };
+        format!("{}+{}", us(self.m.cpu.server), us(self.m.cpu.client))
     }
 }
 
@@ -231,8 +250,18 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{:<14} {:<9} {:>9} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
-            "scenario", "target", "ops", "ops/s", "x noop", "p50", "p90", "p99", "p99.9", "max"
+            "{:<14} {:<9} {:>9} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
+            "scenario",
+            "target",
+            "ops",
+            "ops/s",
+            "x noop",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "max",
+            "cpu us/op"
         );
         let noop = self
             .find("noop", "oncekey")
@@ -249,13 +278,15 @@ impl Report {
                     continue;
                 };
                 let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-                let (name, target, ops, rate, ratio) = if series == super::recorder::Series::Op {
+                let (name, target, ops, rate, ratio, cpu) = if series == super::recorder::Series::Op
+                {
                     (
                         r.name.to_owned(),
                         r.target,
                         r.m.recorder.ops.to_string(),
                         format!("{:.0}", r.ops_per_sec()),
                         ratio.clone(),
+                        r.cpu_column(),
                     )
                 } else {
                     (
@@ -264,11 +295,12 @@ impl Report {
                         h.len().to_string(),
                         String::new(),
                         String::new(),
+                        String::new(),
                     )
                 };
                 let _ = writeln!(
                     out,
-                    "{name:<14} {target:<9} {ops:>9} {rate:>10} {ratio:>7} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3}",
+                    "{name:<14} {target:<9} {ops:>9} {rate:>10} {ratio:>7} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {cpu:>9}",
                     ms(0.5),
                     ms(0.9),
                     ms(0.99),
@@ -286,6 +318,10 @@ impl Report {
             }
         }
         overhead::table(&self.cql_overhead(), &mut out);
+        let _ = writeln!(
+            out,
+            "cpu us/op: CPU microseconds per op, server+client ('-' unknown; the server's needs --server-metrics)"
+        );
         let _ = writeln!(
             out,
             "load average (1 min): {:.2} before, {:.2} after",

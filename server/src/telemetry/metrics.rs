@@ -104,7 +104,10 @@ impl Default for Metrics {
 impl Metrics {
     /// A registry with every metric; at most `max_series` (tenant, namespace) label pairs.
     pub fn new(max_series: usize) -> Self {
-        let mut registry = Registry::with_prefix("oncekey");
+        // The process metrics keep their standard names; Oncekey's own are prefixed.
+        let mut root = Registry::default();
+        root.register_collector(Box::new(super::process::ProcessCollector));
+        let registry = root.sub_registry_with_prefix("oncekey");
         let rpcs = Family::<RpcLabels, Counter>::default();
         registry.register(
             "rpc_requests",
@@ -164,7 +167,7 @@ impl Metrics {
             swept.clone(),
         );
         Self {
-            registry,
+            registry: root,
             rpcs,
             rpc_seconds,
             claims,

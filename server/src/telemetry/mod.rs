@@ -5,6 +5,7 @@
 use crate::config::LogFormat;
 pub mod metrics;
 pub mod otel;
+pub mod process;
 
 use tracing_subscriber::{EnvFilter, Layer};
 
