@@ -255,3 +255,44 @@ pub struct Lease {
     /// Which acquisition this is.
     pub attempt: u32,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_history_drops_routine_receipts_before_decisive_ones() {
+        let event = |at, kind, outcome: &str| Event {
+            at,
+            kind,
+            outcome: outcome.into(),
+            attempt: 1,
+            fencing_token: 1,
+            owner: "w".into(),
+        };
+        let mut history = vec![event(0, EventKind::Claim, "ACQUIRED")];
+        history.extend((1..=40).map(|i| event(i, EventKind::Renew, "RENEWED")));
+        history.push(event(41, EventKind::Complete, "SUCCEEDED"));
+        history.extend((42..=80).map(|i| event(i, EventKind::Claim, "COMPLETED")));
+        bound_history(&mut history);
+        assert_eq!(history.len(), MAX_HISTORY);
+        assert_eq!(history[0].outcome, "ACQUIRED");
+        let complete = history.iter().filter(|e| e.kind == EventKind::Complete);
+        assert_eq!(complete.count(), 1);
+        assert_eq!(history.last().unwrap().at, 80, "the newest receipts stay");
+        assert!(
+            history.windows(2).all(|w| w[0].at < w[1].at),
+            "still in order"
+        );
+
+        // Only when decisive receipts alone overflow do the oldest of them go.
+        let mut decisive: Vec<_> = (0..70)
+            .map(|i| event(i, EventKind::Takeover, "ACQUIRED"))
+            .collect();
+        decisive.push(event(70, EventKind::Renew, "RENEWED"));
+        bound_history(&mut decisive);
+        assert_eq!(decisive.len(), MAX_HISTORY);
+        assert_eq!(decisive[0].at, 6);
+        assert!(decisive.iter().all(|e| !e.is_routine()));
+    }
+}

@@ -224,15 +224,7 @@ mod tests {
             Clock::System,
         ));
         let before = engine.store().stats().fsyncs.load(Ordering::Relaxed);
-        let args = ClaimArgs {
-            fingerprint: [1; 32],
-            lease_ttl: 30_000,
-            retention: 60_000,
-            semantics: Semantics::AtLeastOnce,
-            owner: "t".into(),
-            parent: None,
-            reconcile: false,
-        };
+        let args = claim_args();
         let claims: Vec<_> = (0..256)
             .map(|i| {
                 let (engine, args) = (engine.clone(), args.clone());
