@@ -320,6 +320,17 @@ mod tests {
         assert!(again.get(&ids[1], now).await.unwrap().is_none());
     }
 
+    /// A freshly claimed record of `id`, stored.
+    async fn inserted(store: &EmbeddedStore, id: &RecordId, now: Millis) -> Record {
+        let record = crate::ledger::claim(id, None, &claim_args(), now)
+            .unwrap()
+            .record()
+            .clone();
+        let cas = store.insert_if_absent(&record, now).await.unwrap();
+        assert!(matches!(cas, Cas::Applied));
+        record
+    }
+
     /// Reads go through the record cache: each must still see the last acknowledged write.
     #[tokio::test]
     async fn cached_reads_see_every_acknowledged_write() {
@@ -327,14 +338,7 @@ mod tests {
         let store = EmbeddedStore::open(dir.path()).unwrap();
         let now = Clock::System.now();
         let id = RecordId::new("t", "ns", "cached");
-        let mut record = crate::ledger::claim(&id, None, &claim_args(), now)
-            .unwrap()
-            .record()
-            .clone();
-        assert!(matches!(
-            store.insert_if_absent(&record, now).await.unwrap(),
-            Cas::Applied
-        ));
+        let mut record = inserted(&store, &id, now).await;
         for round in 0..5u64 {
             // Twice: the first read fills the cache, the second is served from it.
             for _ in 0..2 {
@@ -358,14 +362,7 @@ mod tests {
 
         // Swept records leave the cache too.
         let other = RecordId::new("t", "ns", "swept");
-        let swept = crate::ledger::claim(&other, None, &claim_args(), now)
-            .unwrap()
-            .record()
-            .clone();
-        assert!(matches!(
-            store.insert_if_absent(&swept, now).await.unwrap(),
-            Cas::Applied
-        ));
+        inserted(&store, &other, now).await;
         assert!(store.get(&other, now).await.unwrap().is_some());
         assert_eq!(store.sweep_expired(i64::MAX, 10).await.unwrap(), 1);
         assert!(store.get(&other, 0).await.unwrap().is_none());
