@@ -36,6 +36,7 @@ macro_rules! store_suite {
             case!(engine_concurrent_claims_one_winner);
             case!(engine_history_in_order);
             case!(engine_dedup_hits_reach_the_store);
+            case!(large_outcomes_round_trip);
         }
     };
 }
@@ -323,4 +324,74 @@ pub async fn engine_dedup_hits_reach_the_store<S: Store>(store: S) {
         5,
         "no double count after the flush"
     );
+}
+
+/// Results and errors near the default limits (a MiB of body, 64 KiB of details, 32 metadata
+/// entries) survive every write that keeps, changes or drops them, and conflicts answer with them.
+pub async fn large_outcomes_round_trip<S: Store>(store: S) {
+    let id = fresh_id("t1");
+    let mut rec = record(&id, T0);
+    rec.result = Some(OpResult {
+        code: 200,
+        body: (0..1 << 20).map(|i| (i % 251) as u8).collect(),
+        content_type: "application/octet-stream".into(),
+        metadata: (0..32)
+            .map(|i| (format!("m{i}"), "v".repeat(1024)))
+            .collect(),
+    });
+    store.insert_if_absent(&rec, T0).await.unwrap();
+    assert_eq!(store.get(&id, T0).await.unwrap(), Some(rec.clone()));
+    let brief = store.get_brief(&id, T0).await.unwrap().unwrap();
+    assert_eq!(brief.result, rec.result);
+
+    // Counters only (a dedup hit's write), then a different outcome, then none.
+    let mut hit = rec.clone();
+    hit.version += 1;
+    hit.dedup_hits += 1;
+    assert_eq!(
+        store
+            .replace_if_version(&hit, rec.version, false, T0)
+            .await
+            .unwrap(),
+        Cas::Applied
+    );
+    assert_eq!(store.get(&id, T0).await.unwrap(), Some(hit.clone()));
+    let mut failed = hit.clone();
+    failed.version += 1;
+    failed.result = None;
+    failed.error = Some(OpError {
+        code: 13,
+        message: "gateway said no".into(),
+        details: vec![7; 64 << 10],
+    });
+    assert_eq!(
+        store
+            .replace_if_version(&failed, hit.version, true, T0)
+            .await
+            .unwrap(),
+        Cas::Applied
+    );
+    assert_eq!(
+        store.insert_if_absent(&rec, T0).await.unwrap(),
+        Cas::Conflict(Some(failed.clone()))
+    );
+    let mut small = failed.clone();
+    small.version += 1;
+    small.error = None;
+    assert_eq!(
+        store
+            .replace_if_version(&small, failed.version, true, T0)
+            .await
+            .unwrap(),
+        Cas::Applied
+    );
+    assert_eq!(store.get(&id, T0).await.unwrap(), Some(small.clone()));
+    assert_eq!(
+        store
+            .delete_if_version(&id, small.version, T0)
+            .await
+            .unwrap(),
+        Cas::Applied
+    );
+    assert_eq!(store.get(&id, T0).await.unwrap(), None);
 }

@@ -1,5 +1,10 @@
 //! The embedded store's on-disk encoding: record identity as an ordered byte key, record fields as a
 //! protobuf message (forward compatible: new fields get new tags, old readers skip them).
+//!
+//! A large outcome (result and error, up to a MiB by default) is encoded apart from the rest of the
+//! record, so the tables can keep it in a row of its own: the writes that change only a record's
+//! counters, lease or history — a hot key's dedup hits, a renewal — then rewrite a small row, not
+//! the result it replays.
 
 use crate::ledger::{Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status};
 use crate::store::StoreError;
@@ -54,6 +59,27 @@ struct StoredRecord {
     version: u64,
     #[prost(bytes = "vec", tag = "18")]
     history: Vec<u8>,
+    /// Set when `result` and `error` are stored apart, as a `StoredOutcome`.
+    #[prost(bool, tag = "19")]
+    outcome_apart: bool,
+}
+
+/// A record's outcome, stored apart from it when large.
+#[derive(Clone, PartialEq, Message)]
+struct StoredOutcome {
+    #[prost(message, optional, tag = "1")]
+    result: Option<StoredResult>,
+    #[prost(message, optional, tag = "2")]
+    error: Option<StoredError>,
+}
+
+/// Encoded outcomes at least this large are stored apart from their record.
+pub const OUTCOME_APART_BYTES: usize = 4096;
+
+/// A record as the tables store it: its row and, when large, its outcome apart.
+pub struct Encoded {
+    pub row: Vec<u8>,
+    pub outcome: Option<Vec<u8>>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -101,20 +127,9 @@ fn status_from(code: i32) -> Result<Status, StoreError> {
     })
 }
 
-/// Encodes a record's fields (its id is the table key).
-pub fn encode_record(record: &Record) -> Vec<u8> {
-    StoredRecord {
-        status: status_code(record.status),
-        fingerprint: record.fingerprint.to_vec(),
-        semantics: match record.semantics {
-            Semantics::AtLeastOnce => 1,
-            Semantics::AtMostOnce => 2,
-        },
-        fencing_token: record.fencing_token,
-        attempt: record.attempt,
-        dedup_hits: record.dedup_hits,
-        lease_owner: record.lease_owner.clone(),
-        lease_expires_at: record.lease_expires_at,
+/// Encodes a record's fields (its id is the table key), with a large outcome apart.
+pub fn encode_record(record: &Record) -> Encoded {
+    let mut outcome = StoredOutcome {
         result: record.result.as_ref().map(|r| StoredResult {
             code: r.code,
             body: r.body.clone(),
@@ -126,6 +141,27 @@ pub fn encode_record(record: &Record) -> Vec<u8> {
             message: e.message.clone(),
             details: e.details.clone(),
         }),
+    };
+    let apart = outcome.encoded_len() >= OUTCOME_APART_BYTES;
+    let outcome_bytes = apart.then(|| {
+        let bytes = outcome.encode_to_vec();
+        outcome = StoredOutcome::default();
+        bytes
+    });
+    let row = StoredRecord {
+        status: status_code(record.status),
+        fingerprint: record.fingerprint.to_vec(),
+        semantics: match record.semantics {
+            Semantics::AtLeastOnce => 1,
+            Semantics::AtMostOnce => 2,
+        },
+        fencing_token: record.fencing_token,
+        attempt: record.attempt,
+        dedup_hits: record.dedup_hits,
+        lease_owner: record.lease_owner.clone(),
+        lease_expires_at: record.lease_expires_at,
+        result: outcome.result,
+        error: outcome.error,
         parent_namespace: record.parent.as_ref().map(|p| p.namespace.clone()),
         parent_key: record.parent.as_ref().map(|p| p.key.clone()),
         created_at: record.created_at,
@@ -134,8 +170,13 @@ pub fn encode_record(record: &Record) -> Vec<u8> {
         retention: record.retention,
         version: record.version,
         history: crate::store::events::encode(&record.history),
+        outcome_apart: apart,
     }
-    .encode_to_vec()
+    .encode_to_vec();
+    Encoded {
+        row,
+        outcome: outcome_bytes,
+    }
 }
 
 /// When a record encoded by `encode_record` expires, without decoding the rest of it.
@@ -148,40 +189,71 @@ pub fn expires_at(bytes: &[u8]) -> Result<Millis, StoreError> {
 pub struct Head {
     pub version: u64,
     pub expires_at: Millis,
+    /// Whether the record's outcome is stored apart.
+    pub outcome_apart: bool,
 }
 
 /// The `Head` of a record encoded by `encode_record`.
 pub fn head(bytes: &[u8]) -> Result<Head, StoreError> {
-    /// The two fields of `StoredRecord` this needs; prost skips the others.
+    /// The fields of `StoredRecord` this needs; prost skips the others.
     #[derive(Clone, PartialEq, Message)]
     struct HeadOnly {
         #[prost(int64, tag = "15")]
         expires_at: i64,
         #[prost(uint64, tag = "17")]
         version: u64,
+        #[prost(bool, tag = "19")]
+        outcome_apart: bool,
     }
     HeadOnly::decode(bytes)
         .map(|h| Head {
             version: h.version,
             expires_at: h.expires_at,
+            outcome_apart: h.outcome_apart,
         })
-        .map_err(|e| StoreError::Corrupt(e.to_string()))
+        .map_err(corrupt)
 }
 
-/// Decodes what `encode_record` wrote for `id`.
-pub fn decode_record(id: RecordId, bytes: &[u8]) -> Result<Record, StoreError> {
-    decode(id, bytes, true)
+/// A decoder of a stored record: `decode_record` or `decode_brief`.
+pub type Decode = fn(RecordId, &[u8], Option<&[u8]>) -> Result<Record, StoreError>;
+
+/// Decodes what `encode_record` wrote for `id`: its row and, if the row says it is stored apart,
+/// its outcome.
+pub fn decode_record(
+    id: RecordId,
+    row: &[u8],
+    outcome: Option<&[u8]>,
+) -> Result<Record, StoreError> {
+    decode(id, row, outcome, true)
 }
 
-/// Decodes what `encode_record` wrote for `id`, leaving the receipt history out (empty).
-pub fn decode_brief(id: RecordId, bytes: &[u8]) -> Result<Record, StoreError> {
-    decode(id, bytes, false)
+/// `decode_record`, leaving the receipt history out (empty).
+pub fn decode_brief(
+    id: RecordId,
+    row: &[u8],
+    outcome: Option<&[u8]>,
+) -> Result<Record, StoreError> {
+    decode(id, row, outcome, false)
 }
 
-fn decode(id: RecordId, bytes: &[u8], with_history: bool) -> Result<Record, StoreError> {
-    let mut s = StoredRecord::decode(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+fn corrupt(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(e.to_string())
+}
+
+fn decode(
+    id: RecordId,
+    row: &[u8],
+    outcome: Option<&[u8]>,
+    with_history: bool,
+) -> Result<Record, StoreError> {
+    let mut s = StoredRecord::decode(row).map_err(corrupt)?;
     if !with_history {
         s.history.clear();
+    }
+    if s.outcome_apart {
+        let bytes = outcome.ok_or_else(|| corrupt("the record's outcome is missing"))?;
+        let apart = StoredOutcome::decode(bytes).map_err(corrupt)?;
+        (s.result, s.error) = (apart.result, apart.error);
     }
     let fingerprint: [u8; 32] = s
         .fingerprint
@@ -267,10 +339,45 @@ mod tests {
             message: "m".into(),
             details: vec![9],
         });
-        let bytes = encode_record(&record);
+        let encoded = encode_record(&record);
+        assert!(
+            encoded.outcome.is_none(),
+            "a small outcome stays in the row"
+        );
+        let bytes = encoded.row;
         assert_eq!(expires_at(&bytes).unwrap(), record.expires_at);
-        assert_eq!(decode_record(id, &bytes).unwrap(), record);
-        assert!(decode_record(RecordId::new("t", "ns", "k"), b"\xff\xff").is_err());
+        assert!(!head(&bytes).unwrap().outcome_apart);
+        assert_eq!(decode_record(id.clone(), &bytes, None).unwrap(), record);
+        assert!(decode_record(id, b"\xff\xff", None).is_err());
         assert!(expires_at(b"\xff\xff").is_err());
+
+        // A large outcome goes apart; the row alone then lacks it.
+        record.result.as_mut().unwrap().body = vec![7; OUTCOME_APART_BYTES];
+        let encoded = encode_record(&record);
+        let outcome = encoded
+            .outcome
+            .as_deref()
+            .expect("a large outcome is apart");
+        assert!(
+            encoded.row.len() < OUTCOME_APART_BYTES,
+            "{}",
+            encoded.row.len()
+        );
+        assert!(head(&encoded.row).unwrap().outcome_apart);
+        let id = RecordId::new("t", "ns", "k");
+        assert_eq!(
+            decode_record(id.clone(), &encoded.row, Some(outcome)).unwrap(),
+            record
+        );
+        let mut brief = record.clone();
+        brief.history.clear();
+        assert_eq!(
+            decode_brief(id.clone(), &encoded.row, Some(outcome)).unwrap(),
+            brief
+        );
+        assert!(matches!(
+            decode_record(id, &encoded.row, None),
+            Err(StoreError::Corrupt(_))
+        ));
     }
 }

@@ -30,6 +30,8 @@ use writer::{Done, Op, Request};
 const RECORDS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("records");
 /// (expires_at, id bytes) → (): the sweeper's index.
 const EXPIRY: TableDefinition<(i64, &[u8]), ()> = TableDefinition::new("expiry");
+/// id bytes → a record's large outcome, stored apart from it (see `codec`).
+const OUTCOMES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("outcomes");
 
 /// The page cache when none is given: redb's own default, 1 GiB.
 pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;
@@ -54,6 +56,14 @@ impl EmbeddedStore {
 
     /// Opens the store with a page cache of `cache_bytes` (redb's read cache and write buffer).
     pub fn open_with_cache(data_dir: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
+        Self::open_with(data_dir, cache_bytes, writer::CHECKPOINT_EVERY)
+    }
+
+    fn open_with(
+        data_dir: &Path,
+        cache_bytes: usize,
+        checkpoint_every: std::time::Duration,
+    ) -> Result<Self, StoreError> {
         std::fs::create_dir_all(data_dir).map_err(|e| {
             StoreError::Internal(format!(
                 "cannot create data dir {}: {e}",
@@ -70,7 +80,13 @@ impl EmbeddedStore {
         let db = Arc::new(db);
         let stats = Arc::new(Stats::default());
         let cache = Arc::new(cache::Cache::new(records_cache));
-        let writes = writer::spawn(db.clone(), data_dir, stats.clone(), cache.clone())?;
+        let writes = writer::spawn(
+            db.clone(),
+            data_dir,
+            stats.clone(),
+            cache.clone(),
+            checkpoint_every,
+        )?;
         Ok(Self {
             db,
             cache,
@@ -89,25 +105,33 @@ impl EmbeddedStore {
             .map_err(|_| StoreError::Unavailable("the store's writer has stopped".into()))?
     }
 
-    /// The live record of `id` at `now`, decoded by `decode`.
+    /// The live record of `id` at `now`, decoded by `decode`. Records whose outcome is stored
+    /// apart are never cached, so a cached row is a whole record.
     fn read(
         &self,
         id: &RecordId,
         now: Millis,
-        decode: fn(RecordId, &[u8]) -> Result<Record, StoreError>,
+        decode: codec::Decode,
     ) -> Result<Option<Record>, StoreError> {
         let key = codec::encode_id(id);
         let record = match self.cache.lookup(&key) {
-            cache::Lookup::Hit(bytes) => decode(id.clone(), &bytes)?,
+            cache::Lookup::Hit(row) => decode(id.clone(), &row, None)?,
             cache::Lookup::Miss(ticket) => {
                 let txn = self.db.begin_read().map_err(internal)?;
                 let table = txn.open_table(RECORDS).map_err(internal)?;
-                let Some(bytes) = table.get(key.as_slice()).map_err(internal)? else {
+                let Some(row) = table.get(key.as_slice()).map_err(internal)? else {
                     return Ok(None);
                 };
-                let record = decode(id.clone(), bytes.value())?;
-                self.cache.fill(&key, bytes.value(), ticket);
-                record
+                let row = row.value();
+                if codec::head(row)?.outcome_apart {
+                    let outcomes = txn.open_table(OUTCOMES).map_err(internal)?;
+                    let outcome = outcomes.get(key.as_slice()).map_err(internal)?;
+                    decode(id.clone(), row, outcome.as_ref().map(|o| o.value()))?
+                } else {
+                    let record = decode(id.clone(), row, None)?;
+                    self.cache.fill(&key, row, ticket);
+                    record
+                }
             }
         };
         Ok((!record.is_expired(now)).then_some(record))
@@ -263,24 +287,34 @@ mod tests {
     #[tokio::test]
     async fn acknowledged_writes_survive_in_the_log_alone() {
         let (live, image) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let store = EmbeddedStore::open(live.path()).unwrap();
+        // No timed checkpoint: one would start the log over, and the image must need it all.
+        let hour = std::time::Duration::from_secs(3600);
+        let store = EmbeddedStore::open_with(live.path(), DEFAULT_CACHE_BYTES, hour).unwrap();
         store.flush().await.unwrap();
         std::fs::copy(live.path().join(DB_FILE), image.path().join(DB_FILE)).unwrap();
         let engine = Engine::new(store, Clock::System);
         let ids: Vec<_> = (0..20)
             .map(|i| RecordId::new("t", "ns", format!("k{i}")))
             .collect();
-        for id in &ids {
+        // Every other result is large enough to be stored apart from its record.
+        let body = |i: usize| match i % 2 {
+            0 => ids[i].key.clone().into_bytes(),
+            _ => ids[i].key.repeat(10_000).into_bytes(),
+        };
+        for (i, id) in ids.iter().enumerate() {
             let claim = engine.claim(id, &claim_args(), None).await.unwrap();
             let token = claim.lease.unwrap().token;
             let result = crate::ledger::OpResult {
                 code: 0,
-                body: id.key.clone().into_bytes(),
+                body: body(i),
                 content_type: String::new(),
                 metadata: Default::default(),
             };
             engine.complete(id, token, &result).await.unwrap();
+            // A replay: its dedup hit rewrites the record and keeps the outcome.
+            engine.claim(id, &claim_args(), None).await.unwrap();
         }
+        engine.flush_parked_hits().await;
         let version = engine.lookup(&ids[0]).await.unwrap().version;
         let now = Clock::System.now();
         let deleted = engine.store().delete_if_version(&ids[0], version, now);
@@ -295,10 +329,11 @@ mod tests {
         assert!(reopened.stats().replayed.load(Ordering::Relaxed) > 0);
         let now = Clock::System.now();
         assert!(reopened.get(&ids[0], now).await.unwrap().is_none());
-        for id in &ids[1..] {
+        for (i, id) in ids.iter().enumerate().skip(1) {
             let record = reopened.get(id, now).await.unwrap().expect("replayed");
             assert_eq!(record.status, crate::ledger::Status::Succeeded);
-            assert_eq!(record.result.unwrap().body, id.key.as_bytes());
+            assert_eq!(record.dedup_hits, 1);
+            assert_eq!(record.result.unwrap().body, body(i));
         }
         // The expiry index was replayed too: sweeping far in the future removes every record.
         let swept = reopened.sweep_expired(i64::MAX, 1000).await.unwrap();

@@ -1,13 +1,229 @@
 //! The embedded store's tables and the writes on them: conditional writes (checked against what is
 //! stored), the sweep of expired records, and the replay of logged effects. Each function runs
 //! inside the writer's transaction and notes what it changed as log `Effect`s.
+//!
+//! A record's large outcome lives in the outcomes table under the record's key (see `codec`). A
+//! write stores it only when it differs from the stored one, so rewriting a record for its
+//! counters or lease does not rewrite a result of up to a MiB; removing a record removes it.
 
+use super::codec::{self, Head};
 use super::wal::Effect;
 use super::writer::{Done, Op};
-use super::{codec, internal, EXPIRY, RECORDS};
+use super::{internal, EXPIRY, OUTCOMES, RECORDS};
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Cas, StoreError};
 use redb::{ReadableTable, Table, WriteTransaction};
+
+/// The tables a write changes, open in the writer's transaction.
+pub(super) struct Tables<'t> {
+    records: Table<'t, &'static [u8], &'static [u8]>,
+    expiry: Table<'t, (i64, &'static [u8]), ()>,
+    outcomes: Table<'t, &'static [u8], &'static [u8]>,
+}
+
+impl<'t> Tables<'t> {
+    /// Opens (creating if needed) every table in `txn`.
+    pub(super) fn open(txn: &'t WriteTransaction) -> Result<Self, StoreError> {
+        Ok(Self {
+            records: txn.open_table(RECORDS).map_err(internal)?,
+            expiry: txn.open_table(EXPIRY).map_err(internal)?,
+            outcomes: txn.open_table(OUTCOMES).map_err(internal)?,
+        })
+    }
+
+    /// The head of whatever record is stored under `key`, expired or not.
+    fn head(&self, key: &[u8]) -> Result<Option<Head>, StoreError> {
+        match self.records.get(key).map_err(internal)? {
+            Some(bytes) => codec::head(bytes.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The live record under `key`, whole: what a conflict answers with.
+    fn live(&self, id: &RecordId, key: &[u8], now: Millis) -> Result<Option<Record>, StoreError> {
+        let Some(row) = self.records.get(key).map_err(internal)? else {
+            return Ok(None);
+        };
+        let outcome = match codec::head(row.value())?.outcome_apart {
+            true => self.outcomes.get(key).map_err(internal)?,
+            false => None,
+        };
+        let record =
+            codec::decode_record(id.clone(), row.value(), outcome.as_ref().map(|o| o.value()))?;
+        Ok((!record.is_expired(now)).then_some(record))
+    }
+
+    /// Stores `row` (expiring at `expires_at`) under `key`, replacing the record `old` describes.
+    fn put(
+        &mut self,
+        key: &[u8],
+        row: &[u8],
+        expires_at: Millis,
+        old: Option<Head>,
+    ) -> Result<(), StoreError> {
+        if let Some(old) = old {
+            if old.expires_at != expires_at {
+                self.expiry
+                    .remove((old.expires_at, key))
+                    .map_err(internal)?;
+            }
+        }
+        self.records.insert(key, row).map_err(internal)?;
+        self.expiry
+            .insert((expires_at, key), ())
+            .map_err(internal)?;
+        Ok(())
+    }
+
+    /// Removes the record under `key`, which expires at `expires_at`, and its outcome.
+    fn remove(&mut self, key: &[u8], expires_at: Millis) -> Result<(), StoreError> {
+        self.records.remove(key).map_err(internal)?;
+        self.expiry.remove((expires_at, key)).map_err(internal)?;
+        self.outcomes.remove(key).map_err(internal)?;
+        Ok(())
+    }
+
+    /// Writes `record` under `key`, replacing the record `old` describes, and notes the effects
+    /// for the log. Its outcome is written only if it changed.
+    fn put_record(
+        &mut self,
+        key: Vec<u8>,
+        record: &Record,
+        old: Option<Head>,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Done, StoreError> {
+        let encoded = codec::encode_record(record);
+        self.put(&key, &encoded.row, record.expires_at, old)?;
+        let had_outcome = old.is_some_and(|h| h.outcome_apart);
+        match encoded.outcome {
+            Some(outcome) => {
+                let unchanged = had_outcome
+                    && self
+                        .outcomes
+                        .get(key.as_slice())
+                        .map_err(internal)?
+                        .is_some_and(|stored| stored.value() == outcome.as_slice());
+                if !unchanged {
+                    self.outcomes
+                        .insert(key.as_slice(), outcome.as_slice())
+                        .map_err(internal)?;
+                    effects.push(Effect::PutOutcome {
+                        key: key.clone(),
+                        value: outcome,
+                    });
+                }
+            }
+            None if had_outcome => {
+                self.outcomes.remove(key.as_slice()).map_err(internal)?;
+                effects.push(Effect::RemoveOutcome { key: key.clone() });
+            }
+            None => {}
+        }
+        effects.push(Effect::Put {
+            key,
+            value: encoded.row,
+        });
+        Ok(Done::Cas(Cas::Applied))
+    }
+
+    /// Applies one conditional write or sweep.
+    fn apply(&mut self, op: &Op, effects: &mut Vec<Effect>) -> Result<Done, StoreError> {
+        match op {
+            Op::Insert { record, now } => {
+                let key = codec::encode_id(&record.id);
+                match self.head(&key)? {
+                    Some(old) if old.expires_at > *now => self.conflict(&record.id, &key, *now),
+                    old => self.put_record(key, record, old, effects),
+                }
+            }
+            Op::Replace {
+                record,
+                expected_version,
+                now,
+                ..
+            } => {
+                let key = codec::encode_id(&record.id);
+                match self.head(&key)? {
+                    Some(old) if old.expires_at > *now && old.version == *expected_version => {
+                        self.put_record(key, record, Some(old), effects)
+                    }
+                    _ => self.conflict(&record.id, &key, *now),
+                }
+            }
+            Op::Delete {
+                id,
+                expected_version,
+                now,
+            } => {
+                let key = codec::encode_id(id);
+                match self.head(&key)? {
+                    Some(old) if old.expires_at > *now && old.version == *expected_version => {
+                        self.remove(&key, old.expires_at)?;
+                        effects.push(Effect::Remove { key });
+                        Ok(Done::Cas(Cas::Applied))
+                    }
+                    _ => self.conflict(id, &key, *now),
+                }
+            }
+            Op::Sweep { now, limit } => self.sweep(*now, *limit, effects).map(Done::Swept),
+            Op::Flush => Ok(Done::Cas(Cas::Applied)),
+        }
+    }
+
+    /// A refused conditional write's answer: the live record, whole.
+    fn conflict(&self, id: &RecordId, key: &[u8], now: Millis) -> Result<Done, StoreError> {
+        Ok(Done::Cas(Cas::Conflict(self.live(id, key, now)?)))
+    }
+
+    /// Removes up to `limit` records whose expires_at is at or before `now`, oldest first.
+    fn sweep(
+        &mut self,
+        now: Millis,
+        limit: usize,
+        effects: &mut Vec<Effect>,
+    ) -> Result<usize, StoreError> {
+        let mut due: Vec<(i64, Vec<u8>)> = Vec::new();
+        for entry in self.expiry.range((i64::MIN, &[][..])..).map_err(internal)? {
+            let (k, _) = entry.map_err(internal)?;
+            let (at, key) = k.value();
+            if at > now || due.len() >= limit {
+                break;
+            }
+            due.push((at, key.to_vec()));
+        }
+        let swept = due.len();
+        for (at, key) in due {
+            self.remove(&key, at)?;
+            effects.push(Effect::Remove { key });
+        }
+        Ok(swept)
+    }
+
+    /// Applies one logged effect again; the log holds whole rows, so this is idempotent.
+    pub(super) fn replay(&mut self, effect: &Effect) -> Result<(), StoreError> {
+        let key = effect.key();
+        match effect {
+            Effect::Put { value, .. } => {
+                let old = self.head(key)?;
+                self.put(key, value, codec::expires_at(value)?, old)
+            }
+            Effect::Remove { .. } => match self.head(key)? {
+                Some(old) => self.remove(key, old.expires_at),
+                None => Ok(()),
+            },
+            Effect::PutOutcome { value, .. } => {
+                self.outcomes
+                    .insert(key, value.as_slice())
+                    .map_err(internal)?;
+                Ok(())
+            }
+            Effect::RemoveOutcome { .. } => {
+                self.outcomes.remove(key).map_err(internal)?;
+                Ok(())
+            }
+        }
+    }
+}
 
 /// Applies each op of `batch` in order; one answer per op.
 pub(super) fn apply_all<'a>(
@@ -15,196 +231,119 @@ pub(super) fn apply_all<'a>(
     batch: impl IntoIterator<Item = &'a Op>,
     effects: &mut Vec<Effect>,
 ) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
-    let mut records = txn.open_table(RECORDS).map_err(internal)?;
-    let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
+    let mut tables = Tables::open(txn)?;
     Ok(batch
         .into_iter()
-        .map(|op| apply(&mut records, &mut expiry, op, effects))
+        .map(|op| tables.apply(op, effects))
         .collect())
 }
 
-pub(super) type Records<'t> = Table<'t, &'static [u8], &'static [u8]>;
-pub(super) type Expiry<'t> = Table<'t, (i64, &'static [u8]), ()>;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{ClaimArgs, OpError, OpResult, Semantics};
+    use redb::{Database, ReadableTableMetadata};
 
-/// What is stored under `key`, as far as a conditional write needs it: the expiry index entry of
-/// any stored record (expired or not), and the version of the record when it is live at `now`.
-/// One lookup serves both the condition and the index upkeep of the write that follows; the
-/// record is decoded whole only for a conflict's answer (`live`).
-fn stored(
-    records: &Records<'_>,
-    key: &[u8],
-    now: Millis,
-) -> Result<(Option<Millis>, Option<u64>), StoreError> {
-    let Some(bytes) = records.get(key).map_err(internal)? else {
-        return Ok((None, None));
-    };
-    let head = codec::head(bytes.value())?;
-    let live = head.expires_at > now;
-    Ok((Some(head.expires_at), live.then_some(head.version)))
-}
-
-/// The live record under `key`, whole: what a conflict answers with.
-fn live(
-    records: &Records<'_>,
-    id: &RecordId,
-    key: &[u8],
-    now: Millis,
-) -> Result<Option<Record>, StoreError> {
-    let Some(bytes) = records.get(key).map_err(internal)? else {
-        return Ok(None);
-    };
-    let record = codec::decode_record(id.clone(), bytes.value())?;
-    Ok((!record.is_expired(now)).then_some(record))
-}
-
-/// Stores `value` (expiring at `expires_at`) under `key`; `old_expiry` is the expiry of the
-/// record it replaces, if any.
-fn put(
-    records: &mut Records<'_>,
-    expiry: &mut Expiry<'_>,
-    key: &[u8],
-    value: &[u8],
-    expires_at: Millis,
-    old_expiry: Option<Millis>,
-) -> Result<(), StoreError> {
-    if let Some(old) = old_expiry {
-        if old != expires_at {
-            expiry.remove((old, key)).map_err(internal)?;
-        }
+    fn record(version: u64, body: usize) -> Record {
+        let args = ClaimArgs {
+            fingerprint: [1; 32],
+            lease_ttl: 1000,
+            retention: 60_000,
+            semantics: Semantics::AtLeastOnce,
+            owner: "t".into(),
+            parent: None,
+            reconcile: false,
+        };
+        let id = RecordId::new("t", "ns", "big");
+        let mut record = crate::ledger::claim(&id, None, &args, 1)
+            .unwrap()
+            .record()
+            .clone();
+        record.version = version;
+        record.result = (body > 0).then(|| OpResult {
+            code: 200,
+            body: vec![b'x'; body],
+            content_type: "application/json".into(),
+            metadata: Default::default(),
+        });
+        record
     }
-    records.insert(key, value).map_err(internal)?;
-    expiry.insert((expires_at, key), ()).map_err(internal)?;
-    Ok(())
-}
 
-/// Removes the record under `key`, which expires at `expires_at`.
-fn remove(
-    records: &mut Records<'_>,
-    expiry: &mut Expiry<'_>,
-    key: &[u8],
-    expires_at: Millis,
-) -> Result<(), StoreError> {
-    records.remove(key).map_err(internal)?;
-    expiry.remove((expires_at, key)).map_err(internal)?;
-    Ok(())
-}
+    /// What each write logged, by kind, and how many outcomes the table holds afterwards.
+    fn write(db: &Database, op: Op) -> (Vec<&'static str>, u64, Done) {
+        let txn = db.begin_write().unwrap();
+        let mut effects = Vec::new();
+        let done = apply_all(&txn, [&op], &mut effects)
+            .unwrap()
+            .remove(0)
+            .unwrap();
+        let outcomes = txn.open_table(OUTCOMES).unwrap().len().unwrap();
+        txn.commit().unwrap();
+        let kinds = effects
+            .iter()
+            .map(|e| match e {
+                Effect::Put { .. } => "put",
+                Effect::Remove { .. } => "remove",
+                Effect::PutOutcome { .. } => "put_outcome",
+                Effect::RemoveOutcome { .. } => "remove_outcome",
+            })
+            .collect();
+        (kinds, outcomes, done)
+    }
 
-/// Writes `record` under `key` and notes the effect for the log.
-fn put_record(
-    records: &mut Records<'_>,
-    expiry: &mut Expiry<'_>,
-    key: Vec<u8>,
-    record: &Record,
-    old_expiry: Option<Millis>,
-    effects: &mut Vec<Effect>,
-) -> Result<Done, StoreError> {
-    let value = codec::encode_record(record);
-    put(records, expiry, &key, &value, record.expires_at, old_expiry)?;
-    effects.push(Effect::Put { key, value });
-    Ok(Done::Cas(Cas::Applied))
-}
-
-fn apply(
-    records: &mut Records<'_>,
-    expiry: &mut Expiry<'_>,
-    op: &Op,
-    effects: &mut Vec<Effect>,
-) -> Result<Done, StoreError> {
-    match op {
-        Op::Insert { record, now } => {
-            let key = codec::encode_id(&record.id);
-            match stored(records, &key, *now)? {
-                (_, Some(_)) => conflict(records, &record.id, &key, *now),
-                (old_expiry, None) => put_record(records, expiry, key, record, old_expiry, effects),
-            }
-        }
+    fn replace(record: Record) -> Op {
+        let expected_version = record.version - 1;
         Op::Replace {
             record,
             expected_version,
-            now,
-            ..
-        } => {
-            let key = codec::encode_id(&record.id);
-            match stored(records, &key, *now)? {
-                (old_expiry, Some(version)) if version == *expected_version => {
-                    put_record(records, expiry, key, record, old_expiry, effects)
-                }
-                _ => conflict(records, &record.id, &key, *now),
-            }
+            durable: false,
+            now: 1,
         }
-        Op::Delete {
-            id,
-            expected_version,
-            now,
-        } => {
-            let key = codec::encode_id(id);
-            match stored(records, &key, *now)? {
-                (Some(expires_at), Some(version)) if version == *expected_version => {
-                    remove(records, expiry, &key, expires_at)?;
-                    effects.push(Effect::Remove { key });
-                    Ok(Done::Cas(Cas::Applied))
-                }
-                _ => conflict(records, id, &key, *now),
-            }
-        }
-        Op::Sweep { now, limit } => sweep(records, expiry, *now, *limit, effects).map(Done::Swept),
-        Op::Flush => Ok(Done::Cas(Cas::Applied)),
     }
-}
 
-/// A refused conditional write's answer: the live record, whole.
-fn conflict(
-    records: &Records<'_>,
-    id: &RecordId,
-    key: &[u8],
-    now: Millis,
-) -> Result<Done, StoreError> {
-    Ok(Done::Cas(Cas::Conflict(live(records, id, key, now)?)))
-}
+    #[test]
+    fn a_large_outcome_is_written_only_when_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        let big = 64 << 10;
+        let (kinds, outcomes, _) = write(
+            &db,
+            Op::Insert {
+                record: record(1, big),
+                now: 1,
+            },
+        );
+        assert_eq!((kinds, outcomes), (vec!["put_outcome", "put"], 1));
 
-/// Removes up to `limit` records whose expires_at is at or before `now`, oldest first.
-fn sweep(
-    records: &mut Records<'_>,
-    expiry: &mut Expiry<'_>,
-    now: Millis,
-    limit: usize,
-    effects: &mut Vec<Effect>,
-) -> Result<usize, StoreError> {
-    let mut due: Vec<(i64, Vec<u8>)> = Vec::new();
-    for entry in expiry.range((i64::MIN, &[][..])..).map_err(internal)? {
-        let (k, _) = entry.map_err(internal)?;
-        let (at, key) = k.value();
-        if at > now || due.len() >= limit {
-            break;
-        }
-        due.push((at, key.to_vec()));
-    }
-    let swept = due.len();
-    for (at, key) in due {
-        remove(records, expiry, &key, at)?;
-        effects.push(Effect::Remove { key });
-    }
-    Ok(swept)
-}
+        // Counters only: the row is rewritten, the outcome is not.
+        let mut hit = record(2, big);
+        hit.dedup_hits = 5;
+        let (kinds, outcomes, _) = write(&db, replace(hit));
+        assert_eq!((kinds, outcomes), (vec!["put"], 1));
 
-/// Applies one logged effect again; the log holds whole records, so this is idempotent.
-pub(super) fn replay(
-    records: &mut Records<'_>,
-    expiry: &mut Expiry<'_>,
-    effect: &Effect,
-) -> Result<(), StoreError> {
-    let key = effect.key();
-    let old = match records.get(key).map_err(internal)? {
-        Some(bytes) => Some(codec::expires_at(bytes.value())?),
-        None => None,
-    };
-    match effect {
-        Effect::Put { value, .. } => {
-            put(records, expiry, key, value, codec::expires_at(value)?, old)
-        }
-        Effect::Remove { .. } => match old {
-            Some(old) => remove(records, expiry, key, old),
-            None => Ok(()),
-        },
+        // A different outcome is written; a conflict answers with the whole record.
+        let mut changed = record(3, big);
+        changed.error = Some(OpError {
+            code: 9,
+            message: "m".into(),
+            details: vec![1; 10],
+        });
+        let (kinds, _, _) = write(&db, replace(changed.clone()));
+        assert_eq!(kinds, vec!["put_outcome", "put"]);
+        let (kinds, _, done) = write(&db, replace(record(9, 0)));
+        assert!(kinds.is_empty());
+        assert!(matches!(done, Done::Cas(Cas::Conflict(Some(r))) if r == changed));
+
+        // A small outcome goes back into the row, and the large one goes.
+        let (kinds, outcomes, _) = write(&db, replace(record(4, 10)));
+        assert_eq!((kinds, outcomes), (vec!["remove_outcome", "put"], 0));
+        write(&db, replace(record(5, big)));
+        let delete = Op::Delete {
+            id: RecordId::new("t", "ns", "big"),
+            expected_version: 5,
+            now: 1,
+        };
+        let (kinds, outcomes, _) = write(&db, delete);
+        assert_eq!((kinds, outcomes), (vec!["remove"], 0));
     }
 }

@@ -30,21 +30,30 @@ const MAGIC: u32 = 0x4F4B_5731;
 const HEADER: usize = 24;
 const PUT: u8 = 1;
 const REMOVE: u8 = 2;
+const PUT_OUTCOME: u8 = 3;
+const REMOVE_OUTCOME: u8 = 4;
 
-/// One change to the records table, as the log stores it.
+/// One change to the records and outcomes tables, as the log stores it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     /// The record stored under `key` is now `value`.
     Put { key: Vec<u8>, value: Vec<u8> },
-    /// No record is stored under `key`.
+    /// No record is stored under `key` (nor its outcome).
     Remove { key: Vec<u8> },
+    /// The outcome stored apart for the record under `key` is now `value`.
+    PutOutcome { key: Vec<u8>, value: Vec<u8> },
+    /// No outcome is stored apart for the record under `key`.
+    RemoveOutcome { key: Vec<u8> },
 }
 
 impl Effect {
     /// The key the effect changes.
     pub fn key(&self) -> &[u8] {
         match self {
-            Effect::Put { key, .. } | Effect::Remove { key } => key,
+            Effect::Put { key, .. }
+            | Effect::Remove { key }
+            | Effect::PutOutcome { key, .. }
+            | Effect::RemoveOutcome { key } => key,
         }
     }
 }
@@ -160,16 +169,16 @@ fn encode_frame(out: &mut Vec<u8>, id: u64, seq: u64, effects: &[Effect]) {
     let start = out.len();
     out.resize(start + HEADER, 0);
     for effect in effects {
-        match effect {
-            Effect::Put { key, value } => {
-                out.push(PUT);
-                put_bytes(out, key);
-                put_bytes(out, value);
-            }
-            Effect::Remove { key } => {
-                out.push(REMOVE);
-                put_bytes(out, key);
-            }
+        let (tag, key, value) = match effect {
+            Effect::Put { key, value } => (PUT, key, Some(value)),
+            Effect::Remove { key } => (REMOVE, key, None),
+            Effect::PutOutcome { key, value } => (PUT_OUTCOME, key, Some(value)),
+            Effect::RemoveOutcome { key } => (REMOVE_OUTCOME, key, None),
+        };
+        out.push(tag);
+        put_bytes(out, key);
+        if let Some(value) = value {
+            put_bytes(out, value);
         }
     }
     let payload_len = out.len() - start - HEADER;
@@ -198,13 +207,21 @@ fn decode_frame(bytes: &[u8], id: u64) -> Option<(Frame, usize)> {
     while let Some((&tag, tail)) = rest.split_first() {
         let (key, tail) = take_bytes(tail)?;
         rest = match tag {
-            PUT => {
+            PUT | PUT_OUTCOME => {
                 let (value, tail) = take_bytes(tail)?;
-                effects.push(Effect::Put { key, value });
+                effects.push(if tag == PUT {
+                    Effect::Put { key, value }
+                } else {
+                    Effect::PutOutcome { key, value }
+                });
                 tail
             }
             REMOVE => {
                 effects.push(Effect::Remove { key });
+                tail
+            }
+            REMOVE_OUTCOME => {
+                effects.push(Effect::RemoveOutcome { key });
                 tail
             }
             _ => return None,
@@ -270,10 +287,19 @@ mod tests {
     #[test]
     fn frames_round_trip_in_order() {
         let remove = Effect::Remove { key: b"b".to_vec() };
-        let bytes = log(&[(5, vec![put("a", "1"), remove.clone()]), (6, vec![])]);
+        let outcome = Effect::PutOutcome {
+            key: b"a".to_vec(),
+            value: b"big".to_vec(),
+        };
+        let no_outcome = Effect::RemoveOutcome { key: b"c".to_vec() };
+        let bytes = log(&[
+            (5, vec![put("a", "1"), outcome.clone(), remove.clone()]),
+            (6, vec![no_outcome.clone()]),
+        ]);
         let frames = replayable(&bytes, ID, 4);
         assert_eq!(seqs(&frames), [5, 6]);
-        assert_eq!(frames[0].effects, vec![put("a", "1"), remove]);
+        assert_eq!(frames[0].effects, vec![put("a", "1"), outcome, remove]);
+        assert_eq!(frames[1].effects, vec![no_outcome]);
     }
 
     #[test]

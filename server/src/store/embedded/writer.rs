@@ -11,9 +11,9 @@
 //! durable commit.
 
 use super::cache::Cache;
+use super::internal;
 use super::tables;
 use super::wal::{Effect, Wal};
-use super::{internal, EXPIRY, RECORDS};
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Cas, StoreError};
 use redb::{Database, Durability, ReadableTable, TableDefinition};
@@ -34,7 +34,7 @@ const MAX_BATCH: usize = 1024;
 /// Longest time between checkpoints while there are writes. A checkpoint's cost grows with the
 /// pages written since the last one, and writes wait for it: at ~28 k writes/s one took ~14 ms
 /// every second, ~4 ms every 250 ms.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 /// Log size that forces a checkpoint.
 const MAX_LOG_BYTES: u64 = 64 << 20;
 /// How long the writer sleeps when nothing is waiting for a checkpoint.
@@ -101,6 +101,7 @@ pub fn spawn(
     data_dir: &Path,
     stats: Arc<Stats>,
     cache: Arc<Cache>,
+    checkpoint_every: Duration,
 ) -> Result<mpsc::Sender<Request>, StoreError> {
     let (wal, seq, replayed) = recover(&db, data_dir)?;
     stats.replayed.store(replayed, Ordering::Relaxed);
@@ -113,6 +114,7 @@ pub fn spawn(
         cache,
         broken: None,
         last_checkpoint: Instant::now(),
+        checkpoint_every,
     };
     std::thread::Builder::new()
         .name("oncekey-writer".into())
@@ -127,8 +129,7 @@ pub fn spawn(
 fn recover(db: &Database, data_dir: &Path) -> Result<(Wal, u64, u64), StoreError> {
     let txn = db.begin_write().map_err(internal)?;
     let (id, applied) = {
-        txn.open_table(RECORDS).map_err(internal)?;
-        txn.open_table(EXPIRY).map_err(internal)?;
+        tables::Tables::open(&txn)?;
         let mut meta = txn.open_table(META).map_err(internal)?;
         let read = |meta: &redb::Table<&str, u64>, name| {
             meta.get(name)
@@ -148,15 +149,14 @@ fn recover(db: &Database, data_dir: &Path) -> Result<(Wal, u64, u64), StoreError
     let (mut wal, frames) = Wal::open(data_dir, id, applied)?;
     let mut seq = applied;
     if !frames.is_empty() {
-        let mut records = txn.open_table(RECORDS).map_err(internal)?;
-        let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
+        let mut tables = tables::Tables::open(&txn)?;
         for frame in &frames {
             for effect in &frame.effects {
-                tables::replay(&mut records, &mut expiry, effect)?;
+                tables.replay(effect)?;
             }
             seq = frame.seq;
         }
-        drop((records, expiry));
+        drop(tables);
         set_seq(&txn, seq)?;
         tracing::info!(
             frames = frames.len(),
@@ -181,13 +181,16 @@ struct Writer {
     /// is refused until a restart replays the log.
     broken: Option<String>,
     last_checkpoint: Instant,
+    /// `CHECKPOINT_EVERY`, unless a test needs the log to keep everything.
+    checkpoint_every: Duration,
 }
 
 impl Writer {
     fn run(&mut self, rx: &mpsc::Receiver<Request>) {
         loop {
             let wait = if self.wal.len() > 0 {
-                CHECKPOINT_EVERY.saturating_sub(self.last_checkpoint.elapsed())
+                self.checkpoint_every
+                    .saturating_sub(self.last_checkpoint.elapsed())
             } else {
                 IDLE
             };
@@ -221,7 +224,8 @@ impl Writer {
                 continue;
             }
             self.commit_batch(batch);
-            if self.wal.len() >= MAX_LOG_BYTES || self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY
+            if self.wal.len() >= MAX_LOG_BYTES
+                || self.last_checkpoint.elapsed() >= self.checkpoint_every
             {
                 let _ = self.checkpoint();
             }
