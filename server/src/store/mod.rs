@@ -73,8 +73,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Cas, StoreError>> + Send;
 
     /// Replaces the stored record of `record.id` with `record` if the stored version is
-    /// `expected_version` and the stored record is live at `now`. With `durable == false` the write
-    /// may become durable with a later commit (used for counters only).
+    /// `expected_version` and the stored record is live at `now`. `durable == false` marks a dedup
+    /// hit's write, which changes only `version`, `dedup_hits` and `history`: it may become
+    /// durable with a later commit, and a store may write only those fields.
     fn replace_if_version(
         &self,
         record: &Record,

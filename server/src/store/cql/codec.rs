@@ -41,6 +41,10 @@ pub const COLUMNS: [&str; 23] = [
     "history",
 ];
 
+/// The columns a dedup hit's write changes (`Store::replace_if_version` with `durable == false`):
+/// rewriting the others would copy a result of up to a MiB through Paxos for a counter.
+pub const HIT_COLUMNS: [&str; 4] = ["version", "dedup_hits", "write_id", "history"];
+
 /// The longest TTL Cassandra and ScyllaDB accept (20 years).
 pub const MAX_TTL_SECS: i32 = 630_720_000;
 
@@ -92,6 +96,18 @@ pub fn column_values(record: &Record, write_id: [u8; 16]) -> Vec<Value> {
             .parent
             .as_ref()
             .map(|p| CqlValue::Tuple(vec![text(&p.namespace), text(&p.key)])),
+        Some(CqlValue::Blob(write_id.to_vec())),
+        Some(CqlValue::Blob(crate::store::events::encode(
+            &record.history,
+        ))),
+    ]
+}
+
+/// The values of `HIT_COLUMNS` for `record`, in order.
+pub fn hit_values(record: &Record, write_id: [u8; 16]) -> Vec<Value> {
+    vec![
+        big(record.version),
+        big(record.dedup_hits),
         Some(CqlValue::Blob(write_id.to_vec())),
         Some(CqlValue::Blob(crate::store::events::encode(
             &record.history,

@@ -307,17 +307,24 @@ impl Store for CqlStore {
         &self,
         record: &Record,
         expected_version: u64,
-        _durable: bool,
+        durable: bool,
         now: Millis,
     ) -> Result<Cas, StoreError> {
-        // Every LWT commits at QUORUM: there is no cheaper non-durable write to offer.
+        // Every LWT commits at QUORUM: there is no cheaper non-durable write to offer, but a dedup
+        // hit's write (the only non-durable one) sets only the columns a hit changes.
         let write_id = rand::random();
         let mut values = vec![Some(CqlValue::Int(codec::ttl_secs(record, now)))];
-        values.extend(codec::column_values(record, write_id));
+        let statement = if durable {
+            values.extend(codec::column_values(record, write_id));
+            &self.statements.replace
+        } else {
+            values.extend(codec::hit_values(record, write_id));
+            &self.statements.replace_hits
+        };
         values.extend(codec::key_values(&record.id));
         values.push(codec::big(expected_version));
         values.push(Some(codec::timestamp(now)));
-        let written = self.write(&self.statements.replace, values).await?;
+        let written = self.write(statement, values).await?;
         self.answer(written, &record.id, Mine::Write(write_id), now)
             .await
     }

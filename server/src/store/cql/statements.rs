@@ -5,7 +5,7 @@
 //! linearizable (Paxos) read used to settle uncertain outcomes and failed conditions. Nothing here
 //! executes a statement.
 
-use super::codec::{COLUMNS, KEY_COLUMNS};
+use super::codec::{COLUMNS, HIT_COLUMNS, KEY_COLUMNS};
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
 use scylla::statement::prepared::PreparedStatement;
@@ -59,6 +59,9 @@ pub struct Statements {
     /// Replace a live record of a version; binds the TTL, `COLUMNS`, the key, the expected
     /// version and `now`.
     pub replace: PreparedStatement,
+    /// `replace` of `HIT_COLUMNS` only (a dedup hit's write); binds the TTL, `HIT_COLUMNS`, the
+    /// key, the expected version and `now`.
+    pub replace_hits: PreparedStatement,
     /// Replace an expired (or cell-less) row of a version; binds the TTL, `COLUMNS`, the key and
     /// the expected version (null for a row whose cells all expired).
     pub overwrite: PreparedStatement,
@@ -95,7 +98,12 @@ pub fn insert_text(keyspace: &str) -> String {
 
 /// `UPDATE … USING TTL ? SET <every column> WHERE <key> IF <condition>`.
 pub fn update_text(keyspace: &str, condition: &str) -> String {
-    let sets: Vec<String> = COLUMNS.iter().map(|c| format!("{c} = ?")).collect();
+    update_columns_text(keyspace, &COLUMNS, condition)
+}
+
+/// `UPDATE … USING TTL ? SET <columns> WHERE <key> IF <condition>`.
+fn update_columns_text(keyspace: &str, columns: &[&str], condition: &str) -> String {
+    let sets: Vec<String> = columns.iter().map(|c| format!("{c} = ?")).collect();
     format!(
         "UPDATE {keyspace}.{RECORDS} USING TTL ? SET {} WHERE {} IF {condition}",
         sets.join(", "),
@@ -138,6 +146,11 @@ impl Statements {
                 false,
             )
             .await?,
+            replace_hits: prepare(
+                update_columns_text(keyspace, &HIT_COLUMNS, "version = ? AND expires_at > ?"),
+                false,
+            )
+            .await?,
             overwrite: prepare(update_text(keyspace, "version = ?"), false).await?,
             delete: prepare(delete_text(keyspace), false).await?,
         })
@@ -160,6 +173,11 @@ mod tests {
         let update = update_text("ks", "version = ?");
         assert!(update.starts_with("UPDATE ks.records USING TTL ? SET version = ?, status = ?"));
         assert!(update.ends_with("WHERE tenant = ? AND namespace = ? AND key = ? IF version = ?"));
+        assert_eq!(
+            update_columns_text("ks", &HIT_COLUMNS, "version = ?"),
+            "UPDATE ks.records USING TTL ? SET version = ?, dedup_hits = ?, write_id = ?, \
+             history = ? WHERE tenant = ? AND namespace = ? AND key = ? IF version = ?"
+        );
         assert_eq!(
             delete_text("ks"),
             "DELETE FROM ks.records WHERE tenant = ? AND namespace = ? AND key = ? \

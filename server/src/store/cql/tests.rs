@@ -409,6 +409,7 @@ async fn uncertain_writes_are_settled_truthfully() {
                 read_serial: st.read_serial.clone(),
                 insert: cut(&st.insert),
                 replace: cut(&st.replace),
+                replace_hits: cut(&st.replace_hits),
                 overwrite: cut(&st.overwrite),
                 delete: cut(&st.delete),
             }),
@@ -465,4 +466,44 @@ async fn uncertain_writes_are_settled_truthfully() {
     }
     eprintln!("{applied} of 12 uncertain replaces applied, {unknown} unknown");
     assert!(applied >= 6, "re-proposals should mostly get an answer");
+}
+
+/// A dedup hit's write (`durable == false`) sets only the hit's columns: the stored result is not
+/// written again (its write time stays), while the counter's moves on.
+#[tokio::test]
+async fn a_hit_write_leaves_the_outcome_alone() {
+    let (store, keyspace) = fresh_store().await;
+    let now = now_ms();
+    let mut rec = new_record(now, 60_000);
+    rec.result = Some(OpResult {
+        code: 200,
+        body: vec![5; 100_000],
+        ..OpResult::default()
+    });
+    store.insert_if_absent(&rec, now).await.unwrap();
+    let write_times = || async {
+        let text = format!(
+            "SELECT WRITETIME(result_body), WRITETIME(dedup_hits) FROM {keyspace}.records \
+             WHERE tenant = ? AND namespace = ? AND key = ?"
+        );
+        let result = store
+            .session
+            .query_unpaged(text, codec::key_values(&rec.id).to_vec())
+            .await
+            .unwrap()
+            .into_rows_result()
+            .unwrap();
+        let (body, hits) = result.first_row::<(i64, i64)>().unwrap();
+        (body, hits)
+    };
+    let (body_before, hits_before) = write_times().await;
+    let mut hit = rec.clone();
+    hit.version += 1;
+    hit.dedup_hits += 3;
+    let write = store.replace_if_version(&hit, rec.version, false, now);
+    assert_eq!(write.await.unwrap(), Cas::Applied);
+    let (body_after, hits_after) = write_times().await;
+    assert_eq!(body_after, body_before, "the result was written again");
+    assert!(hits_after > hits_before, "{hits_after} <= {hits_before}");
+    assert_eq!(store.get(&rec.id, now).await.unwrap(), Some(hit));
 }
