@@ -24,7 +24,7 @@ use std::path::Path;
 use std::sync::{mpsc, Arc};
 use tokio::sync::oneshot;
 pub use writer::Stats;
-use writer::{Done, Op, Request};
+use writer::{Done, Op, Put, Request};
 
 /// id bytes → record bytes.
 const RECORDS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("records");
@@ -172,7 +172,7 @@ impl Store for EmbeddedStore {
 
     async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
         self.cas(Op::Insert {
-            record: record.clone(),
+            put: Put::new(record),
             now,
         })
         .await
@@ -186,7 +186,7 @@ impl Store for EmbeddedStore {
         now: Millis,
     ) -> Result<Cas, StoreError> {
         self.cas(Op::Replace {
-            record: record.clone(),
+            put: Put::new(record),
             expected_version,
             durable,
             now,

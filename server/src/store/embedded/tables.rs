@@ -8,7 +8,7 @@
 
 use super::codec::{self, Head};
 use super::wal::Effect;
-use super::writer::{Done, Op};
+use super::writer::{Done, Op, Put};
 use super::{internal, EXPIRY, OUTCOMES, RECORDS};
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Cas, StoreError};
@@ -83,19 +83,19 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    /// Writes `record` under `key`, replacing the record `old` describes, and notes the effects
-    /// for the log. Its outcome is written only if it changed.
+    /// Writes `put` (its bytes move into the effects), replacing the record `old` describes, and
+    /// notes the effects for the log. Its outcome is written only if it changed.
     fn put_record(
         &mut self,
-        key: Vec<u8>,
-        record: &Record,
+        put: &mut Put,
         old: Option<Head>,
         effects: &mut Vec<Effect>,
     ) -> Result<Done, StoreError> {
-        let encoded = codec::encode_record(record);
-        self.put(&key, &encoded.row, record.expires_at, old)?;
+        let key = std::mem::take(&mut put.key);
+        let row = std::mem::take(&mut put.encoded.row);
+        self.put(&key, &row, put.expires_at, old)?;
         let had_outcome = old.is_some_and(|h| h.outcome_apart);
-        match encoded.outcome {
+        match put.encoded.outcome.take() {
             Some(outcome) => {
                 let unchanged = had_outcome
                     && self
@@ -119,37 +119,28 @@ impl<'t> Tables<'t> {
             }
             None => {}
         }
-        effects.push(Effect::Put {
-            key,
-            value: encoded.row,
-        });
+        effects.push(Effect::Put { key, value: row });
         Ok(Done::Cas(Cas::Applied))
     }
 
-    /// Applies one conditional write or sweep.
-    fn apply(&mut self, op: &Op, effects: &mut Vec<Effect>) -> Result<Done, StoreError> {
+    /// Applies one conditional write or sweep; a write's bytes move into the effects.
+    fn apply(&mut self, op: &mut Op, effects: &mut Vec<Effect>) -> Result<Done, StoreError> {
         match op {
-            Op::Insert { record, now } => {
-                let key = codec::encode_id(&record.id);
-                match self.head(&key)? {
-                    Some(old) if old.expires_at > *now => self.conflict(&record.id, &key, *now),
-                    old => self.put_record(key, record, old, effects),
-                }
-            }
+            Op::Insert { put, now } => match self.head(&put.key)? {
+                Some(old) if old.expires_at > *now => self.conflict(&put.id, &put.key, *now),
+                old => self.put_record(put, old, effects),
+            },
             Op::Replace {
-                record,
+                put,
                 expected_version,
                 now,
                 ..
-            } => {
-                let key = codec::encode_id(&record.id);
-                match self.head(&key)? {
-                    Some(old) if old.expires_at > *now && old.version == *expected_version => {
-                        self.put_record(key, record, Some(old), effects)
-                    }
-                    _ => self.conflict(&record.id, &key, *now),
+            } => match self.head(&put.key)? {
+                Some(old) if old.expires_at > *now && old.version == *expected_version => {
+                    self.put_record(put, Some(old), effects)
                 }
-            }
+                _ => self.conflict(&put.id, &put.key, *now),
+            },
             Op::Delete {
                 id,
                 expected_version,
@@ -228,7 +219,7 @@ impl<'t> Tables<'t> {
 /// Applies each op of `batch` in order; one answer per op.
 pub(super) fn apply_all<'a>(
     txn: &WriteTransaction,
-    batch: impl IntoIterator<Item = &'a Op>,
+    batch: impl IntoIterator<Item = &'a mut Op>,
     effects: &mut Vec<Effect>,
 ) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
     let mut tables = Tables::open(txn)?;
@@ -273,7 +264,8 @@ mod tests {
     fn write(db: &Database, op: Op) -> (Vec<&'static str>, u64, Done) {
         let txn = db.begin_write().unwrap();
         let mut effects = Vec::new();
-        let done = apply_all(&txn, [&op], &mut effects)
+        let mut op = op;
+        let done = apply_all(&txn, [&mut op], &mut effects)
             .unwrap()
             .remove(0)
             .unwrap();
@@ -294,7 +286,7 @@ mod tests {
     fn replace(record: Record) -> Op {
         let expected_version = record.version - 1;
         Op::Replace {
-            record,
+            put: Put::new(&record),
             expected_version,
             durable: false,
             now: 1,
@@ -309,7 +301,7 @@ mod tests {
         let (kinds, outcomes, _) = write(
             &db,
             Op::Insert {
-                record: record(1, big),
+                put: Put::new(&record(1, big)),
                 now: 1,
             },
         );

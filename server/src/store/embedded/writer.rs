@@ -11,6 +11,7 @@
 //! durable commit.
 
 use super::cache::Cache;
+use super::codec::{self, Encoded};
 use super::internal;
 use super::tables;
 use super::wal::{Effect, Wal};
@@ -40,14 +41,35 @@ const MAX_LOG_BYTES: u64 = 64 << 20;
 /// How long the writer sleeps when nothing is waiting for a checkpoint.
 const IDLE: Duration = Duration::from_secs(3600);
 
+/// A record to store, encoded by the caller: the writer thread, which every write passes through,
+/// then only compares and copies bytes.
+pub struct Put {
+    pub id: RecordId,
+    pub key: Vec<u8>,
+    pub expires_at: Millis,
+    pub encoded: Encoded,
+}
+
+impl Put {
+    /// Encodes `record`.
+    pub fn new(record: &Record) -> Self {
+        Self {
+            id: record.id.clone(),
+            key: codec::encode_id(&record.id),
+            expires_at: record.expires_at,
+            encoded: codec::encode_record(record),
+        }
+    }
+}
+
 /// One queued write.
 pub enum Op {
     Insert {
-        record: Record,
+        put: Put,
         now: Millis,
     },
     Replace {
-        record: Record,
+        put: Put,
         expected_version: u64,
         durable: bool,
         now: Millis,
@@ -235,7 +257,7 @@ impl Writer {
 
     /// Applies `batch` in one transaction, logs its effects, and answers every request once the
     /// transaction is durable and committed.
-    fn commit_batch(&mut self, batch: Vec<Request>) {
+    fn commit_batch(&mut self, mut batch: Vec<Request>) {
         if batch.is_empty() {
             return;
         }
@@ -244,7 +266,7 @@ impl Writer {
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let outcome = match &self.broken {
             Some(why) => Err(StoreError::Unavailable(why.clone())),
-            None => self.log_and_commit(&batch),
+            None => self.log_and_commit(&mut batch),
         };
         match outcome {
             Ok(answers) => {
@@ -262,12 +284,13 @@ impl Writer {
 
     fn log_and_commit(
         &mut self,
-        batch: &[Request],
+        batch: &mut [Request],
     ) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
         let mut txn = self.db.begin_write().map_err(internal)?;
         txn.set_durability(Durability::None).map_err(internal)?;
         let mut effects = Vec::new();
-        let answers = tables::apply_all(&txn, batch.iter().map(|r| &r.op), &mut effects)?;
+        let ops = batch.iter_mut().map(|r| &mut r.op);
+        let answers = tables::apply_all(&txn, ops, &mut effects)?;
         let durable = batch.iter().any(|r| needs_sync(&r.op));
         if !effects.is_empty() {
             let seq = self.seq + 1;
