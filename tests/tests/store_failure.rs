@@ -65,6 +65,13 @@ async fn a_store_that_cannot_write_refuses_writes_until_restarted() {
     );
     let (code, _) = http_get(&server.admin, "/readyz").await;
     assert_eq!(code, 503);
+    let (_, metrics) = http_get(&server.admin, "/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "oncekey_embedded_write_failed 1"),
+        "/metrics does not show the failed store:\n{metrics}"
+    );
     let log = server.stderr();
     assert!(
         log.contains("refusing writes until a restart"),

@@ -87,7 +87,8 @@ pub struct Engine<S> {
 impl<S: Store> Engine<S> {
     /// An engine over `store` reading time from `clock`.
     pub fn new(store: S, clock: Clock) -> Self {
-        Self::with_metrics(store, clock, Arc::new(Metrics::default()))
+        let metrics = Metrics::with_store(Metrics::DEFAULT_MAX_SERIES, store.collector());
+        Self::with_metrics(store, clock, Arc::new(metrics))
     }
 
     /// An engine reporting to `metrics`.

@@ -114,6 +114,11 @@ pub trait Store: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// The store's own metrics, encoded on `/metrics` at each scrape (prefixed `oncekey_`).
+    fn collector(&self) -> Option<Box<dyn prometheus_client::collector::Collector>> {
+        None
+    }
+
     /// Whether a Claim should try `insert_if_absent` before reading: right for stores where a failed
     /// insert returns the existing row in the same round trip (CQL LWT); a local store reads first.
     fn insert_first(&self) -> bool {

@@ -6,6 +6,7 @@
 //! Label cardinality is bounded: keys are never labels, and at most `max_series` distinct
 //! (tenant, namespace) pairs get their own series; the rest share `_other`.
 
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -97,17 +98,28 @@ fn latency_histogram() -> Histogram {
 
 impl Default for Metrics {
     fn default() -> Self {
-        Self::new(200)
+        Self::new(Self::DEFAULT_MAX_SERIES)
     }
 }
 
 impl Metrics {
+    /// How many (tenant, namespace) label pairs get their own series by default.
+    pub const DEFAULT_MAX_SERIES: usize = 200;
+
     /// A registry with every metric; at most `max_series` (tenant, namespace) label pairs.
     pub fn new(max_series: usize) -> Self {
+        Self::with_store(max_series, None)
+    }
+
+    /// `new`, plus the store's own metrics (`Store::collector`).
+    pub fn with_store(max_series: usize, store: Option<Box<dyn Collector>>) -> Self {
         // The process metrics keep their standard names; Oncekey's own are prefixed.
         let mut root = Registry::default();
         root.register_collector(Box::new(super::process::ProcessCollector));
         let registry = root.sub_registry_with_prefix("oncekey");
+        if let Some(store) = store {
+            registry.register_collector(store);
+        }
         let rpcs = Family::<RpcLabels, Counter>::default();
         registry.register(
             "rpc_requests",

@@ -13,6 +13,7 @@
 
 mod cache;
 mod codec;
+mod metrics;
 mod tables;
 mod wal;
 mod writer;
@@ -228,6 +229,10 @@ impl Store for EmbeddedStore {
         true
     }
 
+    fn collector(&self) -> Option<Box<dyn prometheus_client::collector::Collector>> {
+        Some(Box::new(metrics::StatsCollector(self.stats.clone())))
+    }
+
     async fn close(&self) -> Result<(), StoreError> {
         self.flush().await
     }
@@ -268,6 +273,16 @@ mod tests {
             fsyncs < 256,
             "256 new records took {fsyncs} fsyncs: no group commit"
         );
+        // `/metrics` shows the same counts.
+        let text = engine.metrics().encode();
+        let value = |name: &str| -> u64 {
+            let line = text.lines().find(|l| l.starts_with(name));
+            let line = line.unwrap_or_else(|| panic!("no {name} in\n{text}"));
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        assert!(value("oncekey_embedded_writes_total ") >= writes);
+        assert!(value("oncekey_embedded_syncs_total ") >= fsyncs);
+        assert_eq!(value("oncekey_embedded_write_failed "), 0);
     }
 
     fn claim_args() -> ClaimArgs {
