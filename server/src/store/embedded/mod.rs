@@ -3,7 +3,7 @@
 //! Reads run inline on a read transaction. Every write goes to one writer thread, which applies
 //! all the writes waiting for it in one transaction, makes them durable with one sync of a
 //! write-ahead log (group commit), commits, then answers each caller: a write is durable before
-//! its RPC answers. A durable redb commit every 250 ms (a checkpoint) lets the log start over. An
+//! its RPC answers. A durable redb commit every 50 ms (a checkpoint) lets the log start over. An
 //! expiry index (expires_at, id) lets the sweeper remove expired records without scanning the
 //! ledger.
 //!
