@@ -210,9 +210,14 @@ impl<'a> RowView<'a> {
         COLUMNS.iter().all(|c| self.has(c))
     }
 
-    /// Decodes the record of `id`; `None` when the row holds no record (all cells expired).
+    /// Decodes the record of `id`; `None` when the row holds no record: its cells expired, or
+    /// are expiring. TTLs count whole seconds, so the cells of two writes expire up to a second
+    /// apart after `expires_at`; a dedup hit's write sets only `HIT_COLUMNS`, so for that second
+    /// a row may keep `version` and lose every other column (which the full writes set together,
+    /// `expires_at` among them), or the other way round.
     pub fn record(&self, id: &RecordId) -> Result<Option<Record>, StoreError> {
-        let Some(version) = self.version()? else {
+        let (Some(version), Some(expires_at)) = (self.version()?, self.timestamp("expires_at")?)
+        else {
             return Ok(None);
         };
         let status = match self.text_req("status")? {
@@ -266,7 +271,7 @@ impl<'a> RowView<'a> {
             parent: self.parent()?,
             created_at: self.timestamp_req("created_at")?,
             updated_at: self.timestamp_req("updated_at")?,
-            expires_at: self.timestamp_req("expires_at")?,
+            expires_at,
             retention: match self.get("retention_ms") {
                 Some(CqlValue::BigInt(n)) => *n,
                 other => return Err(corrupt("retention_ms", other)),

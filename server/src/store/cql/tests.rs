@@ -507,3 +507,40 @@ async fn a_hit_write_leaves_the_outcome_alone() {
     assert!(hits_after > hits_before, "{hits_after} <= {hits_before}");
     assert_eq!(store.get(&rec.id, now).await.unwrap(), Some(hit));
 }
+
+/// The cells of a full write and of a later dedup hit's write expire up to a second apart: a row
+/// that kept only the hit's columns is an expired record — absent, and claimable again — never a
+/// corrupt one.
+#[tokio::test]
+async fn a_row_left_with_only_hit_columns_counts_as_absent() {
+    let (store, _) = fresh_store().await;
+    let now = now_ms();
+    let mut rec = new_record(now, 60_000);
+    rec.expires_at = now + 1_000;
+    store.insert_if_absent(&rec, now).await.unwrap();
+    // The hit's cells outlive the record's (by up to a second in real life; by nine here, so
+    // that the second-granular TTLs leave no doubt which cells are gone after the sleep).
+    let mut hit = rec.clone();
+    hit.version += 1;
+    hit.dedup_hits += 1;
+    hit.expires_at = now + 10_000;
+    let write = store.replace_if_version(&hit, rec.version, false, now);
+    assert_eq!(write.await.unwrap(), Cas::Applied);
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    let later = now_ms();
+    let found = store.read_serial(&rec.id).await.unwrap();
+    assert_eq!(
+        found.version,
+        Some(hit.version),
+        "the hit's cells are still there"
+    );
+    assert_eq!(found.record, None);
+    assert_eq!(store.get(&rec.id, later).await.unwrap(), None);
+    let mut again = new_record(later, 60_000);
+    again.id = rec.id.clone();
+    assert_eq!(
+        store.insert_if_absent(&again, later).await.unwrap(),
+        Cas::Applied
+    );
+    assert_eq!(store.get(&rec.id, later).await.unwrap(), Some(again));
+}
