@@ -14,3 +14,4 @@ pub mod ledger;
 pub mod serve;
 pub mod store;
 pub mod telemetry;
+pub mod tls;

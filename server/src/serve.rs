@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic::transport::Server;
 use tonic_health::ServingStatus;
 
 /// How many expired records one sweep pass removes per transaction.
@@ -55,23 +55,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
 }
 
-fn tls(args: &ServeArgs) -> anyhow::Result<Option<ServerTlsConfig>> {
-    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
-        return Ok(None);
-    };
-    let read = |flag: &str, path: &std::path::Path| {
-        std::fs::read(path).map_err(|e| ConfigError(format!("{flag} {}: {e}", path.display())))
-    };
-    let mut config = ServerTlsConfig::new().identity(Identity::from_pem(
-        read("--tls-cert", cert)?,
-        read("--tls-key", key)?,
-    ));
-    if let Some(ca) = &args.tls_client_ca {
-        config = config.client_ca_root(Certificate::from_pem(read("--tls-client-ca", ca)?));
-    }
-    Ok(Some(config))
-}
-
 /// Accepted gRPC connections, with Nagle's algorithm off: a unary answer is several small writes
 /// (headers, data, trailers), and with Nagle on, the last ones wait for the client's delayed ACK
 /// (40 ms on Linux).
@@ -104,6 +87,7 @@ pub async fn serve_store<S: Store>(
         .build_v1()?;
     let ledger = LedgerService::new(engine.clone(), args.limits()).into_server(auth.clone());
 
+    let tls = crate::tls::Tls::from_args(args)?.map(Arc::new);
     let grpc_listener = bind("--listen", args.listen).await?;
     let admin_listener = bind("--admin-listen", args.admin_listen).await?;
     println!(
@@ -126,20 +110,22 @@ pub async fn serve_store<S: Store>(
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stopped()));
     let sweeper = tokio::spawn(sweep_loop(engine.clone(), args.sweep_interval));
-    tokio::spawn(reload_on_sighup(auth));
+    tokio::spawn(reload_on_sighup(auth, tls.clone()));
 
-    let mut builder = Server::builder().http2_keepalive_interval(Some(Duration::from_secs(30)));
-    if let Some(config) = tls(args)? {
-        builder = builder.tls_config(config)?;
-    }
     let inflight = InFlight::new(engine.metrics().clone());
-    let server = builder
+    let router = Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .layer(inflight.clone())
         .add_service(health_service)
         .add_service(reflection)
-        .add_service(ledger)
-        .serve_with_incoming_shutdown(incoming(grpc_listener), stopped());
-    tokio::pin!(server);
+        .add_service(ledger);
+    let mut server: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>> = match tls {
+        Some(tls) => Box::pin(
+            router
+                .serve_with_incoming_shutdown(crate::tls::incoming(grpc_listener, tls), stopped()),
+        ),
+        None => Box::pin(router.serve_with_incoming_shutdown(incoming(grpc_listener), stopped())),
+    };
 
     tokio::select! {
         result = &mut server => result?,
@@ -189,7 +175,9 @@ async fn sweep_loop<S: Store>(engine: Arc<Engine<S>>, every: i64) {
     }
 }
 
-async fn reload_on_sighup(auth: Arc<Auth>) {
+/// SIGHUP re-reads the tokens file and, with TLS on, the certificate, key and client CA; a file
+/// that fails to load keeps what was loaded before.
+async fn reload_on_sighup(auth: Arc<Auth>, tls: Option<Arc<crate::tls::Tls>>) {
     let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
         return;
     };
@@ -199,6 +187,14 @@ async fn reload_on_sighup(auth: Arc<Auth>) {
             Err(e) => {
                 tracing::error!(error = %e, "tokens file reload failed; keeping the previous tokens")
             }
+        }
+        match tls.as_ref().map(|tls| tls.reload()) {
+            None => {}
+            Some(Ok(())) => tracing::info!("TLS certificate reloaded"),
+            Some(Err(e)) => tracing::error!(
+                error = %e,
+                "TLS reload failed; keeping the previous certificate"
+            ),
         }
     }
 }

@@ -408,3 +408,63 @@ async fn tls_and_mutual_tls_end_to_end() {
         Ok(ClaimOutcome::Acquired)
     );
 }
+
+/// Waits until the server's log has a line containing `text`, and returns that line.
+async fn log_line(server: &Server, text: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(line) = server.stderr().lines().find(|l| l.contains(text)) {
+            return line.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no log line with {text:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A renewed certificate is served to new connections after SIGHUP, without a restart; a broken
+/// one is refused with the reason and the previous certificate kept.
+#[tokio::test]
+async fn tls_certificate_reloads_on_sighup() {
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    make_certificates(first.path());
+    make_certificates(second.path()); // the renewal: another CA, so clients tell them apart
+    let live = tempfile::tempdir().unwrap();
+    let install = |from: &Path| {
+        for name in ["server.pem", "server.key"] {
+            std::fs::copy(from.join(name), live.path().join(name)).unwrap();
+        }
+    };
+    install(first.path());
+    let server = tls_server(live.path(), false);
+    let https = server.grpc.replace("http://", "https://");
+    let trusting = |dir: &Path| Some(tls_options(dir, None));
+    assert_eq!(
+        try_claim(&https, trusting(first.path()), "reload-1").await,
+        Ok(ClaimOutcome::Acquired)
+    );
+
+    install(second.path());
+    sighup(&server);
+    log_line(&server, "TLS certificate reloaded").await;
+    assert_eq!(
+        try_claim(&https, trusting(second.path()), "reload-2").await,
+        Ok(ClaimOutcome::Acquired)
+    );
+    let old = try_claim(&https, trusting(first.path()), "reload-3").await;
+    assert!(
+        old.is_err(),
+        "the replaced certificate is still served: {old:?}"
+    );
+
+    std::fs::write(live.path().join("server.pem"), "not a certificate\n").unwrap();
+    sighup(&server);
+    let line = log_line(&server, "TLS reload failed").await;
+    assert!(
+        line.contains("--tls-cert"),
+        "the log does not name the file: {line}"
+    );
+    assert_eq!(
+        try_claim(&https, trusting(second.path()), "reload-4").await,
+        Ok(ClaimOutcome::Acquired)
+    );
+}
