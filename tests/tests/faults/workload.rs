@@ -38,6 +38,9 @@ pub struct KeySpec {
     pub at_most_once: bool,
     /// The lease the workers ask for.
     pub lease: Duration,
+    /// Filler in the key's result: every third key's result is large enough (6 KB) for the
+    /// embedded store to keep it apart from its record, so crashes meet those writes too.
+    pub pad: String,
 }
 
 impl KeySpec {
@@ -49,6 +52,11 @@ impl KeySpec {
                 Duration::from_secs(1)
             } else {
                 MAX_LEASE
+            },
+            pad: if id.is_multiple_of(3) {
+                "x".repeat(6000)
+            } else {
+                String::new()
             },
         }
     }
@@ -201,6 +209,7 @@ impl Workload {
             let effect_ms = rng.range(0, 300);
             let effects = self.effects.clone();
             let name = spec.name.clone();
+            let pad = spec.pad.clone();
             c.runs.fetch_add(1, Ordering::Relaxed);
             let ran = Arc::new(AtomicBool::new(false));
             let ran2 = ran.clone();
@@ -215,7 +224,9 @@ impl Workload {
                     effects.append(&name, token, id, lease.attempt());
                     ran2.store(true, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(effect_ms)).await;
-                    Ok::<_, Refused>(json!({ "key": name, "token": token, "worker": id }))
+                    Ok::<_, Refused>(
+                        json!({ "key": name, "token": token, "worker": id, "pad": pad }),
+                    )
                 })
                 .await;
             if ran.load(Ordering::SeqCst) {
