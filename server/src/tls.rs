@@ -131,19 +131,25 @@ pub fn incoming(
 ) -> ReceiverStream<Result<TlsStream<TcpStream>, std::io::Error>> {
     let (tx, rx) = mpsc::channel(ACCEPTED_QUEUE);
     tokio::spawn(async move {
+        // After a failed accept (out of file descriptors and the like): wait, longer each time up
+        // to a second, and say so once per run of failures.
+        let mut backoff = Duration::ZERO;
         loop {
             let (stream, peer) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(accepted) => accepted,
                     Err(e) => {
-                        // Out of file descriptors and the like: say so, and do not spin.
-                        tracing::warn!(error = %e, "accepting a gRPC connection failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        if backoff.is_zero() {
+                            tracing::warn!(error = %e, "accepting gRPC connections fails");
+                        }
+                        backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                        tokio::time::sleep(backoff).await;
                         continue;
                     }
                 },
                 () = tx.closed() => return,
             };
+            backoff = Duration::ZERO;
             let _ = stream.set_nodelay(true);
             let acceptor = TlsAcceptor::from(tls.current());
             let tx = tx.clone();
