@@ -1,7 +1,7 @@
 //! The embedded store's write-ahead log: what makes a write durable before its RPC answers.
 //!
-//! The writer applies a batch in a redb transaction, appends the batch's effects (records put,
-//! records removed) to this log as one checksummed frame, syncs the log (one small sequential
+//! The writer applies a batch in a redb transaction, appends the batch's effects (records and
+//! outcomes put or removed) to this log as one checksummed frame, syncs the log (one small sequential
 //! `fdatasync`), and only then commits the redb transaction without an fsync of its own. A
 //! checkpoint — a durable redb commit, every 50 ms or so — makes the log's frames redundant, and
 //! the log starts over at offset 0.
@@ -10,7 +10,7 @@
 //! sequence number it contains. Frame checksums are keyed with the database's log id (made when
 //! the database is created), so a log left beside a restored backup of another database is
 //! never replayed into it. On open, frames after the sequence number redb holds are replayed
-//! in order (they are whole-record effects, so replaying one that redb already has is harmless);
+//! in order (they put or remove whole rows, so replaying one that redb already has is harmless);
 //! replay stops at the first frame that is torn, corrupt, or out of sequence — which is where the
 //! last writes that were never acknowledged ended. The log is overwritten in place, so leftovers of
 //! an earlier generation sit after the live frames: they fail the sequence check.
