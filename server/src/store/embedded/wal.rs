@@ -1,10 +1,10 @@
 //! The embedded store's write-ahead log: what makes a write durable before its RPC answers.
 //!
 //! The writer applies a batch in a redb transaction, appends the batch's effects (records and
-//! outcomes put or removed) to this log as one checksummed frame, syncs the log (one small sequential
-//! `fdatasync`), and only then commits the redb transaction without an fsync of its own. A
-//! checkpoint — a durable redb commit, every 50 ms or so — makes the log's frames redundant, and
-//! the log starts over at offset 0.
+//! outcomes put or removed) to this log as one checksummed frame, syncs the log (one small
+//! sequential `fdatasync`), and only then commits the redb transaction without an fsync of its
+//! own. A checkpoint — a durable redb commit, every 50 ms or so — makes the log's frames
+//! redundant, and the log starts over at offset 0.
 //!
 //! Every frame carries the batch's sequence number, and every redb transaction records the last
 //! sequence number it contains. Frame checksums are keyed with the database's log id (made when
