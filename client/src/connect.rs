@@ -121,7 +121,9 @@ impl TlsOptions {
         Ok(tls)
     }
 
-    fn config(&self) -> Result<ClientTlsConfig, ClientError> {
+    /// The tonic TLS configuration these options describe (for callers that build their own
+    /// channels, like `oncekey bench`).
+    pub fn config(&self) -> Result<ClientTlsConfig, ClientError> {
         let mut config = ClientTlsConfig::new();
         if let Some(ca) = &self.ca_cert_pem {
             config = config.ca_certificate(Certificate::from_pem(ca));

@@ -123,3 +123,49 @@ fn tiny_cql_raw_bench_reports_the_overhead() {
     }
     assert!(report["ratios"]["cycle_vs_cql_raw"].as_f64().is_some());
 }
+
+/// Against a TLS server: `--tls-ca` and an `https://` address; without the CA the run fails with
+/// an error instead of a report.
+#[test]
+fn tiny_bench_over_tls() {
+    let certs = tempfile::tempdir().unwrap();
+    make_certificates(certs.path());
+    let file = |name: &str| certs.path().join(name).to_str().unwrap().to_owned();
+    let server = Server::start(&[
+        "--tls-cert",
+        &file("server.pem"),
+        "--tls-key",
+        &file("server.key"),
+    ]);
+    let https = server.grpc.replace("http://", "https://");
+    let bench = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--server",
+            &https,
+            "--scenario",
+            "cycle",
+            "--ops",
+            "50",
+            "--workers",
+            "2",
+            "--connections",
+            "1",
+            "--warmup",
+            "0s",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        run_cli(&args)
+    };
+    let (code, stdout, stderr) = bench(&["--tls-ca", &file("ca.pem"), "--tls-domain", "localhost"]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("the report is JSON");
+    assert_eq!(report["results"][0]["ops"], 50, "{report:#}");
+    assert_eq!(report["results"][0]["errors"], serde_json::json!({}));
+    let (code, stdout, _) = bench(&[]);
+    assert_ne!(
+        code, 0,
+        "a TLS server answered a bench without its CA:\n{stdout}"
+    );
+}

@@ -46,6 +46,9 @@ pub struct BenchArgs {
     /// Tenant header (dev-mode servers).
     #[arg(long, env = "ONCEKEY_TENANT", default_value = "bench")]
     pub tenant: String,
+    /// TLS to the server (with an `https://` --server), as for the client commands.
+    #[command(flatten)]
+    pub tls: crate::cli::client::TlsArgs,
     /// Scenarios to run, in order, comma-separated.
     #[arg(
         long = "scenario",

@@ -26,10 +26,13 @@ pub struct Target {
 impl Target {
     /// Opens `--connections` HTTP/2 connections to `--server`.
     pub async fn connect(args: &BenchArgs) -> anyhow::Result<Self> {
-        let endpoint = Endpoint::from_shared(args.server.clone())
+        let mut endpoint = Endpoint::from_shared(args.server.clone())
             .with_context(|| format!("bad --server {}", args.server))?
             .tcp_nodelay(true)
             .connect_timeout(std::time::Duration::from_secs(5));
+        if let Some(tls) = args.tls.options()? {
+            endpoint = endpoint.tls_config(tls.config()?)?;
+        }
         let mut channels = Vec::with_capacity(args.connections);
         for _ in 0..args.connections {
             // A separate `connect` per channel: its own TCP connection, not a shared one.

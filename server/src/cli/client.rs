@@ -45,7 +45,7 @@ pub struct TlsArgs {
 
 impl TlsArgs {
     /// The client's TLS options, reading the files; `None` without --tls-ca.
-    fn options(&self) -> anyhow::Result<Option<oncekey_client::TlsOptions>> {
+    pub fn options(&self) -> anyhow::Result<Option<oncekey_client::TlsOptions>> {
         let Some(ca) = &self.tls_ca else {
             return Ok(None);
         };
