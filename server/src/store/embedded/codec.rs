@@ -240,16 +240,52 @@ fn corrupt(e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }
 
+/// A `StoredRecord` decoded without its history: the field is skipped, not copied (a replayed
+/// Claim reads its record this way, and a history holds up to 64 receipts).
+#[derive(Debug, Default)]
+struct WithoutHistory(StoredRecord);
+
+/// `StoredRecord`'s history field.
+const HISTORY_TAG: u32 = 18;
+
+impl Message for WithoutHistory {
+    fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
+        self.0.encode_raw(buf)
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl prost::bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        match tag {
+            HISTORY_TAG => prost::encoding::skip_field(wire_type, tag, buf, ctx),
+            _ => self.0.merge_field(tag, wire_type, buf, ctx),
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.0.encoded_len()
+    }
+
+    fn clear(&mut self) {
+        self.0.clear()
+    }
+}
+
 fn decode(
     id: RecordId,
     row: &[u8],
     outcome: Option<&[u8]>,
     with_history: bool,
 ) -> Result<Record, StoreError> {
-    let mut s = StoredRecord::decode(row).map_err(corrupt)?;
-    if !with_history {
-        s.history.clear();
+    let mut s = match with_history {
+        true => StoredRecord::decode(row),
+        false => WithoutHistory::decode(row).map(|brief| brief.0),
     }
+    .map_err(corrupt)?;
     if s.outcome_apart {
         let bytes = outcome.ok_or_else(|| corrupt("the record's outcome is missing"))?;
         let apart = StoredOutcome::decode(bytes).map_err(corrupt)?;
