@@ -259,6 +259,15 @@ pub fn apply(record: &mut Record, hits: u64, events: &[Event]) {
     record.history = history;
 }
 
+/// Whether `next` differs from `stored` in nothing but what a dedup hit's write may change.
+fn only_hit_fields_differ(stored: &Record, next: &Record) -> bool {
+    let mut same = next.clone();
+    same.version = stored.version;
+    same.dedup_hits = stored.dedup_hits;
+    same.history.clone_from(&stored.history);
+    &same == stored
+}
+
 /// Adds the parked hits of `id` to its stored record, one conditional write per batch of hits,
 /// until none are left. Hits of a record that is gone (or of an earlier life) are dropped; on a
 /// store failure they are put back and retried a little later (a crash loses them: counters only).
@@ -294,6 +303,11 @@ pub async fn flush<S: Store>(
                 let mut next = stored.clone();
                 next.version += 1;
                 apply(&mut next, taken.hits, &taken.events);
+                debug_assert!(
+                    only_hit_fields_differ(&stored, &next),
+                    "a dedup hit's write may change only version, dedup_hits and history \
+                     (Store::replace_if_version with durable == false)"
+                );
                 hits.writing(id, next.version);
                 match store
                     .replace_if_version(&next, stored.version, false, now)
