@@ -321,11 +321,10 @@ pub fn history(record: &Record) -> Vec<v1::RecordEvent> {
         .collect()
 }
 
-/// A record on the wire (the tenant stays implicit).
-pub fn record(r: &Record) -> v1::Record {
+/// A record on the wire (the tenant stays implicit). Takes the record by value: its strings and
+/// result move into the message instead of being copied (every answer carries one).
+pub fn record(r: Record) -> v1::Record {
     v1::Record {
-        namespace: r.id.namespace.clone(),
-        key: r.id.key.clone(),
         status: match r.status {
             Status::Processing => v1::RecordStatus::Processing,
             Status::Succeeded => v1::RecordStatus::Succeeded,
@@ -335,6 +334,8 @@ pub fn record(r: &Record) -> v1::Record {
             // Never shown: the engine answers NOT_FOUND or no record for a tombstone.
             Status::Abandoned => v1::RecordStatus::Unspecified,
         } as i32,
+        namespace: r.id.namespace,
+        key: r.id.key,
         fingerprint: r.fingerprint.to_vec(),
         semantics: match r.semantics {
             Semantics::AtLeastOnce => v1::Semantics::AtLeastOnce,
@@ -343,26 +344,22 @@ pub fn record(r: &Record) -> v1::Record {
         fencing_token: r.fencing_token,
         attempt: r.attempt,
         dedup_hits: r.dedup_hits,
-        lease_owner: r.lease_owner.clone(),
+        lease_owner: r.lease_owner,
         lease_expires_at: r.lease_expires_at.map(timestamp),
-        result: r.result.as_ref().map(|res| v1::OperationResult {
+        result: r.result.map(|res| v1::OperationResult {
             code: res.code,
-            body: res.body.clone(),
-            content_type: res.content_type.clone(),
-            metadata: res
-                .metadata
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            body: res.body,
+            content_type: res.content_type,
+            metadata: res.metadata.into_iter().collect(),
         }),
-        error: r.error.as_ref().map(|e| v1::OperationError {
+        error: r.error.map(|e| v1::OperationError {
             code: e.code,
-            message: e.message.clone(),
-            details: e.details.clone(),
+            message: e.message,
+            details: e.details,
         }),
-        parent: r.parent.as_ref().map(|p| v1::OperationRef {
-            namespace: p.namespace.clone(),
-            key: p.key.clone(),
+        parent: r.parent.map(|p| v1::OperationRef {
+            namespace: p.namespace,
+            key: p.key,
         }),
         created_at: Some(timestamp(r.created_at)),
         updated_at: Some(timestamp(r.updated_at)),
