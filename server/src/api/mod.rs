@@ -56,13 +56,6 @@ impl<S: Store> LedgerService<S> {
     }
 }
 
-fn tenant<T>(req: &Request<T>) -> Result<String, ApiError> {
-    req.extensions()
-        .get::<Tenant>()
-        .map(|t| t.0.clone())
-        .ok_or(ApiError::Unauthenticated("no credentials"))
-}
-
 /// The tenant the interceptor put in `extensions`, taken out of them.
 fn take_tenant(extensions: &mut tonic::Extensions) -> Result<String, ApiError> {
     extensions
@@ -296,13 +289,12 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
         req: Request<Streaming<v1::KeepAliveRequest>>,
     ) -> Result<Response<Self::KeepAliveStream>, Status> {
         let span = rpc_span("oncekey.v1.Ledger/KeepAlive", &req, "", "");
-        let result = match tenant(&req) {
-            Ok(tenant) => {
-                keepalive::start(self.engine.clone(), &self.limits, tenant, req.into_inner())
-                    .instrument(span.clone())
-                    .await
-                    .map(Response::new)
-            }
+        let (_, mut extensions, inbound) = req.into_parts();
+        let result = match take_tenant(&mut extensions) {
+            Ok(tenant) => keepalive::start(self.engine.clone(), &self.limits, tenant, inbound)
+                .instrument(span.clone())
+                .await
+                .map(Response::new),
             Err(e) => Err(e.into()),
         };
         record_code(&span, &result);
