@@ -177,6 +177,9 @@ pub struct ServeArgs {
         hide = true
     )]
     pub clock_skew_ms: Millis,
+    /// Per-tenant admission limits.
+    #[command(flatten)]
+    pub admission: crate::api::admission::AdmissionArgs,
 }
 
 /// A configuration mistake: the message names the flag; `oncekey` exits 64.
@@ -203,6 +206,7 @@ impl ServeArgs {
         if !(16..=1 << 20).contains(&self.embedded_cache_mib) {
             return bad("--embedded-cache-mib must be between 16 and 1048576".into());
         }
+        self.admission.validate()?;
         let loopback = self.listen.ip().is_loopback();
         if self.tokens_file.is_none() && !loopback && !self.allow_unauthenticated {
             return bad(format!(

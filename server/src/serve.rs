@@ -85,7 +85,12 @@ pub async fn serve_store<S: Store>(
         .register_encoded_file_descriptor_set(oncekey_api::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    let ledger = LedgerService::new(engine.clone(), args.limits()).into_server(auth.clone());
+    let admission =
+        crate::api::admission::Admission::from_args(&args.admission, engine.metrics().clone())?;
+    admission.reload_on_sighup();
+    let ledger = LedgerService::new(engine.clone(), args.limits())
+        .with_admission(admission)
+        .into_server(auth.clone());
 
     let tls = crate::tls::Tls::from_args(args)?.map(Arc::new);
     let grpc_listener = bind("--listen", args.listen).await?;
