@@ -87,7 +87,7 @@ pub async fn serve_store<S: Store>(
         .build_v1()?;
     let admission =
         crate::api::admission::Admission::from_args(&args.admission, engine.metrics().clone())?;
-    admission.reload_on_sighup();
+    admission.reload_on_sighup()?;
     let ledger = LedgerService::new(engine.clone(), args.limits())
         .with_admission(admission)
         .into_server(auth.clone());

@@ -134,17 +134,16 @@ impl Admission {
     }
 
     /// With a limits file: re-reads it on every SIGHUP (in a task of its own), logging the
-    /// outcome; a bad file keeps the limits in force.
-    pub fn reload_on_sighup(&self) {
+    /// outcome; a bad file keeps the limits in force. The handler is in place when this returns,
+    /// so a SIGHUP right after startup cannot terminate the process.
+    pub fn reload_on_sighup(&self) -> std::io::Result<()> {
+        use tokio::signal::unix::{signal, SignalKind};
         if self.limits_file().is_none() {
-            return;
+            return Ok(());
         }
+        let mut hup = signal(SignalKind::hangup())?;
         let admission = self.clone();
         tokio::spawn(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            let Ok(mut hup) = signal(SignalKind::hangup()) else {
-                return;
-            };
             while hup.recv().await.is_some() {
                 match admission.reload() {
                     Ok(n) => tracing::info!(tenants = n, "limits file reloaded"),
@@ -155,6 +154,7 @@ impl Admission {
                 }
             }
         });
+        Ok(())
     }
 
     /// Admits or refuses one request of `kind` from `tenant`, counting refusals.
