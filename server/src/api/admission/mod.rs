@@ -15,7 +15,8 @@ mod policy;
 mod table;
 
 pub use policy::{AdmissionArgs, LimitsFileError, Policy, TenantLimits};
-pub use table::{Kind, Permit, Refusal, Table};
+pub use table::{Kind, Permit};
+use table::{Refusal, Table};
 
 use super::auth::Tenant;
 use super::error::ApiError;
@@ -179,7 +180,7 @@ impl Admission {
 
     /// Tenants with admission state now (for tests and diagnostics).
     pub fn tenants_tracked(&self) -> usize {
-        self.inner.table.len()
+        self.inner.table.tenants()
     }
 
     /// This admission as a tower layer.

@@ -174,7 +174,7 @@ impl Table {
     }
 
     /// How many tenants have an entry.
-    pub fn len(&self) -> usize {
+    pub fn tenants(&self) -> usize {
         self.shards
             .iter()
             .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).entries.len())
@@ -272,7 +272,7 @@ mod tests {
         let three = table.admit(&p, "a", Kind::Admitted, now).unwrap();
         drop((two, three));
         // Without a rate nothing is left to remember once nothing is in flight.
-        assert_eq!(table.len(), 0);
+        assert_eq!(table.tenants(), 0);
     }
 
     #[test]
@@ -295,7 +295,7 @@ mod tests {
         }
         // No in-flight limit: settlements are not even counted.
         assert!(!table.admit(&p, "x", Kind::Counted, now).unwrap().counts());
-        assert_eq!(table.len(), 0);
+        assert_eq!(table.tenants(), 0);
         assert!(table.admit(&p, "plain", Kind::Admitted, now).is_ok());
         assert!(table.admit(&p, "plain", Kind::Admitted, now).is_err());
     }
@@ -314,7 +314,7 @@ mod tests {
                 assert!(table.admit(&p, &tenant, Kind::Admitted, now).is_ok());
             }
         }
-        let len = table.len();
+        let len = table.tenants();
         assert!(len <= 4 * 1000 + SHARDS * MIN_SWEEP, "{len} entries kept");
         // A busy tenant is never forgotten: its empty bucket survives every sweep.
         let busy = "busy";
