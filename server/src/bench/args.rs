@@ -159,6 +159,10 @@ pub struct BenchArgs {
     /// limit for it).
     #[arg(long, default_value_t = 100.0)]
     pub quiet_rate: f64,
+    /// `noisy`: measure in this many rounds of (quiet alone, quiet beside the flood), each an
+    /// equal share of --duration, so that drift in a shared machine's load falls on both alike.
+    #[arg(long, default_value_t = 1)]
+    pub noisy_rounds: u32,
     /// Print the JSON report on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -202,6 +206,9 @@ impl BenchArgs {
             }
             if self.ops.is_some() {
                 return bad("--scenario noisy runs for --duration; drop --ops");
+            }
+            if !(1..=1000).contains(&self.noisy_rounds) {
+                return bad("--noisy-rounds must be between 1 and 1000");
             }
             if self.noisy_limit.unwrap_or_default() * self.noisy_factor > 1e6 {
                 return bad(

@@ -42,6 +42,10 @@ impl Tally {
     fn record(&self, f: impl FnOnce(&mut Recorder)) {
         f(&mut self.rec.lock().unwrap_or_else(|e| e.into_inner()));
     }
+
+    fn take(&self) -> Recorder {
+        std::mem::take(&mut self.rec.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// Which load a paced loop sends.
@@ -72,35 +76,137 @@ pub async fn run(args: &BenchArgs, report: &mut Report, probe: &cpu::Probe) -> a
     let noisy = Target::connect(&noisy_args).await?;
     let keys = Arc::new(Keys::new(1, 1, 1));
 
-    let (alone, _, alone_cpu) = phase(args, &quiet, None, &keys, probe).await;
-    report.push(ScenarioResult::new("noisy", "quiet-alone", alone));
-    eprintln!("{}", report.last_line());
-    let (with, flood, with_cpu) =
-        phase(args, &quiet, Some((&noisy, flood_rate)), &keys, probe).await;
-    let Some(flood) = flood else {
-        anyhow::bail!("the noisy tenant's load did not run");
-    };
+    // Each round measures the quiet tenant alone, then beside the flood, for an equal share of
+    // --duration: with several rounds, drift in the machine's load falls on both alike.
+    let rounds = args.noisy_rounds.max(1);
+    let slice = Duration::from_millis(args.duration.max(0) as u64) / rounds;
+    let (mut alone, mut with) = (Condition::default(), Condition::default());
+    for round in 1..=rounds {
+        alone.add(phase(args, slice, &quiet, None, &keys, probe).await);
+        with.add(
+            phase(
+                args,
+                slice,
+                &quiet,
+                Some((&noisy, flood_rate)),
+                &keys,
+                probe,
+            )
+            .await,
+        );
+        if rounds > 1 {
+            eprintln!("bench: noisy round {round}/{rounds} done");
+        }
+    }
+    let secs = with.elapsed.as_secs_f64();
     let counts = json!({
-        "sent": flood.0.sent.load(Ordering::Relaxed),
-        "admitted": flood.1.recorder.ops,
-        "refused_rate_limited": flood.0.refused.load(Ordering::Relaxed),
-        "skipped": flood.0.skipped.load(Ordering::Relaxed),
+        "sent": with.counts.sent,
+        "admitted": with.flood.ops,
+        "refused_rate_limited": with.counts.refused,
+        "skipped": with.counts.skipped,
     });
-    report.push(ScenarioResult::new("noisy", "quiet+noisy", with));
+    let cpu = json!({"alone": alone.cores(), "with_noisy": with.cores()});
+    let flood = Measurement {
+        recorder: std::mem::take(&mut with.flood),
+        elapsed: with.elapsed,
+        workers: args.connections,
+        load: with.load,
+        cpu: cpu::Used::default(),
+    };
+    report.push(ScenarioResult::new(
+        "noisy",
+        "quiet-alone",
+        alone.quiet(args),
+    ));
     eprintln!("{}", report.last_line());
-    report.push(ScenarioResult::new("noisy", "noisy", flood.1));
+    report.push(ScenarioResult::new(
+        "noisy",
+        "quiet+noisy",
+        with.quiet(args),
+    ));
+    eprintln!("{}", report.last_line());
+    report.push(ScenarioResult::new("noisy", "noisy", flood));
     eprintln!("{}", report.last_line());
 
-    let secs = Duration::from_millis(args.duration.max(0) as u64).as_secs_f64();
-    let cores = |used: cpu::Used| {
-        let per_sec = |s: Option<f64>| s.filter(|_| secs > 0.0).map(|s| s / secs);
-        json!({"server": per_sec(used.server), "bench": per_sec(used.client)})
-    };
     let mut summary = summarize(report, args, limit, flood_rate, secs, counts);
-    summary["cpu_cores"] = json!({"alone": cores(alone_cpu), "with_noisy": cores(with_cpu)});
+    summary["rounds"] = json!(rounds);
+    summary["cpu_cores"] = cpu;
     let text = text(&summary);
     report.section("noisy", summary, text);
     Ok(())
+}
+
+/// The flood's counts.
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    sent: u64,
+    refused: u64,
+    skipped: u64,
+}
+
+/// What one phase measured.
+struct PhaseResult {
+    quiet: Recorder,
+    flood: Option<(Recorder, Counts)>,
+    elapsed: Duration,
+    load: (f64, f64),
+    /// CPU time both ends used in the measured window: the phase's, not one tenant's.
+    cpu: cpu::Used,
+}
+
+/// One condition (quiet alone, or quiet beside the flood) over every round.
+#[derive(Default)]
+struct Condition {
+    quiet: Recorder,
+    flood: Recorder,
+    counts: Counts,
+    elapsed: Duration,
+    load: (f64, f64),
+    server_cpu: Option<f64>,
+    bench_cpu: Option<f64>,
+    rounds: u32,
+}
+
+impl Condition {
+    fn add(&mut self, phase: PhaseResult) {
+        self.quiet.merge(phase.quiet);
+        if let Some((flood, counts)) = phase.flood {
+            self.flood.merge(flood);
+            self.counts.sent += counts.sent;
+            self.counts.refused += counts.refused;
+            self.counts.skipped += counts.skipped;
+        }
+        self.elapsed += phase.elapsed;
+        if self.rounds == 0 {
+            self.load.0 = phase.load.0;
+            self.server_cpu = phase.cpu.server;
+            self.bench_cpu = phase.cpu.client;
+        } else {
+            let add = |a: Option<f64>, b: Option<f64>| Some(a? + b?);
+            self.server_cpu = add(self.server_cpu, phase.cpu.server);
+            self.bench_cpu = add(self.bench_cpu, phase.cpu.client);
+        }
+        self.load.1 = phase.load.1;
+        self.rounds += 1;
+    }
+
+    /// CPU cores each end kept busy on average.
+    fn cores(&self) -> Value {
+        let secs = self.elapsed.as_secs_f64();
+        let per_sec = |s: Option<f64>| s.filter(|_| secs > 0.0).map(|s| s / secs);
+        json!({"server": per_sec(self.server_cpu), "bench": per_sec(self.bench_cpu)})
+    }
+
+    /// The quiet tenant's measurement (CPU is reported per phase, not per tenant).
+    fn quiet(&mut self, args: &BenchArgs) -> Measurement {
+        Measurement {
+            recorder: std::mem::take(&mut self.quiet),
+            elapsed: self.elapsed,
+            workers: args.connections,
+            load: self.load,
+            cpu: cpu::Used::default(),
+        }
+    }
 }
 
 /// The quiet tenant's percentiles in both phases, their ratio and the flood's counts.
@@ -160,23 +266,21 @@ fn text(s: &Value) -> String {
     )
 }
 
-/// One phase: the quiet load for warm-up + duration, with the flood beside it when given. The
-/// CPU time both ends used in the measured window is the phase's, not one tenant's: it is
-/// returned apart from the measurements (which carry none).
+/// One phase: the quiet load for --warmup + `duration`, with the flood beside it when given.
 async fn phase(
     args: &BenchArgs,
+    duration: Duration,
     quiet: &Target,
     flood: Option<(&Target, f64)>,
     keys: &Arc<Keys>,
     probe: &cpu::Probe,
-) -> (Measurement, Option<(Arc<Tally>, Measurement)>, cpu::Used) {
-    let ms = |m: i64| Duration::from_millis(m.max(0) as u64);
+) -> PhaseResult {
     let warm = Instant::now();
-    let start = warm + ms(args.warmup);
+    let start = warm + Duration::from_millis(args.warmup.max(0) as u64);
     let window = Window {
         warm,
         start,
-        end: start + ms(args.duration),
+        end: start + duration,
     };
     let load_before = load_average();
     let conns = |t: &Target| {
@@ -213,22 +317,20 @@ async fn phase(
     };
     let ((), (), cpu_before) = tokio::join!(quiet_run, flood_run, sample);
     let cpu = cpu::Used::between(cpu_before, probe.sample().await);
-    let load = (load_before, load_average());
-    let measurement = |tally: &Tally, workers| Measurement {
-        recorder: std::mem::take(&mut *tally.rec.lock().unwrap_or_else(|e| e.into_inner())),
-        elapsed: window.end - window.start,
-        workers,
-        load,
-        cpu: cpu::Used::default(),
-    };
-    let quiet_m = measurement(&quiet_tally, args.connections);
-    let flood_m = flood.map(|_| {
-        (
-            flood_tally.clone(),
-            measurement(&flood_tally, args.connections),
-        )
-    });
-    (quiet_m, flood_m, cpu)
+    PhaseResult {
+        quiet: quiet_tally.take(),
+        flood: flood.map(|_| {
+            let counts = Counts {
+                sent: flood_tally.sent.load(Ordering::Relaxed),
+                refused: flood_tally.refused.load(Ordering::Relaxed),
+                skipped: flood_tally.skipped.load(Ordering::Relaxed),
+            };
+            (flood_tally.take(), counts)
+        }),
+        elapsed: duration,
+        load: (load_before, load_average()),
+        cpu,
+    }
 }
 
 /// Starts one `load` op every 1/`rate` s from `window.warm` to `window.end`, each in its own
