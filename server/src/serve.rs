@@ -149,18 +149,17 @@ pub async fn serve_store<S: Store>(
         .add_service(reflection)
         .add_service(reflection_v1alpha)
         .add_service(ledger);
-    let mut server: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>> = match tls {
-        Some(tls) => Box::pin(
-            router.serve_with_incoming_shutdown(
+    let mut server: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>> =
+        match tls {
+            Some(tls) => Box::pin(router.serve_with_incoming_shutdown(
                 crate::tls::incoming(grpc_listener, gate, tls),
                 stopped(),
-            ),
-        ),
-        None => Box::pin(router.serve_with_incoming_shutdown(
-            crate::conn::plaintext(grpc_listener, gate),
-            stopped(),
-        )),
-    };
+            )),
+            None => Box::pin(router.serve_with_incoming_shutdown(
+                crate::conn::plaintext(grpc_listener, gate),
+                stopped(),
+            )),
+        };
 
     tokio::select! {
         result = &mut server => result?,

@@ -161,6 +161,28 @@ async fn fail_final_retryable_and_abandon() {
         .unwrap()
         .into_inner();
     assert!(gone.record.is_none());
+    // The identical ABANDON again (a lost answer retried) is OK.
+    let again = c
+        .fail(fail(
+            NS,
+            "abandon",
+            1,
+            Disposition::Abandon,
+            "invalid input",
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(again.record.is_none());
+    // ABANDON of a key nobody claimed is a lease the caller does not hold.
+    let err = c
+        .fail(fail(NS, "never-claimed", 1, Disposition::Abandon, "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), reason(&err).as_str()),
+        (Code::FailedPrecondition, "LEASE_LOST")
+    );
     let err = c.lookup(lookup(NS, "abandon")).await.unwrap_err();
     assert_eq!(
         (err.code(), reason(&err).as_str()),
