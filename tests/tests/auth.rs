@@ -61,6 +61,41 @@ async fn is_tenant(server: &Server, token: &str, tenant: &str) -> bool {
     }
 }
 
+/// Runs `oncekey serve` with `args` (on free ports) and waits for it to exit: (exit code, stderr).
+/// A server that starts instead is stopped after 30 s, and its code is `None`.
+fn serve_until_exit(args: &[&str]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = dir.path().join("stderr");
+    let mut child = std::process::Command::new(binary())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (code, std::fs::read_to_string(stderr).unwrap_or_default())
+}
+
 fn write(path: &Path, lines: &[String]) {
     std::fs::write(path, lines.join("\n") + "\n").unwrap();
 }
@@ -80,16 +115,8 @@ async fn one_token_under_two_tenants_is_refused_at_startup_and_on_reload() {
 
     // At startup: exit 64, one line naming both lines, and neither the token nor its hash.
     write(&tokens, &duplicated);
-    let (code, _, err) = run_cli(&[
-        "serve",
-        "--tokens-file",
-        tokens_arg,
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-    ]);
-    assert_eq!(code, 64, "{err}");
+    let (code, err) = serve_until_exit(&["--tokens-file", tokens_arg]);
+    assert_eq!(code, Some(64), "{err}");
     assert!(err.contains("--tokens-file"), "{err}");
     assert!(err.contains("lines 2 and 5"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -105,9 +105,11 @@ async fn log_line(server: &Server, text: &str) -> String {
     }
 }
 
-/// The server's CPU use stays far from a spinning core: a correctness check ("not spinning"),
-/// generous enough for a loaded machine.
-const NOT_SPINNING: f64 = 0.30;
+/// The server's CPU use stays far from a spinning core: a correctness check ("not spinning"), not
+/// a benchmark. CPU time used does not grow with the machine's load; the fixed server measures
+/// well under 1 %, the spinning one (before the fix) measured 34 % of a core on a machine with
+/// load 10 on 2 cores, and ~95 % on an idle one.
+const NOT_SPINNING: f64 = 0.15;
 
 #[tokio::test]
 async fn at_the_descriptor_limit_idle_connections_neither_spin_the_server_nor_lock_clients_out() {
