@@ -118,6 +118,15 @@ pub async fn serve_store<S: Store>(
     );
     let gate = crate::conn::Gate::new("grpc", args.max_connections());
     tracing::info!(grpc = %grpc_listener.local_addr()?, admin = %admin_listener.local_addr()?, tls = args.tls_cert.is_some(), authenticated = auth.has_tokens(), max_connections = gate.max(), max_concurrent_streams = args.max_concurrent_streams, "oncekey serving");
+    if let Some(soft) = crate::conn::descriptor_soft_limit() {
+        if gate.max() as u64 >= soft {
+            tracing::warn!(
+                max_connections = gate.max(),
+                open_files_limit = soft,
+                "--max-connections is not below the open-files limit: when descriptors run out, new connections wait in the backlog instead of being closed, and the store may fail to open files"
+            );
+        }
+    }
     if !auth.has_tokens() && !args.admin_listen.ip().is_loopback() {
         tracing::warn!(
             admin = %admin_listener.local_addr()?,

@@ -144,6 +144,7 @@ async fn at_the_descriptor_limit_idle_connections_neither_spin_the_server_nor_lo
         assert_eq!(code, 200, "{name}");
         drop(idle);
     }
+    log_line(&uncapped, "not below the open-files limit").await;
     log_line(&uncapped, "accepting connections fails").await;
     log_line(&capped, "connection limit reached").await;
     assert!(!capped.stderr().contains("panicked") && !uncapped.stderr().contains("panicked"));

@@ -1,7 +1,7 @@
-//! Authentication settings end to end against the real binary: a tokens file that gives one token
-//! to two lines is refused (at startup: exit 64 naming the lines; on SIGHUP: the previous tokens
-//! stay and the log says why), the `Bearer` scheme is matched case-insensitively, and a dev-mode
-//! server whose admin port listens beyond loopback says so.
+//! Settings end to end against the real binary: a malformed flag value exits 64 naming the flag;
+//! a tokens file that gives one token to two lines is refused (at startup: exit 64 naming the
+//! lines; on SIGHUP: the previous tokens stay and the log says why); the `Bearer` scheme is matched
+//! case-insensitively; and a dev-mode server whose admin port listens beyond loopback says so.
 
 use oncekey_api::v1::ClaimOutcome;
 use oncekey_client::ConnectOptions;
@@ -98,6 +98,36 @@ fn serve_until_exit(args: &[&str]) -> (Option<i32>, String) {
 
 fn write(path: &Path, lines: &[String]) {
     std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+/// Malformed values (addresses, numbers, enums) are bad configuration: one line naming the flag,
+/// exit 64 (not clap's usage exit 2), from the command line or the environment.
+#[test]
+fn malformed_flag_values_exit_64_naming_the_flag() {
+    for args in [
+        &["serve", "--listen", "localhost"][..],
+        &["serve", "--admin-listen", "127.0.0.1:99999"],
+        &["serve", "--max-connections", "lots"],
+        &["serve", "--store", "postgres"],
+    ] {
+        let (code, _, err) = run_cli(args);
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(err.contains(args[1]), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    let out = std::process::Command::new(binary())
+        .arg("serve")
+        .env("ONCEKEY_LISTEN", "not-an-address")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("--listen"), "{err}");
+    for flag in ["--max-connections", "--max-concurrent-streams"] {
+        let (code, _, err) = run_cli(&["serve", flag, "0"]);
+        assert_eq!(code, 64, "{err}");
+        assert!(err.contains(flag), "{err}");
+    }
 }
 
 #[tokio::test]
