@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Metadata, status } from "@grpc/grpc-js";
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
-import { errorInfo, reason } from "../src/errors";
+import { errorInfo, reason } from "../src/status";
 
 function serviceError(details: Uint8Array[]) {
   const st = new BinaryWriter().uint32(8).int32(status.FAILED_PRECONDITION).uint32(18).string("key reused");
