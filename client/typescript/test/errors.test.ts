@@ -30,3 +30,25 @@ test("no reason without details", () => {
   assert.equal(reason(new Error("plain")), undefined);
   assert.equal(reason(undefined), undefined);
 });
+
+test("server errors become typed errors with one base class", async () => {
+  const { toOncekeyError } = await import("../src/status");
+  const { KeyReusedError, LeaseLostError, OncekeyError, UnavailableError } = await import("../src/errors");
+  const info = (r: string) => any("type.googleapis.com/google.rpc.ErrorInfo", new BinaryWriter().uint32(10).string(r).uint32(18).string("oncekey").finish());
+  const reused = toOncekeyError(serviceError([info("KEY_REUSED")]));
+  assert.ok(reused instanceof KeyReusedError && reused instanceof OncekeyError && reused instanceof Error);
+  assert.equal((reused as InstanceType<typeof OncekeyError>).reason, "KEY_REUSED");
+  const lost = toOncekeyError(serviceError([info("LEASE_LOST")]), 7n);
+  assert.ok(lost instanceof LeaseLostError && lost.token === 7n);
+  const down = toOncekeyError(Object.assign(new Error("14 UNAVAILABLE"), { code: status.UNAVAILABLE, details: "down", metadata: new Metadata() }));
+  assert.ok(down instanceof UnavailableError && down.grpcCode === status.UNAVAILABLE);
+  const violation = new BinaryWriter().uint32(10).string("namespace").uint32(18).string("bad").finish();
+  const badRequest = any("type.googleapis.com/google.rpc.BadRequest", new BinaryWriter().uint32(10).bytes(violation).finish());
+  const invalid = toOncekeyError(
+    Object.assign(serviceError([info("INVALID_FIELD"), badRequest]), { code: status.INVALID_ARGUMENT }),
+  ) as InstanceType<typeof OncekeyError>;
+  assert.equal(invalid.constructor, OncekeyError);
+  assert.deepEqual([invalid.reason, invalid.field, invalid.grpcCode], ["INVALID_FIELD", "namespace", status.INVALID_ARGUMENT]);
+  const plain = new Error("not grpc");
+  assert.equal(toOncekeyError(plain), plain);
+});
