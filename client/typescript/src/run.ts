@@ -54,6 +54,11 @@ export interface RunOptions {
   owner?: string;
   /** How a thrown error settles the operation (default: `FinalError` final, `AbandonError` abandon, else retryable). */
   disposition?: (error: unknown) => Disposition;
+  /**
+   * Store the function's value verbatim instead of as JSON: it returns a `StoredResult` (code,
+   * body bytes, content type, metadata), and replays give the stored `StoredResult` back.
+   */
+  raw?: boolean;
 }
 
 /** The value of an operation and where it came from. */
@@ -107,7 +112,7 @@ export async function execute<T>(
         if (!claimed.lease) throw new OncekeyError("malformed answer: ACQUIRED without a lease");
         return acquired(client, key, claimed.lease, fn, options, signal);
       case "COMPLETED":
-        return { value: decode<T>(record?.result), replayed: true, record: record! };
+        return { value: decode<T>(record?.result, options.raw), replayed: true, record: record! };
       case "FAILED":
         throw new OperationFailedError(record?.error ?? { code: 0, message: "", details: Buffer.alloc(0) });
       case "NEEDS_RECONCILIATION":
@@ -165,7 +170,7 @@ async function acquired<T>(
       // Stop renewing before settling, so the keep-alive never sees our own settle.
       keepAlive.stop();
     }
-    return outcome.ok ? complete(client, key, grant.token, outcome.value) : fail(client, key, grant.token, outcome.error, options);
+    return outcome.ok ? complete(client, key, grant.token, outcome.value, options) : fail(client, key, grant.token, outcome.error, options);
   })();
 
   if (!signal) return settled;
@@ -178,10 +183,11 @@ async function acquired<T>(
   });
 }
 
-async function complete<T>(client: OncekeyClient, key: OperationKey, token: bigint, value: T): Promise<Done<T>> {
-  let body: string;
+async function complete<T>(client: OncekeyClient, key: OperationKey, token: bigint, value: T, options: RunOptions): Promise<Done<T>> {
+  let result: Partial<StoredResult>;
   try {
-    body = encode(value);
+    if (options.raw && (typeof value !== "object" || value === null)) throw new TypeError("with `raw`, the function must return a StoredResult");
+    result = options.raw ? (value as Partial<StoredResult>) : { code: 0, body: Buffer.from(encode(value), "utf8"), contentType: "application/json" };
   } catch (e) {
     // The effect happened but its output cannot be stored: record a final failure, so that it is
     // not run again, and say why.
@@ -189,8 +195,8 @@ async function complete<T>(client: OncekeyClient, key: OperationKey, token: bigi
     throw e;
   }
   try {
-    const record = await client.complete(key, token, { code: 0, body: Buffer.from(body, "utf8"), contentType: "application/json" });
-    return { value, replayed: false, record };
+    const record = await client.complete(key, token, result);
+    return { value: options.raw && record.result ? (record.result as T) : value, replayed: false, record };
   } catch (e) {
     if (e instanceof LeaseLostError) throw e;
     if (grpcCode(e) === Code.INVALID_ARGUMENT) {
@@ -255,8 +261,9 @@ function encode(value: unknown): string {
   return text;
 }
 
-function decode<T>(result: StoredResult | undefined): T {
+function decode<T>(result: StoredResult | undefined, raw: boolean | undefined): T {
   if (!result) throw new ResultDecodeError("malformed answer: COMPLETED without a result");
+  if (raw) return result as T;
   try {
     return JSON.parse(result.body.toString("utf8")) as T;
   } catch (e) {
