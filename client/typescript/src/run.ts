@@ -10,7 +10,6 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { randomBytes } from "node:crypto";
-import { status as Code } from "@grpc/grpc-js";
 import type { OncekeyClient } from "./client";
 import { MAX_WAIT } from "./client";
 import {
@@ -30,7 +29,7 @@ import type { OperationKey } from "./key";
 import { KeepAlive } from "./lease";
 import type { Lease } from "./lease";
 import { sleep } from "./retry";
-import { grpcCode, reason } from "./status";
+import { codeName, grpcCode, reason } from "./status";
 import type { LeaseGrant, OperationRecord, Semantics, StoredResult } from "./types";
 
 /** The function run under a lease. */
@@ -199,9 +198,11 @@ async function complete<T>(client: OncekeyClient, key: OperationKey, token: bigi
     return { value: options.raw && record.result ? (record.result as T) : value, replayed: false, record };
   } catch (e) {
     if (e instanceof LeaseLostError) throw e;
-    if (grpcCode(e) === Code.INVALID_ARGUMENT) {
-      // e.g. TOO_LARGE: never storable, so record a final failure instead of leaving the key held.
-      await settleFailure(client, key, token, { code: 0, message: `the result cannot be stored: ${reason(e) ?? "invalid"}` }, "final");
+    if (!(e instanceof UnavailableError)) {
+      // Refused for good (e.g. INVALID_ARGUMENT TOO_LARGE): never storable, so record a final
+      // failure instead of leaving the key held until its lease runs out and the effect repeats.
+      const why = reason(e) ?? codeName(grpcCode(e)) ?? "refused";
+      await settleFailure(client, key, token, { code: 0, message: `the result cannot be stored: ${why}` }, "final");
       throw e;
     }
     throw new UnavailableError(`the operation succeeded but its outcome could not be recorded: ${(e as Error).message}`, {

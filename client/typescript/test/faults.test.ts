@@ -3,7 +3,7 @@
 // takeover while running, and the caller's own cancellation and timeout.
 import { afterEach, test } from "node:test";
 import assert from "node:assert/strict";
-import { LeaseLostError, OncekeyClient, OperationKey } from "../src";
+import { LeaseLostError, OncekeyClient, OperationKey, UnavailableError } from "../src";
 import type { Lease } from "../src";
 import { sleep, TestServer, uniqueKey } from "./server";
 
@@ -153,4 +153,23 @@ test("timeout: the call rejects with a TimeoutError and the key is released", as
   cleanup.push(() => other.close());
   assert.equal((await other.lookup(key))?.status, "RETRY");
   assert.equal(await other.run(key, null, () => "second run"), "second run");
+});
+
+test("a value whose outcome cannot be recorded: UnavailableError with unsettled and the value", async () => {
+  const { server, key } = await setup();
+  const impatient = new OncekeyClient(server.target, {
+    tenant: "ts-faults",
+    connectTimeout: 200,
+    retry: { maxAttempts: 2, initialBackoff: 10, maxBackoff: 10 },
+  });
+  cleanup.push(() => impatient.close());
+  const err = await impatient
+    .run(key, null, async () => {
+      await server.kill();
+      return { sent: "once" };
+    })
+    .catch((e) => e);
+  assert.ok(err instanceof UnavailableError, String(err));
+  assert.equal(err.unsettled, true);
+  assert.deepEqual(err.result, { sent: "once" });
 });

@@ -157,3 +157,19 @@ test("child keys record their parent", async () => {
   const record = await client.lookup(charge);
   assert.deepEqual(record?.parent, { namespace: "orders.place", key: order.key });
 });
+
+test("a value that cannot be stored is recorded as a final failure, so the effect is not repeated", async () => {
+  const big = OperationKey.of("reports.build", uniqueKey("big"), "v1");
+  const err = await client.run(big, null, () => "x".repeat(1024 * 1024 + 1024)).catch((e) => e);
+  assert.ok(err instanceof OncekeyError, String(err));
+  assert.equal(err.reason, "TOO_LARGE");
+  const replay = await client.run(big, null, () => assert.fail("must not run")).catch((e) => e);
+  assert.ok(replay instanceof OperationFailedError, String(replay));
+  assert.match(replay.error.message, /cannot be stored/);
+
+  const notJson = OperationKey.of("reports.build", uniqueKey("bigint"), "v1");
+  await assert.rejects(client.run(notJson, null, () => ({ n: 1n })), TypeError);
+  const again = await client.run(notJson, null, () => assert.fail("must not run")).catch((e) => e);
+  assert.ok(again instanceof OperationFailedError, String(again));
+  assert.match(again.error.message, /cannot be serialized/);
+});
