@@ -95,16 +95,24 @@ export async function execute<T>(
   const deadline = Date.now() + (options.wait ?? 60_000);
   for (;;) {
     const wait = Math.min(Math.max(deadline - Date.now(), 0), MAX_WAIT);
-    const claimed = await client.claim(key, {
-      fingerprint: print,
-      leaseTtl: options.leaseTtl,
-      retention: options.retention,
-      semantics: options.semantics,
-      owner,
-      reconcile,
-      wait: wait > 0 ? wait : undefined,
-      signal,
-    });
+    let claimed;
+    try {
+      claimed = await client.claim(key, {
+        fingerprint: print,
+        leaseTtl: options.leaseTtl,
+        retention: options.retention,
+        semantics: options.semantics,
+        owner,
+        reconcile,
+        wait: wait > 0 ? wait : undefined,
+        signal,
+      });
+    } catch (e) {
+      // Cancelled with a Claim in flight: the server may have acquired the key for us, and the
+      // answer is lost. Release it if so (our per-run owner tells), so it is not held for a lease.
+      if (signal?.aborted) client.track(releaseIfOurs(client, key, owner));
+      throw e;
+    }
     const record = claimed.record;
     switch (claimed.outcome) {
       case "ACQUIRED":
@@ -232,6 +240,14 @@ async function fail<T>(client: OncekeyClient, key: OperationKey, token: bigint, 
     warnUnsettled(key, e);
   }
   throw error; // the function's own error is what the caller sees
+}
+
+/** Releases (Fail RETRYABLE) `key` if this run's owner holds it. */
+async function releaseIfOurs(client: OncekeyClient, key: OperationKey, owner: string): Promise<void> {
+  const record = await client.lookup(key);
+  if (record?.status === "PROCESSING" && record.leaseOwner === owner) {
+    await client.fail(key, record.fencingToken, { message: "cancelled by the caller before it started" }, "retryable");
+  }
 }
 
 /** Fails without throwing (the caller throws its own error afterwards). */

@@ -40,12 +40,12 @@ function steps() {
 test("restart during the function: the KeepAlive is reopened and the lease holds", async () => {
   const { server, client, key } = await setup();
   const { fn, running, go, effects } = steps();
-  const call = client.runDetailed(key, null, fn, { leaseTtl: 2000 });
+  const call = client.runDetailed(key, null, fn, { leaseTtl: 3000 });
   const lease = await running;
   await server.kill();
   await sleep(300);
   await server.start();
-  await sleep(5000); // 2.5 lease lengths: only a reopened KeepAlive keeps the lease
+  await sleep(7500); // 2.5 lease lengths: only a reopened KeepAlive keeps the lease
   const rival = new OncekeyClient(server.target, { tenant: "ts-faults" });
   cleanup.push(() => rival.close());
   assert.equal((await rival.claim(key, { args: null })).outcome, "IN_PROGRESS");
@@ -144,15 +144,31 @@ test("the caller's signal: the call rejects with its reason, the function is tol
 
 test("timeout: the call rejects with a TimeoutError and the key is released", async () => {
   const { server, client, key } = await setup();
-  const { fn, running } = steps();
-  const call = client.run(key, null, fn, { timeout: 300 }).catch((e) => e);
-  await running;
-  assert.equal((await call).name, "TimeoutError");
-  await client.close();
+  const { fn, effects } = steps();
+  const err = await client.run(key, null, fn, { timeout: 500 }).catch((e) => e);
+  assert.equal(err.name, "TimeoutError");
+  await client.close(); // waits for the background release
   const other = new OncekeyClient(server.target, { tenant: "ts-faults" });
   cleanup.push(() => other.close());
-  assert.equal((await other.lookup(key))?.status, "RETRY");
+  // Released by the Fail (RETRY), or never acquired if the Claim itself timed out: never PROCESSING.
+  assert.notEqual((await other.lookup(key))?.status, "PROCESSING");
   assert.equal(await other.run(key, null, () => "second run"), "second run");
+  assert.equal(effects.length, 0);
+});
+
+test("cancelled while waiting for another holder: rejects at once, the holder's outcome stands", async () => {
+  const { client, key } = await setup();
+  // Another holder runs it; our Claim waits for the outcome, then the caller gives up.
+  const holder = steps();
+  const held = client.run(key, null, holder.fn);
+  await holder.running;
+  const controller = new AbortController();
+  const waiting = client.run(key, null, () => "ours", { signal: controller.signal, wait: 30_000 }).catch((e) => e);
+  setTimeout(() => controller.abort(), 300);
+  assert.equal((await waiting).name, "AbortError");
+  holder.go();
+  assert.deepEqual(await held, { sent: true });
+  assert.equal((await client.lookup(key))?.status, "SUCCEEDED");
 });
 
 test("a value whose outcome cannot be recorded: UnavailableError with unsettled and the value", async () => {
