@@ -31,7 +31,7 @@ export {
   AbandonError,
 } from "./errors";
 export type { Disposition } from "./errors";
-export { CircuitOpenError } from "./breaker";
+export { CircuitOpenError, DEFAULT_BREAKER } from "./breaker";
 export type { BreakerPolicy, CircuitState } from "./breaker";
 export { DEFAULT_RETRY } from "./retry";
 export type { RetryPolicy } from "./retry";
