@@ -21,6 +21,8 @@ mod identity;
 mod meta;
 mod metrics;
 mod recovery;
+#[cfg(test)]
+mod recovery_tests;
 mod refusal;
 mod scan;
 mod tables;
@@ -59,7 +61,20 @@ pub struct EmbeddedStore {
     db: Arc<Database>,
     cache: Arc<cache::Cache>,
     writes: mpsc::Sender<Request>,
+    /// The writer thread, joined when the store is dropped (after its final checkpoint), so that
+    /// the files are let go of by then.
+    writer: Option<std::thread::JoinHandle<()>>,
     stats: Arc<Stats>,
+}
+
+impl Drop for EmbeddedStore {
+    fn drop(&mut self) {
+        // The writer stops once its only sender is gone.
+        self.writes = mpsc::channel().0;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
 }
 
 /// How to open the embedded store.
@@ -121,7 +136,7 @@ impl EmbeddedStore {
         let stats = Arc::new(Stats::default());
         stats.replayed.store(opened.replayed, std::sync::atomic::Ordering::Relaxed);
         let cache = Arc::new(cache::Cache::new(records_cache));
-        let writes = writer::spawn(
+        let (writes, writer) = writer::spawn(
             db.clone(),
             opened.wal,
             opened.seq,
@@ -133,6 +148,7 @@ impl EmbeddedStore {
             db,
             cache,
             writes,
+            writer: Some(writer),
             stats,
         })
     }

@@ -186,8 +186,8 @@ impl Problem {
 /// The embedded store did not open because of `problem`; nothing on disk was changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the embedded store in {dir} was not opened: {what}.\nNothing on disk was changed. To \
-     proceed, either restore the data directory from a backup (docs/operations.md, \"Recovering \
+    "the embedded store in {dir} was not opened: {what}.\nNothing on disk was changed (beyond \
+     redb's own crash recovery inside oncekey.redb, which every start does). To proceed, either restore the data directory from a backup (docs/operations.md, \"Recovering \
      the embedded store\"), or start once with --accept-data-loss \
      (ONCEKEY_ACCEPT_DATA_LOSS=true) to {accepting}; that loses {loss}.",
     dir = .dir.display(),

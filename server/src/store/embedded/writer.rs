@@ -116,6 +116,7 @@ pub struct Request {
 
 /// Starts the writer thread on `db` and its log `wal`, whose last frame is `seq`; it stops after a
 /// final checkpoint when every sender is dropped.
+#[allow(clippy::type_complexity)]
 pub fn spawn(
     db: Arc<Database>,
     wal: Wal,
@@ -123,7 +124,7 @@ pub fn spawn(
     stats: Arc<Stats>,
     cache: Arc<Cache>,
     checkpoint_every: Duration,
-) -> Result<mpsc::Sender<Request>, StoreError> {
+) -> Result<(mpsc::Sender<Request>, std::thread::JoinHandle<()>), StoreError> {
     let (tx, rx) = mpsc::channel::<Request>();
     let mut writer = Writer {
         db,
@@ -136,11 +137,11 @@ pub fn spawn(
         last_checkpoint: Instant::now(),
         checkpoint_every,
     };
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("oncekey-writer".into())
         .spawn(move || writer.run(&rx))
         .map_err(internal)?;
-    Ok(tx)
+    Ok((tx, thread))
 }
 
 /// The writer thread's state.
