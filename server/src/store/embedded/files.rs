@@ -13,7 +13,12 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
 
 /// Replaces `dir/name` with `bytes` atomically and returns the new file, open for writing. When
 /// `aside` is given, the old file (if any) is renamed to it first.
-pub fn replace(dir: &Path, name: &str, bytes: &[u8], aside: Option<&Path>) -> std::io::Result<File> {
+pub fn replace(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    aside: Option<&Path>,
+) -> std::io::Result<File> {
     let path = dir.join(name);
     let new = dir.join(format!("{name}.new"));
     let mut file = OpenOptions::new()

@@ -251,10 +251,16 @@ mod tests {
     fn each_defect_is_told_apart() {
         let mut bytes = Vec::new();
         encode(&mut bytes, ID, 9, &[put("k", "v")]);
-        assert_eq!(decode(&bytes, ID + 1).unwrap_err(), Defect::Checksum { seq: 9 });
+        assert_eq!(
+            decode(&bytes, ID + 1).unwrap_err(),
+            Defect::Checksum { seq: 9 }
+        );
         let mut flipped = bytes.clone();
         *flipped.last_mut().unwrap() ^= 1;
-        assert_eq!(decode(&flipped, ID).unwrap_err(), Defect::Checksum { seq: 9 });
+        assert_eq!(
+            decode(&flipped, ID).unwrap_err(),
+            Defect::Checksum { seq: 9 }
+        );
         for cut in [2, 10, bytes.len() - 1] {
             assert_eq!(decode(&bytes[..cut], ID).unwrap_err(), Defect::Incomplete);
         }

@@ -31,14 +31,14 @@ mod writer;
 
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Cas, Store, StoreError};
+pub use identity::ID_FILE;
+pub use recovery::OpenError;
 use redb::{Database, ReadableDatabase, TableDefinition};
+pub use refusal::IntegrityError;
 use std::path::Path;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use tokio::sync::oneshot;
-pub use identity::ID_FILE;
-pub use recovery::OpenError;
-pub use refusal::IntegrityError;
 pub use wal::WAL_FILE;
 pub use writer::Stats;
 use writer::{Done, Op, Put, Request};
@@ -134,7 +134,9 @@ impl EmbeddedStore {
         let opened = recovery::open(data_dir, &builder, options.accept_data_loss)?;
         let db = Arc::new(opened.db);
         let stats = Arc::new(Stats::default());
-        stats.replayed.store(opened.replayed, std::sync::atomic::Ordering::Relaxed);
+        stats
+            .replayed
+            .store(opened.replayed, std::sync::atomic::Ordering::Relaxed);
         let cache = Arc::new(cache::Cache::new(records_cache));
         let (writes, writer) = writer::spawn(
             db.clone(),

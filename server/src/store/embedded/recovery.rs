@@ -94,8 +94,8 @@ pub(super) fn open(dir: &Path, builder: &redb::Builder, accept: bool) -> Result<
         accept,
         accepted: 0,
     };
-    let identity = identity::read(dir)
-        .map_err(|e| io_error("read", &dir.join(identity::ID_FILE), e))?;
+    let identity =
+        identity::read(dir).map_err(|e| io_error("read", &dir.join(identity::ID_FILE), e))?;
     let db_path = dir.join(DB_FILE);
     let log_path = dir.join(WAL_FILE);
     let db_size = files::size(&db_path).map_err(|e| io_error("read", &db_path, e))?;
@@ -176,7 +176,8 @@ fn open_database(
     gate: &mut Gate<'_>,
 ) -> Result<(Database, bool), OpenError> {
     let path = dir.join(DB_FILE);
-    let cannot = |e: DatabaseError| StoreError::Internal(format!("cannot open {}: {e}", path.display()));
+    let cannot =
+        |e: DatabaseError| StoreError::Internal(format!("cannot open {}: {e}", path.display()));
     let opened = match absent {
         true => builder.create(&path),
         false => builder.open(&path),

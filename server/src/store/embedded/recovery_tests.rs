@@ -99,7 +99,10 @@ fn snapshot(dir: &Path, with_db: bool) -> BTreeMap<String, Vec<u8>> {
 
 fn discarded(dir: &Path, name: &str) -> usize {
     let prefix = format!("{name}.discarded-");
-    snapshot(dir, false).keys().filter(|f| f.starts_with(&prefix)).count()
+    snapshot(dir, false)
+        .keys()
+        .filter(|f| f.starts_with(&prefix))
+        .count()
 }
 
 /// A data directory with records `0..n`, stopped cleanly.
@@ -136,7 +139,8 @@ fn frame_offsets(log: &[u8]) -> Vec<usize> {
     let mut at = 0;
     while at + frame::HEADER <= log.len() && log[at..at + 4] == *b"1WKO" {
         offsets.push(at);
-        at += frame::HEADER + u32::from_le_bytes(log[at + 12..at + 16].try_into().unwrap()) as usize;
+        at +=
+            frame::HEADER + u32::from_le_bytes(log[at + 12..at + 16].try_into().unwrap()) as usize;
     }
     offsets.split_off(1)
 }
@@ -176,9 +180,20 @@ async fn a_lost_database_file_is_refused_until_accepted() {
             matches!(problem, Problem::DatabaseLost { empty: e, known: Some(_), .. } if e == empty),
             "{problem:?}"
         );
-        let state = if empty { "is empty (0 bytes)" } else { "is missing" };
-        assert!(message.contains(&format!("oncekey.redb {state}")), "{message}");
-        assert_eq!(snapshot(dir.path(), true), before, "a refused open changed the directory");
+        let state = if empty {
+            "is empty (0 bytes)"
+        } else {
+            "is missing"
+        };
+        assert!(
+            message.contains(&format!("oncekey.redb {state}")),
+            "{message}"
+        );
+        assert_eq!(
+            snapshot(dir.path(), true),
+            before,
+            "a refused open changed the directory"
+        );
 
         let Identity::Store(old_id) = identity::read(dir.path()).unwrap() else {
             panic!()
@@ -197,7 +212,14 @@ async fn a_database_lost_beside_its_log_is_refused_without_an_identity_file() {
     std::fs::remove_file(dir.path().join(ID_FILE)).unwrap();
     std::fs::remove_file(dir.path().join(DB_FILE)).unwrap();
     let (problem, message) = refused(dir.path()).await;
-    assert!(matches!(problem, Problem::DatabaseLost { known: None, log_bytes: Some(_), .. }));
+    assert!(matches!(
+        problem,
+        Problem::DatabaseLost {
+            known: None,
+            log_bytes: Some(_),
+            ..
+        }
+    ));
     assert!(message.contains("oncekey.wal"), "{message}");
     // With nothing but an empty file left by a crash during the very first start: a new store.
     std::fs::remove_file(dir.path().join(WAL_FILE)).unwrap();
@@ -215,7 +237,10 @@ async fn another_stores_database_file_is_refused_until_accepted() {
     drop(store);
     std::fs::copy(theirs.path().join(DB_FILE), ours.path().join(DB_FILE)).unwrap();
     let (problem, message) = refused(ours.path()).await;
-    assert!(matches!(problem, Problem::DatabaseOfAnotherStore { found: Some(_), .. }));
+    assert!(matches!(
+        problem,
+        Problem::DatabaseOfAnotherStore { found: Some(_), .. }
+    ));
     assert!(message.contains("belongs to store"), "{message}");
     let store = open(ours.path(), true).await.unwrap();
     assert_eq!(present(&store, 6).await, [5]);
@@ -236,7 +261,10 @@ async fn a_damaged_identity_file_is_refused_until_accepted() {
     assert!(matches!(problem, Problem::IdentityDamaged { .. }));
     let store = open(dir.path(), true).await.unwrap();
     assert_eq!(present(&store, 1).await, [0]);
-    assert_eq!(identity::read(dir.path()).unwrap(), Identity::Store(store_id));
+    assert_eq!(
+        identity::read(dir.path()).unwrap(),
+        Identity::Store(store_id)
+    );
 }
 
 #[tokio::test]
@@ -259,11 +287,18 @@ async fn a_damaged_frame_before_intact_ones_is_refused_until_accepted() {
         panic!("{problem:?}")
     };
     assert_eq!((frame, found_at, replayable), (5, at, 4));
-    assert!(matches!(damage, Damage::Defect(frame::Defect::Checksum { .. })));
+    assert!(matches!(
+        damage,
+        Damage::Defect(frame::Defect::Checksum { .. })
+    ));
     assert_eq!(intact.len(), 5);
     let expected = format!("frame 5 at byte {at} fails its checksum, and 5 intact frames");
     assert!(message.contains(&expected), "{message}");
-    assert_eq!(snapshot(dir.path(), false), before, "a refused open changed the directory");
+    assert_eq!(
+        snapshot(dir.path(), false),
+        before,
+        "a refused open changed the directory"
+    );
     // Refused again, the same way: it changed nothing the check reads.
     assert_eq!(refused(dir.path()).await.1, message);
 
@@ -286,7 +321,13 @@ async fn a_torn_tail_opens_with_every_acknowledged_write() {
         log.extend_from_slice(&last[..last.len() - 7]);
     });
     let store = open(dir.path(), false).await.unwrap();
-    assert_eq!(store.stats().replayed.load(std::sync::atomic::Ordering::Relaxed), 6);
+    assert_eq!(
+        store
+            .stats()
+            .replayed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        6
+    );
     assert_eq!(present(&store, 6).await, [0, 1, 2, 3, 4, 5]);
     assert_eq!(discarded(dir.path(), WAL_FILE), 0);
 
@@ -309,7 +350,10 @@ async fn a_missing_log_is_refused_after_a_crash_but_not_after_a_clean_stop() {
     assert_eq!(refused(dir.path()).await.0, Problem::LogMissing);
     // An emptied log, too.
     std::fs::write(dir.path().join(WAL_FILE), b"").unwrap();
-    assert!(matches!(refused(dir.path()).await.0, Problem::LogHeader { .. }));
+    assert!(matches!(
+        refused(dir.path()).await.0,
+        Problem::LogHeader { .. }
+    ));
 
     let dir = stopped(2).await;
     std::fs::remove_file(dir.path().join(WAL_FILE)).unwrap();
@@ -353,7 +397,11 @@ async fn an_earlier_versions_directory_is_adopted() {
         let mut table = txn
             .open_table(TableDefinition::<&str, u64>::new("meta"))
             .unwrap();
-        for key in ["wal_generation", "wal_previous_generation", "clean_shutdown"] {
+        for key in [
+            "wal_generation",
+            "wal_previous_generation",
+            "clean_shutdown",
+        ] {
             table.remove(key).unwrap();
         }
     }
@@ -363,11 +411,17 @@ async fn an_earlier_versions_directory_is_adopted() {
 
     let store = open(dir.path(), false).await.unwrap();
     assert_eq!(present(&store, 4).await, [0, 1, 2, 3]);
-    assert_eq!(identity::read(dir.path()).unwrap(), Identity::Store(store_id));
+    assert_eq!(
+        identity::read(dir.path()).unwrap(),
+        Identity::Store(store_id)
+    );
 
     // A version from before the log: redb alone, no meta table at all.
     let old = tempfile::tempdir().unwrap();
     Database::create(old.path().join(DB_FILE)).unwrap();
     open(old.path(), false).await.unwrap();
-    assert!(matches!(identity::read(old.path()).unwrap(), Identity::Store(_)));
+    assert!(matches!(
+        identity::read(old.path()).unwrap(),
+        Identity::Store(_)
+    ));
 }

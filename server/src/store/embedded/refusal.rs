@@ -105,11 +105,13 @@ impl Problem {
                      cleanly, so it held writes that oncekey.redb lacks"
                 )
             }
-            Problem::LogOfAnotherGeneration => "the write-ahead log oncekey.wal is not the one \
+            Problem::LogOfAnotherGeneration => {
+                "the write-ahead log oncekey.wal is not the one \
                  that belongs to oncekey.redb (it is from another run of this store: was \
                  oncekey.redb restored from a backup without its log?), and the run that last \
                  wrote oncekey.redb did not stop cleanly, so its own log held writes the file lacks"
-                .to_string(),
+                    .to_string()
+            }
             Problem::LogDamaged {
                 frame,
                 at,
@@ -153,10 +155,17 @@ impl Problem {
                 "start from oncekey.redb alone (the log is kept as oncekey.wal.discarded-<time>)"
                     .into()
             }
-            Problem::LogDamaged { at, replayable, .. } => format!(
-                "replay the {replayable} frames before byte {at} and drop the rest (the damaged \
-                 log is kept as oncekey.wal.discarded-<time>)"
-            ),
+            Problem::LogDamaged { at, replayable, .. } => {
+                let replay = match replayable {
+                    0 => "replay nothing".to_string(),
+                    1 => "replay the frame".to_string(),
+                    n => format!("replay the {n} frames"),
+                };
+                format!(
+                    "{replay} before byte {at} and drop the rest (the damaged log is kept as \
+                     oncekey.wal.discarded-<time>)"
+                )
+            }
         }
     }
 

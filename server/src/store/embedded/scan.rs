@@ -228,7 +228,10 @@ mod tests {
         // A damaged last frame, and garbage after the last frame, too.
         let mut flipped = bytes.clone();
         *flipped.last_mut().unwrap() ^= 0xff;
-        assert!(matches!(super::scan(&flipped, ID, 0, &[GEN]).end, End::Torn { .. }));
+        assert!(matches!(
+            super::scan(&flipped, ID, 0, &[GEN]).end,
+            End::Torn { .. }
+        ));
         let mut garbage = bytes.clone();
         garbage.extend_from_slice(&[0xab; 100]);
         let scan = super::scan(&garbage, ID, 0, &[GEN]);

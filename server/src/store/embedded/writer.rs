@@ -116,7 +116,6 @@ pub struct Request {
 
 /// Starts the writer thread on `db` and its log `wal`, whose last frame is `seq`; it stops after a
 /// final checkpoint when every sender is dropped.
-#[allow(clippy::type_complexity)]
 pub fn spawn(
     db: Arc<Database>,
     wal: Wal,
