@@ -135,6 +135,17 @@ impl Problem {
         }
     }
 
+    /// What opening changed before the problem showed: redb's recovery of its own file from a
+    /// crash, when the problem is found after opening it.
+    fn note(&self) -> &'static str {
+        match self {
+            Problem::IdentityDamaged { .. }
+            | Problem::DatabaseLost { .. }
+            | Problem::DatabaseCorrupt { .. } => "",
+            _ => " (beyond redb's own crash recovery inside oncekey.redb, which every start does)",
+        }
+    }
+
     /// What `--accept-data-loss` does about it.
     pub fn accepting(&self) -> String {
         match self {
@@ -195,12 +206,13 @@ impl Problem {
 /// The embedded store did not open because of `problem`; nothing on disk was changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the embedded store in {dir} was not opened: {what}.\nNothing on disk was changed (beyond \
-     redb's own crash recovery inside oncekey.redb, which every start does). To proceed, either restore the data directory from a backup (docs/operations.md, \"Recovering \
+    "the embedded store in {dir} was not opened: {what}.\nNothing on disk was changed{note}. To \
+     proceed, either restore the data directory from a backup (docs/operations.md, \"Recovering \
      the embedded store\"), or start once with --accept-data-loss \
      (ONCEKEY_ACCEPT_DATA_LOSS=true) to {accepting}; that loses {loss}.",
     dir = .dir.display(),
     what = .problem.what(),
+    note = .problem.note(),
     accepting = .problem.accepting(),
     loss = .problem.loss()
 )]
