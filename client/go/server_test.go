@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	os.Setenv("ONCEKEY_EXAMPLE_ADDR", sharedServer.addr()) // for the examples (package oncekey_test)
 	code := m.Run()
 	sharedServer.kill()
 	os.RemoveAll(dir)
