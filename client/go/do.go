@@ -22,6 +22,9 @@ const DefaultWaitTimeout = 60 * time.Second
 // maxWait is the longest wait the server holds a Claim.
 const maxWait = 60 * time.Second
 
+// maxOwnerBytes is the longest Claim.owner the server accepts.
+const maxOwnerBytes = 256
+
 // Result is the outcome of Run: the value, and where it came from.
 type Result[T any] struct {
 	// Value is the operation's result: the one the function returned, or the stored one replayed.
@@ -116,7 +119,12 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	owner := fmt.Sprintf("%s#%016x", o.owner, rand.Uint64())
+	// A per-run suffix lets a retried Claim whose first answer was lost recognize its own lease.
+	base := o.owner
+	if len(base) > maxOwnerBytes-17 {
+		base = truncate(base, maxOwnerBytes-17)
+	}
+	owner := fmt.Sprintf("%s#%016x", base, rand.Uint64())
 	req := &oncekeyv1.ClaimRequest{
 		Namespace: key.namespace, Key: key.key,
 		Arguments: &oncekeyv1.ClaimRequest_Fingerprint{Fingerprint: fp},
@@ -131,7 +139,12 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, 
 	if p := key.parent; p != nil {
 		req.Parent = &oncekeyv1.OperationRef{Namespace: p.Namespace, Key: p.Key}
 	}
+	// Duplicates wait for an in-flight run at most o.wait, and never past the caller's deadline:
+	// the answer is then InProgressError rather than the caller's timeout.
 	deadline := time.Now().Add(o.wait)
+	if d, ok := ctx.Deadline(); ok && d.Add(-time.Second).Before(deadline) {
+		deadline = d.Add(-time.Second)
+	}
 	for {
 		req.Wait = nil
 		if remaining := min(time.Until(deadline), maxWait); remaining > 0 {

@@ -166,6 +166,12 @@ func TestInProgressCarriesRetryAfter(t *testing.T) {
 	if !errors.Is(err, ErrInProgress) || !errors.As(err, &busy) || busy.RetryAfter <= 0 || busy.Record.Status != StatusProcessing {
 		t.Fatalf("in progress: %v", err)
 	}
+	// A caller's deadline bounds the wait: the answer is still InProgressError, not the timeout.
+	short, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
+	defer cancel()
+	if _, err := Do(short, c, key, "a", func(context.Context) (int, error) { return 0, errors.New("must not run") }); !errors.Is(err, ErrInProgress) {
+		t.Fatalf("with a caller deadline: %v", err)
+	}
 	// With a wait, a duplicate gets the holder's result without running.
 	waited := make(chan int, 1)
 	go func() {
