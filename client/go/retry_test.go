@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
 )
@@ -119,6 +121,20 @@ func TestPushbackIsHonoured(t *testing.T) {
 	}
 	if waited := time.Since(started); waited < 300*time.Millisecond {
 		t.Fatalf("retried after %v, before the 300 ms pushback", waited)
+	}
+}
+
+func TestRetryInfoIsHonoured(t *testing.T) {
+	st, _ := status.New(codes.ResourceExhausted, "rate limited").WithDetails(
+		&errdetails.ErrorInfo{Reason: ReasonRateLimited, Domain: ErrorDomain},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(300 * time.Millisecond)})
+	f := &flaky{errs: []error{st.Err()}}
+	started := time.Now()
+	if err := complete(fakeLedger(t, f, fast)); err != nil || f.calls != 2 {
+		t.Fatalf("%v after %d calls", err, f.calls)
+	}
+	if waited := time.Since(started); waited < 300*time.Millisecond {
+		t.Fatalf("retried after %v, before the 300 ms RetryInfo delay", waited)
 	}
 }
 
