@@ -6,9 +6,11 @@ package oncekey
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -107,15 +109,28 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dial = append(o.dial, opts...) }
 }
 
-// Dial creates a client for target ("host:port", or any grpc-go target). It connects lazily, on
-// the first call, so it does not fail for a server that is down.
+// Dial creates a client for target: "host:port" (plaintext unless WithTransportCredentials),
+// "http://host:port", "https://host:port" (TLS with the system's roots unless
+// WithTransportCredentials), or any grpc-go target. It connects lazily, on the first call, so it
+// does not fail for a server that is down.
 func Dial(target string, opts ...Option) (*Client, error) {
 	o := options{
-		creds: insecure.NewCredentials(), retry: DefaultRetryPolicy, breaker: DefaultBreakerPolicy,
+		retry: DefaultRetryPolicy, breaker: DefaultBreakerPolicy,
 		timeout: DefaultTimeout, connectTimeout: DefaultConnectTimeout, settleTimeout: DefaultSettleTimeout,
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if rest, ok := strings.CutPrefix(target, "https://"); ok {
+		target = rest
+		if o.creds == nil {
+			o.creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+		}
+	} else {
+		target = strings.TrimPrefix(target, "http://")
+	}
+	if o.creds == nil {
+		o.creds = insecure.NewCredentials()
 	}
 	if o.retry.MaxAttempts < 1 {
 		return nil, fmt.Errorf("oncekey: RetryPolicy.MaxAttempts must be at least 1, got %d", o.retry.MaxAttempts)
@@ -145,7 +160,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 		// Reconnect quickly after a server restart (grpc's default waits 1 s, growing to 2 min).
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
-			MinConnectTimeout: o.connectTimeout,
+			MinConnectTimeout: 20 * time.Second, // grpc's default; a slow handshake goes on between attempts
 		}),
 		// HTTP/2 pings notice a dead connection (and so a dead KeepAlive stream) within ~30 s.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),

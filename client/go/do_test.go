@@ -59,6 +59,17 @@ func TestDoRunsOnceAndReplaysTheResult(t *testing.T) {
 	}
 }
 
+func TestDialTakesAnHTTPURL(t *testing.T) {
+	c, err := Dial("http://"+sharedServer.addr(), WithTenant("go-test-url"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Lookup(context.Background(), Key("n", "absent")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("want NOT_FOUND from the server, got %v", err)
+	}
+}
+
 func TestRawResultsAreStoredAsIs(t *testing.T) {
 	c := dial(t, sharedServer)
 	key := Key("http.post", "req-1", "v1")
