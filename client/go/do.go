@@ -145,9 +145,12 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, 
 	if d, ok := ctx.Deadline(); ok && d.Add(-time.Second).Before(deadline) {
 		deadline = d.Add(-time.Second)
 	}
+	// The first Claim does not wait: were its answer lost, its retry would otherwise be held
+	// waiting on this run's own lease. Only once another holder is seen do Claims wait.
+	waiting := false
 	for {
 		req.Wait = nil
-		if remaining := min(time.Until(deadline), maxWait); remaining > 0 {
+		if remaining := min(time.Until(deadline), maxWait); waiting && remaining > 0 {
 			req.Wait = durationpb.New(remaining.Round(time.Millisecond))
 		}
 		res, err := c.Claim(ctx, req)
@@ -190,6 +193,10 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, 
 			remaining := time.Until(deadline)
 			if remaining <= 0 {
 				return zero, &InProgressError{RetryAfter: retryAfter, Record: recordFromProto(rec)}
+			}
+			if !waiting {
+				waiting = true // claim again at once, held by the server until the holder settles
+				continue
 			}
 			if retryAfter <= 0 {
 				retryAfter = 100 * time.Millisecond

@@ -28,6 +28,7 @@ type scripted struct {
 	loseAnswer bool   // the first Claim acquires but answers UNAVAILABLE, as if the answer was lost
 	owner      string // the owner of the first Claim
 	claims     int
+	waits      []bool // whether each Claim asked to wait
 	opens      int
 	ends       []error
 	completed  []uint64
@@ -37,6 +38,7 @@ func (s *scripted) Claim(_ context.Context, req *oncekeyv1.ClaimRequest) (*oncek
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.claims++
+	s.waits = append(s.waits, req.GetWait() != nil)
 	lease := &oncekeyv1.Lease{Token: 5, Attempt: 1, ExpiresAt: timestamppb.New(time.Now().Add(time.Minute))}
 	if s.claims == 1 {
 		s.owner = req.GetOwner()
@@ -116,6 +118,10 @@ func TestARetriedClaimRecognizesItsOwnLease(t *testing.T) {
 	})
 	if err != nil || token != 5 || s.claims != 2 || len(s.completed) != 1 || s.completed[0] != 5 {
 		t.Fatalf("%v: token %d, %d claims, completed %v", err, token, s.claims, s.completed)
+	}
+	// The retry must not ask to wait: the server would hold it on this run's own lease.
+	if s.waits[0] || s.waits[1] {
+		t.Fatalf("claims asked to wait: %v", s.waits)
 	}
 }
 
