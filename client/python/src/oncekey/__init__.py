@@ -21,6 +21,7 @@ from oncekey.client import Client
 from oncekey.errors import (
     ERROR_DOMAIN,
     Abandon,
+    DecodeError,
     EncodeError,
     Error,
     FinalError,
@@ -57,6 +58,7 @@ __all__ = [
     "BreakerPolicy",
     "Claimed",
     "Client",
+    "DecodeError",
     "Disposition",
     "Done",
     "EncodeError",

@@ -33,6 +33,8 @@ from oncekey.v1 import ledger_pb2_grpc
 
 log = logging.getLogger("oncekey")
 
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+
 
 class Client:
     """A connection to an Oncekey server (sync API).
@@ -66,6 +68,7 @@ class Client:
         opts = self._settings.channel_options()
         self._channel = grpc.insecure_channel(address, opts) if creds is None else grpc.secure_channel(address, creds, opts)
         self._stub = ledger_pb2_grpc.LedgerStub(self._channel)
+        self._probe = self._channel.unary_unary(HEALTH_CHECK, request_serializer=bytes, response_deserializer=bytes)
         self._metadata = self._settings.metadata()
         self._breaker = Breaker(self._settings.breaker)
         self._owner = owner or _core.default_owner()
@@ -231,19 +234,20 @@ class Client:
             return response
 
     def _wait_ready(self, timeout: float, stop: threading.Event | None = None) -> None:
-        """Waits (at most ``timeout``) for the connection to be up; a retry sent sooner would only
-        fail fast."""
-        ready = grpc.channel_ready_future(self._channel)
+        """Waits (at most ``timeout``) for the connection to be up, since a retry sent sooner would
+        only fail fast: a health check that waits for the channel to be ready (any answer will
+        do; no polling thread is left behind)."""
         deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
-                try:
-                    ready.result(timeout=min(0.1, max(deadline - time.monotonic(), 0.0)))
-                    return
-                except grpc.FutureTimeoutError:
-                    continue
-        finally:
-            ready.cancel()
+        while not (stop is not None and stop.is_set()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                self._probe(b"", timeout=min(remaining, 0.5), wait_for_ready=True)
+                return
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                    return  # an answer, even an error, means the connection is up
 
     def _run(self, key: OperationKey, args: Any, fn: Callable[[Lease], Any], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
         fp = fingerprint_of(args)

@@ -15,7 +15,7 @@ import json
 import uuid
 from typing import Any
 
-from oncekey.errors import EncodeError
+from oncekey.errors import DecodeError, EncodeError
 from oncekey.types import JSON_CONTENT_TYPE, StoredResult
 
 
@@ -75,8 +75,10 @@ def decode_result(result: StoredResult, annotation: Any = None) -> Any:
         return result
     if not result.body:
         return None
-    value = json.loads(result.body)
-    return convert(value, annotation)
+    try:
+        return convert(json.loads(result.body), annotation)
+    except Exception as e:
+        raise DecodeError(f"the stored result cannot be decoded as {annotation!r}: {e}", result) from e
 
 
 def convert(value: Any, annotation: Any) -> Any:

@@ -112,6 +112,15 @@ class EncodeError(Error):
     the operation was recorded as a final failure, since its effect has happened."""
 
 
+class DecodeError(Error):
+    """The stored result cannot be decoded into the type the function is annotated to return
+    (nothing ran; the stored result is ``result``)."""
+
+    def __init__(self, message: str, result: object = None):
+        super().__init__(message)
+        self.result = result
+
+
 class FinalError(Exception):
     """Raise from a wrapped function to fail the operation for good: the error is stored and
     replayed (as ``OperationFailed``) to later runs. Any other exception releases the key for a
