@@ -267,10 +267,7 @@ impl Session {
         match self.next_event(timeout) {
             Some(event) if event["event"] == name => event,
             Some(event) => panic!("expected {name}, got {event}\n{}", self.transcript()),
-            None => panic!(
-                "the driver ended before {name}\n{}",
-                self.transcript()
-            ),
+            None => panic!("the driver ended before {name}\n{}", self.transcript()),
         }
     }
 

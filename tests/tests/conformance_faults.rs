@@ -138,7 +138,8 @@ impl Faults {
     }
 
     fn assert_done_ok(&self, done: &Value, key: &str, replayed: bool) {
-        let want = json!({"event": "done", "replayed": replayed, "result": {"done": key}, "error": null});
+        let want =
+            json!({"event": "done", "replayed": replayed, "result": {"done": key}, "error": null});
         assert_eq!(*done, want, "{} {key}", self.lang);
     }
 
@@ -263,9 +264,9 @@ impl Faults {
         let key = self.key("cancel");
         let server = Server::start(&[]);
         let mut session = self.start(&server.grpc, &key, &["--cancel-after-ms", "500"]);
-        let first = session.next_event(EVENT).unwrap_or_else(|| {
-            panic!("{}: no event\n{}", self.lang, session.transcript())
-        });
+        let first = session
+            .next_event(EVENT)
+            .unwrap_or_else(|| panic!("{}: no event\n{}", self.lang, session.transcript()));
         // The Claim normally acquires well within 500 ms; on a very slow machine the cancellation
         // may come first, and then nothing may be left PROCESSING either.
         let started = first["event"] == "started";
@@ -275,7 +276,11 @@ impl Faults {
             session.exit(first)
         };
         self.assert_done_error(&done, &key, "Cancelled");
-        assert!(self.effects(&key).is_empty(), "{} {key}: no effect", self.lang);
+        assert!(
+            self.effects(&key).is_empty(),
+            "{} {key}: no effect",
+            self.lang
+        );
         let record = self.lookup(&server, &key);
         let left = record.as_ref().map(status);
         if started {
