@@ -127,6 +127,23 @@ def test_default_key_is_a_hash_of_the_arguments(server, tenant):
         assert create.key_of("fix it").key.startswith("sha256:")
 
 
+def test_methods_fingerprint_their_arguments_not_the_instance(server, tenant):
+    with oncekey.Client(server.target, tenant=tenant) as client:
+
+        class Mailer:
+            def __init__(self):
+                self.sent = 0
+
+            @client.idempotent("email.send", key=lambda to: f"mailer:{to}")
+            def send(self, to: str) -> int:
+                self.sent += 1
+                return self.sent
+
+        a, b = Mailer(), Mailer()
+        assert a.send("e@x") == b.send("e@x") == 1
+        assert (a.sent, b.sent) == (1, 0), "another instance replays the same operation"
+
+
 def test_the_callers_own_exception_is_raised_and_the_key_released_for_a_retry(server, tenant):
     attempts = []
     with oncekey.Client(server.target, tenant=tenant) as client:

@@ -20,6 +20,8 @@ from oncekey.key import OperationKey
 
 KeySpec = Callable[..., Any] | None
 
+_RECEIVERS = ("self", "cls")
+
 
 def _call_by_name(fn: Callable[..., Any], named: dict[str, Any]) -> Any:
     """Calls ``fn`` with the parameters it names, taken from ``named`` (all of them for ``**kw``)."""
@@ -58,7 +60,10 @@ class Binder:
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         named = dict(bound.arguments)
-        significant = _call_by_name(self.arguments, named) if self.arguments is not None else named
+        if self.arguments is not None:
+            significant = _call_by_name(self.arguments, named)
+        else:  # every parameter by name, but not the instance or class of a method
+            significant = {n: v for n, v in named.items() if n not in _RECEIVERS}
         if self.key is None:
             return OperationKey(self.namespace, f"sha256:{fingerprint(significant).hex()}"), significant
         key = _call_by_name(self.key, named)
