@@ -147,14 +147,14 @@ def test_lease_and_outcome_survive_a_server_restart(server, tenant):
         def effect(lease):
             server.kill()
             server.start()  # same port, same data
-            time.sleep(2.5)  # 2.5 lease lengths: only a reopened KeepAlive keeps the lease
+            time.sleep(5.0)  # 2.5 lease lengths: only a reopened KeepAlive keeps the lease
             with oncekey.Client(server.target, tenant=tenant) as rival:
                 assert rival.claim(key, {}).outcome is oncekey.Outcome.IN_PROGRESS
             server.kill()
             threading.Timer(1.0, server.start).start()  # back after the effect: Complete retries
             return "sent"
 
-        assert client.run(key, {}, effect, lease_ttl=1.0).value == "sent"
+        assert client.run(key, {}, effect, lease_ttl=2.0).value == "sent"
         record = client.lookup(key)
         assert record.status is RecordStatus.SUCCEEDED and record.fencing_token == 1
 
