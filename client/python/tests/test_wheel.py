@@ -44,4 +44,6 @@ def test_the_wheel_installs_in_a_fresh_venv_and_the_readme_example_runs(server, 
     assert out[0] == "sending to ada@example.com"
     assert out[1] == out[2] == "{'status': 'sent', 'to': 'ada@example.com'}"
     assert out[3].startswith(str(venv)), "imported from the venv, not the source tree"
+    installed = pathlib.Path(out[3]).parent
+    assert (installed / "py.typed").exists() and (installed / "v1" / "ledger_pb2.pyi").exists()
     assert not list(PACKAGE.glob("build")) and not list((PACKAGE / "src").glob("*.egg-info"))
