@@ -170,3 +170,15 @@ def test_a_server_that_comes_up_late_is_waited_for(tmp_path, tenant):
         done = client.run(OperationKey("jobs.run", "late"), {}, lambda lease: calls.append(1) or "ran")
         assert done.value == "ran" and calls == [1]
     late.kill()
+
+
+def test_a_function_that_is_not_async_releases_the_key(server, tenant):
+    key = OperationKey("jobs.run", "not-async")
+
+    async def main():
+        async with oncekey.AsyncClient(server.target, tenant=tenant) as client:
+            with pytest.raises(TypeError):
+                await client.run(key, {}, lambda lease: "not a coroutine")
+            return await client.lookup(key)
+
+    assert asyncio.run(main()).status is RecordStatus.RETRY

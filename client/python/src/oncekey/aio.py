@@ -282,8 +282,9 @@ class AsyncClient:
         reset = _current.set(lease)
         try:
             work = asyncio.ensure_future(fn(lease))
-        except BaseException:
+        except BaseException as exc:  # fn is not a coroutine function, or raised at once
             await keep_alive.stop()
+            await self._settle_failure(lease, exc, options)
             raise
         finally:
             _current.reset(reset)
