@@ -177,6 +177,23 @@ pub struct ServeArgs {
         hide = true
     )]
     pub clock_skew_ms: Millis,
+    /// Start the embedded store even when opening it finds acknowledged writes lost (a missing,
+    /// emptied or replaced oncekey.redb, a write-ahead log damaged before intact frames), which
+    /// otherwise stops the server with exit code 65: drops what is damaged, keeps damaged files
+    /// aside and logs at ERROR what was lost. For one start, after reading the message
+    /// (docs/operations.md, "Recovering the embedded store").
+    #[arg(long, env = "ONCEKEY_ACCEPT_DATA_LOSS")]
+    pub accept_data_loss: bool,
+    /// Test only: the embedded store's longest time between checkpoints (its write-ahead log then
+    /// keeps every write since the last one, e.g. to build a damaged log).
+    #[arg(
+        long,
+        env = "ONCEKEY_EMBEDDED_CHECKPOINT_INTERVAL",
+        default_value = "50ms",
+        value_parser = parse_duration,
+        hide = true
+    )]
+    pub embedded_checkpoint_interval: Millis,
 }
 
 /// A configuration mistake: the message names the flag; `oncekey` exits 64.
@@ -202,6 +219,9 @@ impl ServeArgs {
         }
         if !(16..=1 << 20).contains(&self.embedded_cache_mib) {
             return bad("--embedded-cache-mib must be between 16 and 1048576".into());
+        }
+        if !(1..=3_600_000).contains(&self.embedded_checkpoint_interval) {
+            return bad("--embedded-checkpoint-interval must be between 1ms and 1h".into());
         }
         let loopback = self.listen.ip().is_loopback();
         if self.tokens_file.is_none() && !loopback && !self.allow_unauthenticated {

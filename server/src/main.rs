@@ -1,13 +1,18 @@
 //! The `oncekey` command: parses the command line and dispatches; everything else is in the library.
-//! Exit codes: 0 success, 1 runtime failure, 64 bad configuration (the message names the flag).
+//! Exit codes: 0 success, 1 runtime failure, 64 bad configuration (the message names the flag),
+//! 65 the embedded store's data is damaged or missing (the message says what and how to proceed,
+//! e.g. `--accept-data-loss`).
 
 use clap::Parser;
 use oncekey_server::cli::client;
 use oncekey_server::config::{Cli, Command, ConfigError, TokenCommand};
+use oncekey_server::store::embedded::IntegrityError;
 use oncekey_server::{serve, telemetry};
 use std::process::ExitCode;
 
 const EXIT_CONFIG: u8 = 64;
+/// sysexits' EX_DATAERR: the data on disk, not the configuration, is wrong.
+const EXIT_DATA: u8 = 65;
 
 /// mimalloc instead of glibc's malloc: under load, glibc's arena locks and consolidation took
 /// about a tenth of the server's CPU (see README, Performance).
@@ -33,6 +38,10 @@ fn main() -> ExitCode {
             if let Some(config) = e.downcast_ref::<ConfigError>() {
                 eprintln!("error: {config}");
                 return ExitCode::from(EXIT_CONFIG);
+            }
+            if let Some(refusal) = e.downcast_ref::<IntegrityError>() {
+                eprintln!("error: {refusal}");
+                return ExitCode::from(EXIT_DATA);
             }
             match e.downcast_ref::<tonic::Status>() {
                 Some(status) => eprintln!("error: {}", client::describe(status)),

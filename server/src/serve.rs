@@ -12,7 +12,7 @@ use crate::api::LedgerService;
 use crate::config::{ConfigError, ServeArgs, StoreKind};
 use crate::engine::{Clock, Engine};
 use crate::inflight::InFlight;
-use crate::store::embedded::EmbeddedStore;
+use crate::store::embedded::{self, EmbeddedStore};
 use crate::store::Store;
 use oncekey_api::v1::ledger_server::LedgerServer;
 use std::sync::atomic::Ordering;
@@ -37,11 +37,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     match args.store {
         StoreKind::Embedded => {
-            let store =
-                EmbeddedStore::open_with_cache(&args.data_dir, args.embedded_cache_mib << 20)
-                    .map_err(|e| {
-                        ConfigError(format!("--data-dir {}: {e}", args.data_dir.display()))
-                    })?;
+            let options = embedded::OpenOptions {
+                cache_bytes: args.embedded_cache_mib << 20,
+                accept_data_loss: args.accept_data_loss,
+                checkpoint_every: Duration::from_millis(
+                    u64::try_from(args.embedded_checkpoint_interval).unwrap_or(50),
+                ),
+            };
+            let store = match EmbeddedStore::open_with_options(&args.data_dir, options) {
+                Ok(store) => store,
+                // Lost data: its own exit code, with the message saying how to proceed.
+                Err(embedded::OpenError::Refused(refusal)) => return Err(refusal.into()),
+                Err(embedded::OpenError::Store(e)) => {
+                    let at = args.data_dir.display();
+                    return Err(ConfigError(format!("--data-dir {at}: {e}")).into());
+                }
+            };
             tracing::info!(data_dir = %args.data_dir.display(), "embedded store open");
             serve_store(store, &args, Arc::new(auth)).await
         }
