@@ -4,6 +4,11 @@
 //! The binary is `$ONCEKEY_BIN`, or `oncekey` in the cargo target directory these tests were built
 //! into (the test command builds it first).
 
+pub mod drivers;
+mod restart;
+
+pub use restart::free_addr;
+
 use oncekey_api::v1;
 use oncekey_client::{Client, ConnectOptions, LedgerRpc};
 use std::io::{BufRead, BufReader, Read};
