@@ -73,6 +73,17 @@ pub struct ClaimReply {
     pub retry_after: Option<Millis>,
 }
 
+/// What one round of a Claim decided.
+enum Claimed {
+    /// The answer (written, or parked as a dedup hit).
+    Answer {
+        outcome: ClaimOutcome,
+        takeover: bool,
+    },
+    /// IN_PROGRESS with wait left: nothing written, look again later.
+    Held { lease_end: Option<Millis> },
+}
+
 /// Ledger transitions over a store.
 pub struct Engine<S> {
     store: Arc<S>,
@@ -137,44 +148,101 @@ impl<S: Store> Engine<S> {
         let _ = rx.wait_for(|down| *down).await;
     }
 
-    /// Claim (CONTRACT §5), holding an IN_PROGRESS answer up to `wait` for the record to settle.
+    /// Claim, holding an IN_PROGRESS answer up to `wait` for the record to settle.
+    ///
+    /// The wait is a loop around the decision: while a Claim would answer IN_PROGRESS and wait
+    /// is left, it writes nothing (no dedup hit, no receipt) and sleeps until the record settles
+    /// (a notification from this process, or a poll when other processes share the store), its
+    /// lease runs out, the wait runs out or the server shuts down; then it decides again. So
+    /// duplicates that lose the race to create a fresh key are held like any other, and one Claim
+    /// counts at most one answer.
     pub async fn claim(
         &self,
         id: &RecordId,
         args: &ClaimArgs,
         wait: Option<Millis>,
     ) -> Result<ClaimReply, EngineError> {
-        if let Some(wait) = wait.filter(|w| *w > 0) {
-            self.wait_until_settled(id, args, wait).await?;
-        }
-        let first = if self.store.insert_first() {
+        let deadline = wait
+            .filter(|w| *w > 0)
+            .map(|w| tokio::time::Instant::now() + millis(w));
+        let mut shutdown = self.shutdown.subscribe();
+        let mut first = if self.store.insert_first() {
             First::Absent
         } else {
             First::Brief
         };
-        let (record, (outcome, takeover)) = self
-            .run(id, first, |current, now| {
-                let decision = ledger::claim(id, current, args, now)?;
-                // An acquisition of a PROCESSING record is a takeover of an expired lease.
-                let takeover = decision.outcome == ClaimOutcome::Acquired
-                    && current
-                        .is_some_and(|r| r.status == Status::Processing && !r.is_expired(now));
-                Ok((decision.transition, (decision.outcome, takeover)))
-            })
-            .await?;
-        let record = record.expect("a claim always yields a record");
-        self.metrics
-            .claim(&id.tenant, &id.namespace, metric_outcome(outcome));
-        if takeover {
-            self.metrics.takeover();
+        let mut poll = POLL_MIN;
+        loop {
+            let holding = deadline.is_some_and(|d| tokio::time::Instant::now() < d)
+                && !*shutdown.borrow_and_update();
+            // Listen before deciding, so that a settle right after the decision still wakes us.
+            let notified = self.waiters.channel(id).notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (record, claimed) = self
+                .run(id, first, |current, now| {
+                    let decision = ledger::claim(id, current, args, now)?;
+                    if holding && decision.outcome == ClaimOutcome::InProgress {
+                        // Hold it: nothing is written until the answer is final.
+                        let lease_end = decision.record().lease_expires_at;
+                        let keep = Transition {
+                            record: None,
+                            change: Change::Keep,
+                        };
+                        return Ok((keep, Claimed::Held { lease_end }));
+                    }
+                    // An acquisition of a PROCESSING record is a takeover of an expired lease.
+                    let takeover = decision.outcome == ClaimOutcome::Acquired
+                        && current
+                            .is_some_and(|r| r.status == Status::Processing && !r.is_expired(now));
+                    let outcome = decision.outcome;
+                    Ok((decision.transition, Claimed::Answer { outcome, takeover }))
+                })
+                .await?;
+            let (outcome, takeover) = match claimed {
+                Claimed::Answer { outcome, takeover } => (outcome, takeover),
+                Claimed::Held { lease_end } => {
+                    let deadline = deadline.expect("only a waiting Claim is held");
+                    let nap = self.nap(lease_end, &mut poll);
+                    let wake = (tokio::time::Instant::now() + nap).min(deadline);
+                    tokio::select! {
+                        _ = &mut notified => {}
+                        _ = tokio::time::sleep_until(wake) => {}
+                        _ = shutdown.wait_for(|down| *down) => {}
+                    }
+                    // The record exists now: read it rather than try to create it again.
+                    first = First::Brief;
+                    continue;
+                }
+            };
+            let record = record.expect("a claim always yields a record");
+            self.metrics
+                .claim(&id.tenant, &id.namespace, metric_outcome(outcome));
+            if takeover {
+                self.metrics.takeover();
+            }
+            let now = self.clock.now();
+            return Ok(ClaimReply {
+                lease: (outcome == ClaimOutcome::Acquired).then(|| record.lease()),
+                retry_after: (outcome == ClaimOutcome::InProgress)
+                    .then(|| retry_hint(&record, now)),
+                outcome,
+                record,
+            });
         }
+    }
+
+    /// How long a held Claim sleeps before it looks again (a settle in this process wakes it
+    /// earlier): until the holder's lease runs out, and on a store other processes share at most
+    /// `poll`, which doubles up to `POLL_MAX` from one look to the next.
+    fn nap(&self, lease_end: Option<Millis>, poll: &mut Millis) -> Duration {
         let now = self.clock.now();
-        Ok(ClaimReply {
-            lease: (outcome == ClaimOutcome::Acquired).then(|| record.lease()),
-            retry_after: (outcome == ClaimOutcome::InProgress).then(|| retry_hint(&record, now)),
-            outcome,
-            record,
-        })
+        let mut nap = lease_end.map_or(1, |end| end - now).max(1);
+        if !self.store.single_process() {
+            nap = nap.min(*poll);
+            *poll = (*poll * 2).min(POLL_MAX);
+        }
+        millis(nap)
     }
 
     /// Complete: SUCCEEDED with `result`.
@@ -393,51 +461,6 @@ impl<S: Store> Engine<S> {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         tracing::warn!("shutting down with dedup hits not yet written");
-    }
-
-    /// Returns once a Claim of `id` would no longer answer IN_PROGRESS, or `wait` ran out, or the
-    /// server is shutting down. Reads only: the Claim that follows does the one write.
-    async fn wait_until_settled(
-        &self,
-        id: &RecordId,
-        args: &ClaimArgs,
-        wait: Millis,
-    ) -> Result<(), EngineError> {
-        let deadline = tokio::time::Instant::now() + millis(wait);
-        let mut shutdown = self.shutdown.subscribe();
-        let mut poll = POLL_MIN;
-        loop {
-            let notified = self.waiters.channel(id).notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let now = self.clock.now();
-            let current = self.store.get(id, now).await?;
-            let decision = ledger::claim(id, current.as_ref(), args, now)?;
-            if decision.outcome != ClaimOutcome::InProgress || *shutdown.borrow() {
-                return Ok(());
-            }
-            // In progress: sleep until it settles (notified), its lease runs out, or the deadline;
-            // other processes' settles are seen by polling when the store is shared.
-            let lease_left = decision
-                .record()
-                .lease_expires_at
-                .map_or(0, |end| end - now)
-                .max(1);
-            let mut nap = lease_left;
-            if !self.store.single_process() {
-                nap = nap.min(poll);
-                poll = (poll * 2).min(POLL_MAX);
-            }
-            let wake = (tokio::time::Instant::now() + millis(nap)).min(deadline);
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = tokio::time::sleep_until(wake) => {}
-                _ = shutdown.wait_for(|down| *down) => {}
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Ok(());
-            }
-        }
     }
 }
 

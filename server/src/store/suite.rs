@@ -8,6 +8,9 @@ use crate::ledger::{
 };
 use crate::store::{Cas, Store};
 
+mod waits;
+pub use waits::*;
+
 const T0: i64 = 1_700_000_000_000;
 
 /// Instantiates the suite for a store: `store_suite!(name, async { (store, guard) })`.
@@ -37,6 +40,7 @@ macro_rules! store_suite {
             case!(engine_history_in_order);
             case!(engine_dedup_hits_reach_the_store);
             case!(large_outcomes_round_trip);
+            case!(engine_waiters_on_a_fresh_key_get_the_result);
         }
     };
 }
