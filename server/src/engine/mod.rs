@@ -215,7 +215,9 @@ impl<S: Store> Engine<S> {
                     continue;
                 }
             };
-            let record = record.expect("a claim always yields a record");
+            let mut record = record.expect("a claim always yields a record");
+            // A Claim's answer shows the counter, not the history (a brief read left it out).
+            self.hits.merge_counts_into(&mut record).await;
             self.metrics
                 .claim(&id.tenant, &id.namespace, metric_outcome(outcome));
             if takeover {
@@ -257,7 +259,9 @@ impl<S: Store> Engine<S> {
                 Ok((ledger::complete(current, token, result, now)?, ()))
             })
             .await?;
-        Ok(record.expect("a completed record exists"))
+        let mut record = record.expect("a completed record exists");
+        self.hits.merge_counts_into(&mut record).await;
+        Ok(record)
     }
 
     /// Fail with a disposition; `None` when the record was deleted (ABANDON).
@@ -273,7 +277,13 @@ impl<S: Store> Engine<S> {
                 Ok((ledger::fail(current, token, error, disposition, now)?, ()))
             })
             .await?;
-        Ok(record.filter(|r| r.status != Status::Abandoned))
+        match record.filter(|r| r.status != Status::Abandoned) {
+            Some(mut record) => {
+                self.hits.merge_counts_into(&mut record).await;
+                Ok(Some(record))
+            }
+            None => Ok(None),
+        }
     }
 
     /// Renew: the lease runs `lease_ttl` from now.
@@ -296,7 +306,7 @@ impl<S: Store> Engine<S> {
     pub async fn lookup(&self, id: &RecordId) -> Result<Record, EngineError> {
         let mut record = self.get(id).await?;
         if let Some(record) = record.as_mut() {
-            self.hits.merge_into(record);
+            self.hits.merge_into(record).await;
         }
         record
             .filter(|r| r.status != Status::Abandoned)
@@ -381,7 +391,8 @@ impl<S: Store> Engine<S> {
                 (&transition.change, &transition.record, decided_on)
             {
                 // Only the counter and history change: park the hit, answer now.
-                return Ok((Some(self.park_hit(stored, next)), extra));
+                self.park_hit(&stored, next);
+                return Ok((Some(stored), extra));
             }
             let started = Instant::now();
             let (op, cas) = match (&transition.change, &transition.record) {
@@ -434,21 +445,15 @@ impl<S: Store> Engine<S> {
     }
 
     /// Parks a dedup hit (`next` is `stored` plus the hit) and starts the key's flush if none
-    /// runs; returns the record as the caller should see it, every parked hit counted (its history
-    /// is not shown to Claims and may be missing).
-    fn park_hit(&self, stored: Record, next: &Record) -> Record {
+    /// runs. The caller answers with `stored`, every parked hit counted (`Hits::merge_counts_into`).
+    fn park_hit(&self, stored: &Record, next: &Record) {
         // The ledger appended the hit's receipt last.
         let event = next.history.last().cloned();
-        let start = self.hits.park(&stored, event);
-        if start {
+        if self.hits.park(stored, event) {
             let (store, hits, clock) = (self.store.clone(), self.hits.clone(), self.clock.clone());
             let (id, shutdown) = (stored.id.clone(), self.shutdown.subscribe());
             tokio::spawn(async move { hits::flush(&*store, &hits, &clock, &id, shutdown).await });
         }
-        // A Claim's answer shows the counter, not the history (which a brief read left out).
-        let mut shown = stored;
-        self.hits.merge_counts_into(&mut shown);
-        shown
     }
 
     /// Waits (at most 5 s) until the background flushes wrote every parked dedup hit; used at
