@@ -155,7 +155,10 @@ impl Parked {
             None => {
                 if self.pending.len() == MAX_LIVES {
                     let dropped = self.pending.remove(0);
-                    tracing::warn!(hits = dropped.hits, "dropping dedup hits of a record abandoned long ago");
+                    tracing::warn!(
+                        hits = dropped.hits,
+                        "dropping dedup hits of a record abandoned long ago"
+                    );
                 }
                 self.pending.push(Batch {
                     life,
@@ -377,7 +380,11 @@ fn missing(
 ) -> Result<(u64, Vec<Event>), ()> {
     let life = Life::of(record);
     let (mut hits, mut events) = (0, Vec::new());
-    let batches = parked.written.iter().chain(&parked.inflight).chain(&parked.pending);
+    let batches = parked
+        .written
+        .iter()
+        .chain(&parked.inflight)
+        .chain(&parked.pending);
     for batch in batches {
         let same = batch.life == life;
         if !same && !(with_events && batch.life.carried_into(record)) {

@@ -87,7 +87,9 @@ impl<S: Store> Store for Gated<S> {
         expected_version: u64,
         now: Millis,
     ) -> Result<Cas, StoreError> {
-        self.inner.delete_if_version(id, expected_version, now).await
+        self.inner
+            .delete_if_version(id, expected_version, now)
+            .await
     }
 
     async fn sweep_expired(&self, now: Millis, limit: usize) -> Result<usize, StoreError> {

@@ -41,6 +41,7 @@ pub async fn engine_answers_count_every_hit<S: Store>(store: S) {
             "round {round}: the answer counts every hit answered before it"
         );
     }
+    engine.begin_shutdown(); // the flushes write at once, without lingering
     engine.flush_parked_hits().await;
 }
 
@@ -68,11 +69,17 @@ pub async fn engine_a_hit_being_written_is_counted<S: Store>(store: S) {
         (third.outcome, third.record.dedup_hits),
         (ClaimOutcome::Completed, 2)
     );
+    // The third hit waits for the first, not for a linger.
     engine.flush_parked_hits().await;
     let stored = engine.store().get(&id, T0).await.unwrap().unwrap();
     assert_eq!(stored.dedup_hits, 2);
     let replays = stored.history.iter().filter(|e| e.kind == EventKind::Claim);
-    assert_eq!(replays.count(), 3, "every Claim's receipt: {:?}", stored.history);
+    assert_eq!(
+        replays.count(),
+        3,
+        "every Claim's receipt: {:?}",
+        stored.history
+    );
 }
 
 /// A replay's hit is parked; before it is written the holder abandons the key and another Claim
@@ -105,9 +112,13 @@ pub async fn engine_receipts_survive_abandon_and_reclaim<S: Store>(store: S) {
             .unwrap();
         let again = engine.claim(&id, &args(2), None).await.unwrap();
         assert_eq!(again.outcome, ClaimOutcome::Acquired);
-        assert_eq!(again.record.dedup_hits, 0, "a new record counts its own hits");
+        assert_eq!(
+            again.record.dedup_hits, 0,
+            "a new record counts its own hits"
+        );
         let _ = held.release.send(());
         let shown = engine.lookup(&id).await.unwrap();
+        // One hit: its write does not linger behind an earlier one.
         engine.flush_parked_hits().await;
         let stored = engine.store().get(&id, clock.now()).await.unwrap().unwrap();
         for record in [&shown, &stored] {
