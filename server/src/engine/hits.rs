@@ -387,7 +387,8 @@ fn missing(
         .chain(&parked.pending);
     for batch in batches {
         let same = batch.life == life;
-        if !same && !(with_events && batch.life.carried_into(record)) {
+        let carried = with_events && batch.life.carried_into(record);
+        if !(same || carried) {
             continue;
         }
         match batch.seen_in(record.version) {
