@@ -42,6 +42,10 @@ pub enum ApiError {
     /// The engine refused or failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// A newer KeepAlive stream for the same lease took over from this one: the lease is still
+    /// kept alive, by that stream; this one must not be reopened.
+    #[error("a newer keep-alive stream for this lease replaced this one")]
+    KeepAliveReplaced,
     /// The tenant is over an admission limit (`limit`: `rate` or `inflight`); come back after
     /// `retry_after`.
     #[error("too many requests from this tenant ({limit} limit); retry in {} ms", pushback_ms(*.retry_after))]
@@ -112,6 +116,9 @@ impl From<ApiError> for Status {
                 status(Code::PermissionDenied, "PERMISSION_DENIED", message, None)
             }
             ApiError::Engine(engine) => engine_status(engine, message),
+            ApiError::KeepAliveReplaced => {
+                status(Code::Aborted, "KEEPALIVE_REPLACED", message, None)
+            }
             ApiError::RateLimited { limit, retry_after } => {
                 rate_limited(limit, *retry_after, message)
             }
