@@ -3,7 +3,7 @@
 //! every step that
 //! - at most one client holds a valid lease on a record at any time;
 //! - fencing tokens strictly increase within a record's life (a new life starts only after the
-//!   record was abandoned or expired);
+//!   record was abandoned or expired, and an unsettled at-most-once record never expires);
 //! - a SUCCEEDED record never changes its result;
 //! - no operation of one tenant observes another tenant's record.
 //!
@@ -15,6 +15,7 @@ use oncekey_server::engine::{Clock, Engine, EngineError};
 use oncekey_server::ledger::{ClaimArgs, ClaimOutcome, Disposition, Lease, LedgerError, Millis};
 use oncekey_server::ledger::{OpError, OpResult, RecordId, Semantics, Status};
 use oncekey_server::store::embedded::EmbeddedStore;
+use oncekey_server::store::Store;
 use proptest::prelude::*;
 use std::collections::HashMap;
 
@@ -75,8 +76,8 @@ struct Model {
     result: Option<OpResult>,
     /// The record may be gone (abandoned, or expiry may have passed): a new life may start.
     may_be_gone: bool,
-    /// Latest expiry the model saw.
-    expires_at: Millis,
+    /// The record's expiry as last stored (`None`: never, or no record yet).
+    expires_at: Option<Millis>,
 }
 
 struct World {
@@ -106,7 +107,7 @@ impl World {
                 self.clock.advance(ms);
                 let now = self.clock.now();
                 for (&(tenant, key), model) in self.models.iter_mut() {
-                    if model.expires_at > 0 && now >= model.expires_at {
+                    if model.expires_at.is_some_and(|at| now >= at) {
                         model.may_be_gone = true;
                         self.leases.retain(|&(_, t, k), _| (t, k) != (tenant, key));
                     }
@@ -137,7 +138,6 @@ impl World {
                     Ok(reply) => {
                         assert_eq!(reply.record.id.tenant, TENANTS[tenant], "tenant isolation");
                         let model = self.models.entry((tenant, key)).or_default();
-                        model.expires_at = model.expires_at.max(reply.record.expires_at);
                         if reply.outcome == ClaimOutcome::Acquired {
                             let lease = reply.lease.expect("ACQUIRED carries a lease");
                             if lease.token == 1 && model.last_token > 0 {
@@ -183,7 +183,6 @@ impl World {
                         let model = self.models.entry((tenant, key)).or_default();
                         check_result(model, record.result.as_ref(), tenant);
                         model.result = record.result.clone();
-                        model.expires_at = model.expires_at.max(record.expires_at);
                         self.leases.remove(&(client, tenant, key));
                     }
                     Err(EngineError::Ledger(
@@ -224,12 +223,9 @@ impl World {
                             model.result.is_none() || model.may_be_gone,
                             "a SUCCEEDED record was failed"
                         );
-                        match record {
-                            Some(record) => {
-                                model.expires_at = model.expires_at.max(record.expires_at)
-                            }
+                        if record.is_none() {
                             // Abandoned: the next claim starts a new record (its tokens continue).
-                            None => model.result = None,
+                            model.result = None;
                         }
                     }
                     Err(EngineError::Ledger(
@@ -254,8 +250,6 @@ impl World {
                 {
                     Ok(renewed) => {
                         assert_eq!(renewed.token, lease.token);
-                        let model = self.models.entry((tenant, key)).or_default();
-                        model.expires_at = model.expires_at.max(renewed.expires_at);
                         self.leases.insert((client, tenant, key), renewed);
                     }
                     Err(EngineError::Ledger(_)) => {
@@ -265,7 +259,24 @@ impl World {
                 }
             }
         }
+        if let Op::Claim { tenant, key, .. }
+        | Op::Complete { tenant, key, .. }
+        | Op::Fail { tenant, key, .. }
+        | Op::Renew { tenant, key, .. } = *op
+        {
+            self.note_expiry(tenant, key).await;
+        }
         self.check_single_holder().await;
+    }
+
+    /// Notes when the record (or its ABANDON tombstone) now expires: ops run one at a time, so
+    /// the stored record is the truth. An unsettled at-most-once record never expires, so its
+    /// holders never give up.
+    async fn note_expiry(&mut self, tenant: usize, key: usize) {
+        let (id, now) = (id(tenant, key), self.clock.now());
+        if let Ok(Some(record)) = self.engine.store().get(&id, now).await {
+            self.models.entry((tenant, key)).or_default().expires_at = record.expires_at;
+        }
     }
 
     /// At most one client believes it holds a valid lease on each record, and it is the record's.

@@ -119,7 +119,7 @@ pub async fn expired_counts_as_absent<S: Store>(store: S) {
     let id = fresh_id("t1");
     let rec = record(&id, T0);
     store.insert_if_absent(&rec, T0).await.unwrap();
-    let at_expiry = rec.expires_at;
+    let at_expiry = rec.expires_at.expect("an at-least-once record expires");
     assert!(store.get(&id, at_expiry - 1).await.unwrap().is_some());
     assert_eq!(store.get(&id, at_expiry).await.unwrap(), None);
     let mut next = rec.clone();
@@ -159,9 +159,10 @@ pub async fn sweep_removes_expired<S: Store>(store: S) {
     let id = fresh_id("t1");
     let rec = record(&id, T0);
     store.insert_if_absent(&rec, T0).await.unwrap();
-    let swept = store.sweep_expired(rec.expires_at, 1000).await.unwrap();
-    assert!(store.get(&id, rec.expires_at - 1).await.unwrap().is_none() || swept == 0);
-    assert_eq!(store.get(&id, rec.expires_at).await.unwrap(), None);
+    let expires_at = rec.expires_at.expect("an at-least-once record expires");
+    let swept = store.sweep_expired(expires_at, 1000).await.unwrap();
+    assert!(store.get(&id, expires_at - 1).await.unwrap().is_none() || swept == 0);
+    assert_eq!(store.get(&id, expires_at).await.unwrap(), None);
 }
 
 pub async fn engine_claim_complete_replay<S: Store>(store: S) {

@@ -31,7 +31,10 @@ impl Model for Ledger {
             acquisitions_ok: true,
             one_completer: true,
             replays_ok: true,
-            expiry_beyond_horizon: true,
+            fencing_ok: true,
+            unsettled_kept: true,
+            at_most_once_kept: true,
+            life_started: 0,
             seen: Seen::default(),
         }]
     }
@@ -60,11 +63,17 @@ impl Model for Ledger {
                 Phase::Holding {
                     token,
                     lease_end,
+                    deadline,
                     reconciling,
                     effect,
                     settle,
                 } => {
                     actions.push(Action::GiveUp(i));
+                    if now >= deadline {
+                        // The record may be gone and its tokens handed out again: an honest
+                        // client stops acting on this lease.
+                        continue;
+                    }
                     if let Some(settle) = settle {
                         // A settle whose answer was lost is resent unchanged.
                         actions.push(Action::Send(i, Req::Settle { token, settle }));
@@ -117,10 +126,19 @@ impl Model for Ledger {
                 }
             }
             Action::Send(i, req) => {
+                let now = self.now(&s);
                 let c = &mut s.clients[i];
                 match (&mut c.phase, req) {
                     (_, Req::Claim { .. }) => s.claims_left -= 1,
-                    (Phase::Holding { settle, .. }, Req::Settle { settle: chosen, .. }) => {
+                    (
+                        Phase::Holding {
+                            settle, deadline, ..
+                        },
+                        Req::Settle { settle: chosen, .. },
+                    ) => {
+                        if settle.is_none() {
+                            *deadline = (*deadline).min(now + self.retention);
+                        }
                         *settle = Some(chosen)
                     }
                     (Phase::Holding { .. }, Req::Renew { .. }) => s.renews_left -= 1,
@@ -181,9 +199,10 @@ impl Model for Ledger {
             Property::always("acquisition tokens strictly increase", |_, s: &State| {
                 s.acquisitions_ok
             }),
+            Property::always(FENCING, |_, s: &State| s.fencing_ok),
             Property::always(
-                "no record expires within the modelled window",
-                |_, s: &State| s.expiry_beyond_horizon,
+                "no unsettled record expires within retention after its lease end",
+                |_, s: &State| s.unsettled_kept,
             ),
             Property::sometimes("SUCCEEDED", |_, s: &State| s.seen.succeeded),
             Property::sometimes("an applied request forgotten by a crash", |_, s: &State| {
@@ -197,11 +216,27 @@ impl Model for Ledger {
             }),
             Property::sometimes("a lease renewed", |_, s: &State| s.seen.renewed),
         ];
+        if self.retention < self.horizon() {
+            p.push(Property::sometimes(
+                "a key claimed again after its record expired",
+                |_, s: &State| s.seen.reclaimed_after_expiry,
+            ));
+        }
         if self.semantics == Semantics::AtMostOnce {
             p.push(Property::always(
                 "AT_MOST_ONCE: the effect ran at most once",
                 |_, s: &State| s.effects <= 1,
             ));
+            p.push(Property::always(
+                "AT_MOST_ONCE: an unsettled record never expires",
+                |_, s: &State| s.at_most_once_kept,
+            ));
+            if self.retention < self.horizon() {
+                p.push(Property::sometimes(
+                    "NEEDS_RECONCILIATION after the retention the record started with",
+                    |_, s: &State| s.seen.reconciliation_after_retention,
+                ));
+            }
             p.push(Property::sometimes(
                 "NEEDS_RECONCILIATION",
                 |_, s: &State| s.seen.needs_reconciliation,
