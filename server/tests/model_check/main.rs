@@ -16,7 +16,12 @@
 //! - record expiry: with a short retention the clock runs past it, an expired record counts as
 //!   absent (reads, conditional writes) and the key starts a new life (tokens from 1 again);
 //! - server crashes (with restart): nothing durable is lost, every in-flight request is forgotten,
-//!   so a client whose request was applied may not learn it and retries or gives up.
+//!   so a client whose request was applied may not learn it and retries or gives up;
+//! - a request takes effect within `retention` of arriving, or never: the engine decides on what
+//!   it read when the request arrived, and its conditional write is bounded by the store's request
+//!   timeout (seconds; retention is at least a minute). Without that bound a decision could be
+//!   held past the record's expiry and meet a new life of the key at the same version, which the
+//!   version condition alone cannot tell apart.
 //!
 //! Checked in every reachable state (`always`): the effect of an AT_MOST_ONCE operation ran at most
 //! once (a new operation starts only once a settled record expired); a fencing token is never
@@ -197,6 +202,9 @@ enum Stage {
 struct Client {
     phase: Phase,
     rpc: Option<(Req, Stage)>,
+    /// When the request in flight arrived (0 when none): a request that did not take effect
+    /// within `retention` of arriving never will (see `Action::Tick`).
+    sent: Millis,
 }
 
 /// Things that happened, for the `sometimes` properties.

@@ -19,6 +19,7 @@ impl Model for Ledger {
                 Client {
                     phase: Phase::Idle { reconcile: false },
                     rpc: None,
+                    sent: 0,
                 };
                 self.clients
             ],
@@ -113,11 +114,23 @@ impl Model for Ledger {
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut s = last.clone();
         match action {
-            Action::Tick => s.tick += 1,
+            Action::Tick => {
+                s.tick += 1;
+                let now = self.now(&s);
+                for c in &mut s.clients {
+                    if matches!(c.rpc, Some((_, Stage::Read(_)))) && now >= c.sent + self.retention
+                    {
+                        // Not applied in time: it never will be, and its client learns nothing.
+                        c.rpc = None;
+                        c.sent = 0;
+                    }
+                }
+            }
             Action::Crash => {
                 s.crashes += 1;
                 s.live = s.durable.clone();
                 for c in &mut s.clients {
+                    c.sent = 0;
                     if let Some((_, Stage::Answered(answer))) = c.rpc.take() {
                         if !matches!(answer, Answer::Refused(_)) {
                             s.seen.crash_forgot_applied = true;
@@ -147,6 +160,9 @@ impl Model for Ledger {
                 // Received and read at once (a request waiting to be read is no different from
                 // one not sent yet, except that a crash drops it: covered by dropping later stages).
                 c.rpc = Some((req, Stage::Read(s.live.clone())));
+                // Only a retention within the horizon can run out (the state space stays that of
+                // a model without the field otherwise).
+                c.sent = if self.retention < self.horizon() { now } else { 0 };
             }
             Action::Effect(i) => {
                 let Phase::Holding { token, effect, .. } = &mut s.clients[i].phase else {

@@ -265,6 +265,7 @@ impl Ledger {
     pub(super) fn deliver(&self, s: &mut State, client: usize, req: Req, answer: Answer) {
         let c = &mut s.clients[client];
         c.rpc = None;
+        c.sent = 0;
         match (req, answer) {
             (
                 Req::Claim { reconcile },
