@@ -8,6 +8,12 @@ use crate::ledger::{
 };
 use crate::store::{Cas, Store};
 
+mod expiry;
+pub use expiry::{
+    expiry_follows_a_renewing_at_least_once_holder, expiry_keeps_an_unsettled_at_most_once_record,
+    expiry_removes_settled_records,
+};
+
 const T0: i64 = 1_700_000_000_000;
 
 /// Instantiates the suite for a store: `store_suite!(name, async { (store, guard) })`.
@@ -37,6 +43,9 @@ macro_rules! store_suite {
             case!(engine_history_in_order);
             case!(engine_dedup_hits_reach_the_store);
             case!(large_outcomes_round_trip);
+            case!(expiry_keeps_an_unsettled_at_most_once_record);
+            case!(expiry_follows_a_renewing_at_least_once_holder);
+            case!(expiry_removes_settled_records);
         }
     };
 }
