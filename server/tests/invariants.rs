@@ -5,7 +5,8 @@
 //! - fencing tokens strictly increase within a record's life (a new life starts only after the
 //!   record was abandoned or expired, and an unsettled at-most-once record never expires);
 //! - a SUCCEEDED record never changes its result;
-//! - no operation of one tenant observes another tenant's record.
+//! - no operation of one tenant observes another tenant's record;
+//! - an unsettled at-most-once record is never forgotten, however far the clock moves.
 //!
 //! Clients follow the documented operating rule that retention outlasts every retry: once a record
 //! may have expired, its old holders give up their leases (a holder stalled past the record's
@@ -78,6 +79,9 @@ struct Model {
     may_be_gone: bool,
     /// The record's expiry as last stored (`None`: never, or no record yet).
     expires_at: Option<Millis>,
+    /// The record as last stored is an unsettled at-most-once operation: it must never be
+    /// forgotten (its effect may have run), however much time passes.
+    kept: bool,
 }
 
 struct World {
@@ -141,6 +145,10 @@ impl World {
                         if reply.outcome == ClaimOutcome::Acquired {
                             let lease = reply.lease.expect("ACQUIRED carries a lease");
                             if lease.token == 1 && model.last_token > 0 {
+                                assert!(
+                                    !model.kept,
+                                    "an unsettled at-most-once record was forgotten"
+                                );
                                 assert!(
                                     model.may_be_gone,
                                     "token restarted at 1 while the record lived"
@@ -275,7 +283,10 @@ impl World {
     async fn note_expiry(&mut self, tenant: usize, key: usize) {
         let (id, now) = (id(tenant, key), self.clock.now());
         if let Ok(Some(record)) = self.engine.store().get(&id, now).await {
-            self.models.entry((tenant, key)).or_default().expires_at = record.expires_at;
+            let model = self.models.entry((tenant, key)).or_default();
+            model.expires_at = record.expires_at;
+            model.kept = record.semantics == Semantics::AtMostOnce
+                && matches!(record.status, Status::Processing | Status::Unknown);
         }
     }
 
