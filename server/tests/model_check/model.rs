@@ -150,7 +150,7 @@ impl Model for Ledger {
                         Req::Settle { settle: chosen, .. },
                     ) => {
                         if settle.is_none() {
-                            *deadline = (*deadline).min(now + self.retention);
+                            *deadline = self.clip((*deadline).min(now + self.retention));
                         }
                         *settle = Some(chosen)
                     }

@@ -30,12 +30,22 @@ impl Ledger {
         if self.rule == Rule::Old {
             r.expires_at = Some(self.old_expiry(before, &r, now));
         }
+        r.expires_at = r.expires_at.map(|at| self.clip(at));
         r.history.clear();
         r.dedup_hits = 0;
         r.created_at = 0;
         r.updated_at = 0;
         r.lease_owner.clear();
         Stored(r)
+    }
+
+    /// `at`, or `FAR` when it lies beyond the horizon (the clock never gets there).
+    pub(super) fn clip(&self, at: Millis) -> Millis {
+        if at > self.horizon() {
+            FAR
+        } else {
+            at
+        }
     }
 
     /// The expiry rule before expiry by state: `retention` after the record was created, acquired
@@ -147,7 +157,8 @@ impl Ledger {
             if let Some(Stored(expired)) = s.live.clone() {
                 self.new_life(s, &expired, now);
             }
-            s.life_started = now;
+            // Only needed when the clock can run past the retention (see `sent`).
+            s.life_started = if self.retention < self.horizon() { now } else { 0 };
         }
         let next = transition.record.expect("a write carries its record");
         self.observe_write(s, client, req, live.as_ref(), &next, &answer, now);
@@ -280,7 +291,7 @@ impl Ledger {
                     c.phase = Phase::Holding {
                         token,
                         lease_end,
-                        deadline: lease_end + self.retention,
+                        deadline: self.clip(lease_end + self.retention),
                         reconciling: reconcile,
                         effect: false,
                         settle: None,
@@ -313,7 +324,7 @@ impl Ledger {
                 } = &mut c.phase
                 {
                     *lease_end = end;
-                    *deadline = (*deadline).max(end + self.retention);
+                    *deadline = self.clip((*deadline).max(end + self.retention));
                 }
             }
             (_, Answer::Refused(e)) => {
