@@ -106,7 +106,11 @@ async fn check_later(server: &Server) {
         .into_inner();
     assert_eq!(outcome(&alo), ClaimOutcome::Acquired);
     let lease = alo.lease.unwrap();
-    assert_eq!((lease.token, lease.attempt), (2, 2), "taken over, not forgotten");
+    assert_eq!(
+        (lease.token, lease.attempt),
+        (2, 2),
+        "taken over, not forgotten"
+    );
     let old = c
         .complete(complete(NS, "alo", 1, result(200, b"late")))
         .await
@@ -150,7 +154,13 @@ async fn check_much_later(server: &Server) {
         reconcile: true,
         ..claim_with("amo", Semantics::AtMostOnce, 1_000)
     };
-    let lease = c.claim(reconcile).await.unwrap().into_inner().lease.unwrap();
+    let lease = c
+        .claim(reconcile)
+        .await
+        .unwrap()
+        .into_inner()
+        .lease
+        .unwrap();
     assert_eq!(lease.token, 2);
     let done = c
         .complete(complete(NS, "amo", 2, result(200, b"it had happened")))

@@ -123,7 +123,12 @@ mod tests {
         assert_eq!(tombstone.status, Status::Abandoned);
         assert_eq!(tombstone.expires_at, Some(at + RETENTION));
         // Within it, the fencing sequence continues; after it, the key starts over.
-        let again = claim(&id(), Some(&tombstone), &args(Semantics::AtLeastOnce), at + 1);
+        let again = claim(
+            &id(),
+            Some(&tombstone),
+            &args(Semantics::AtLeastOnce),
+            at + 1,
+        );
         assert_eq!(again.unwrap().record().fencing_token, 2);
         let later = claim(
             &id(),
@@ -147,7 +152,12 @@ mod tests {
     #[test]
     fn at_least_once_expiry_is_recomputed_at_every_acquisition_and_renewal() {
         // A holder renewing past the original retention keeps the record alive.
-        let held = renewed_until(claimed(Semantics::AtLeastOnce, T0), 1, T0, T0 + 3 * RETENTION);
+        let held = renewed_until(
+            claimed(Semantics::AtLeastOnce, T0),
+            1,
+            T0,
+            T0 + 3 * RETENTION,
+        );
         let lease_end = held.lease_expires_at.unwrap();
         assert_eq!(held.expires_at, Some(lease_end + RETENTION));
         // Lapsed: taken over, not forgotten, anywhere within retention after the lease end.
@@ -166,7 +176,12 @@ mod tests {
 
     #[test]
     fn at_least_once_lapsed_token_is_never_handed_out_again_within_retention() {
-        let held = renewed_until(claimed(Semantics::AtLeastOnce, T0), 1, T0, T0 + 3 * RETENTION);
+        let held = renewed_until(
+            claimed(Semantics::AtLeastOnce, T0),
+            1,
+            T0,
+            T0 + 3 * RETENTION,
+        );
         let lease_end = held.lease_expires_at.unwrap();
         // The lapsed holder may still complete until someone takes over, even late.
         let late = complete(
@@ -198,7 +213,10 @@ mod tests {
         let d = claim(&id(), Some(&rec), &args(Semantics::AtMostOnce), long_after).unwrap();
         assert_eq!(d.outcome, ClaimOutcome::NeedsReconciliation);
         let unknown = d.record().clone();
-        assert_eq!((unknown.status, unknown.expires_at), (Status::Unknown, None));
+        assert_eq!(
+            (unknown.status, unknown.expires_at),
+            (Status::Unknown, None)
+        );
         // Still there, still asking for reconciliation, even longer after.
         let again = claim(
             &id(),
@@ -242,8 +260,7 @@ mod tests {
             for step in 0..12 {
                 now += LEASE / 2 + 7;
                 let next = match step % 6 {
-                    0 | 3 => claim(&id(), Some(&rec), &args(semantics), now)
-                        .map(|d| d.transition),
+                    0 | 3 => claim(&id(), Some(&rec), &args(semantics), now).map(|d| d.transition),
                     1 => renew(Some(&rec), token, LEASE, now).map(|(_, t)| t),
                     2 => {
                         now += 2 * LEASE;

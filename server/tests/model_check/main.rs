@@ -321,10 +321,7 @@ fn check(model: Ledger) {
     checker.assert_properties();
 }
 
-fn run(
-    model: &Ledger,
-    finish_when: stateright::HasDiscoveries,
-) -> impl Checker<Ledger> {
+fn run(model: &Ledger, finish_when: stateright::HasDiscoveries) -> impl Checker<Ledger> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let started = std::time::Instant::now();
     let checker = model
@@ -352,10 +349,13 @@ fn finds_with_old_rule(model: Ledger, property: &'static str) {
     };
     let wanted = [property].into_iter().collect();
     let checker = run(&model, stateright::HasDiscoveries::AllOf(wanted));
-    let path = checker.discovery(property).unwrap_or_else(|| {
-        panic!("the old expiry rule should break \"{property}\"")
-    });
-    println!("counterexample for \"{property}\": {:?}", path.into_actions());
+    let path = checker
+        .discovery(property)
+        .unwrap_or_else(|| panic!("the old expiry rule should break \"{property}\""));
+    println!(
+        "counterexample for \"{property}\": {:?}",
+        path.into_actions()
+    );
 }
 
 fn big() -> bool {

@@ -162,7 +162,11 @@ impl Model for Ledger {
                 c.rpc = Some((req, Stage::Read(s.live.clone())));
                 // Only a retention within the horizon can run out (the state space stays that of
                 // a model without the field otherwise).
-                c.sent = if self.retention < self.horizon() { now } else { 0 };
+                c.sent = if self.retention < self.horizon() {
+                    now
+                } else {
+                    0
+                };
             }
             Action::Effect(i) => {
                 let Phase::Holding { token, effect, .. } = &mut s.clients[i].phase else {

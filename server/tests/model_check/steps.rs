@@ -53,8 +53,7 @@ impl Ledger {
     fn old_expiry(&self, before: Option<&Record>, next: &Record, now: Millis) -> Millis {
         let kept = now + self.retention;
         let with_lease = |at: Millis| next.lease_expires_at.map_or(at, |end| at.max(end));
-        let Some(before) =
-            before.filter(|b| !b.is_expired(now) && b.status != Status::Abandoned)
+        let Some(before) = before.filter(|b| !b.is_expired(now) && b.status != Status::Abandoned)
         else {
             return with_lease(kept); // created (or created again over a tombstone)
         };
@@ -158,7 +157,11 @@ impl Ledger {
                 self.new_life(s, &expired, now);
             }
             // Only needed when the clock can run past the retention (see `sent`).
-            s.life_started = if self.retention < self.horizon() { now } else { 0 };
+            s.life_started = if self.retention < self.horizon() {
+                now
+            } else {
+                0
+            };
         }
         let next = transition.record.expect("a write carries its record");
         self.observe_write(s, client, req, live.as_ref(), &next, &answer, now);

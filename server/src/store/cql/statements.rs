@@ -220,10 +220,7 @@ mod tests {
         let set = set_text("ks");
         assert!(set.starts_with("UPDATE ks.records USING TTL 0 SET version = ?, status = ?"));
         assert!(set.ends_with("WHERE tenant = ? AND namespace = ? AND key = ?"));
-        assert_eq!(
-            set.matches('?').count(),
-            COLUMNS.len() + KEY_COLUMNS.len()
-        );
+        assert_eq!(set.matches('?').count(), COLUMNS.len() + KEY_COLUMNS.len());
         assert_eq!(
             delete_text("ks"),
             "DELETE FROM ks.records WHERE tenant = ? AND namespace = ? AND key = ? \

@@ -593,7 +593,10 @@ async fn a_record_kept_until_it_settles_has_no_ttl_and_leaves_no_row_behind() {
     let now = now_ms();
     let rec = new_kept_record(now, 2_000);
     assert_eq!(rec.expires_at, None);
-    assert_eq!(store.insert_if_absent(&rec, now).await.unwrap(), Cas::Applied);
+    assert_eq!(
+        store.insert_if_absent(&rec, now).await.unwrap(),
+        Cas::Applied
+    );
     assert_eq!(
         cell_ttls(&store, &keyspace, &rec.id).await,
         Some(vec![None; 4]),
@@ -615,7 +618,10 @@ async fn a_record_kept_until_it_settles_has_no_ttl_and_leaves_no_row_behind() {
     hit.dedup_hits += 1;
     let write = store.replace_if_version(&hit, rec.version, false, later);
     assert_eq!(write.await.unwrap(), Cas::Applied);
-    assert_eq!(cell_ttls(&store, &keyspace, &rec.id).await, Some(vec![None; 4]));
+    assert_eq!(
+        cell_ttls(&store, &keyspace, &rec.id).await,
+        Some(vec![None; 4])
+    );
 
     // Settled: every cell expires with the record, and nothing of the row is left after.
     let settled = now_ms();
@@ -630,8 +636,15 @@ async fn a_record_kept_until_it_settles_has_no_ttl_and_leaves_no_row_behind() {
         "every cell expires with the record: {ttls:?}"
     );
     tokio::time::sleep(Duration::from_millis(3_200)).await;
-    assert_eq!(cell_ttls(&store, &keyspace, &rec.id).await, None, "the row is gone");
+    assert_eq!(
+        cell_ttls(&store, &keyspace, &rec.id).await,
+        None,
+        "the row is gone"
+    );
     let mut again = new_kept_record(now_ms(), 2_000);
     again.id = rec.id.clone();
-    assert_eq!(store.insert_if_absent(&again, now_ms()).await.unwrap(), Cas::Applied);
+    assert_eq!(
+        store.insert_if_absent(&again, now_ms()).await.unwrap(),
+        Cas::Applied
+    );
 }

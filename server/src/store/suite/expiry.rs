@@ -105,10 +105,7 @@ pub async fn expiry_follows_a_renewing_at_least_once_holder<S: Store>(store: S) 
     clock.advance(lease_end + RETENTION - 1 - clock.now());
     let taken = engine.claim(&id, &alo, None).await.unwrap();
     assert_eq!(taken.outcome, ClaimOutcome::Acquired);
-    assert_eq!(
-        (taken.lease.unwrap().token, taken.record.attempt),
-        (2, 2)
-    );
+    assert_eq!((taken.lease.unwrap().token, taken.record.attempt), (2, 2));
     let refused = engine.complete(&id, 1, &result()).await;
     assert!(matches!(
         refused,
