@@ -32,6 +32,8 @@ mod replication;
 pub(crate) mod statements;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod ttl_tests;
 
 pub use connect::ConnectError;
 
