@@ -167,6 +167,14 @@ pub struct ServeArgs {
     /// memory is about this much plus ~150 MiB under load once the file is larger than the cache.
     #[arg(long, env = "ONCEKEY_EMBEDDED_CACHE_MIB", default_value_t = 1024)]
     pub embedded_cache_mib: usize,
+    /// Most connections the gRPC port holds at once; beyond it, new connections are closed at once
+    /// and open ones keep being served. Default: the lower of 10000 and 80 % of the open-files
+    /// soft limit (`ulimit -n`).
+    #[arg(long, env = "ONCEKEY_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Most streams (concurrent RPCs) one HTTP/2 connection may have open; HTTP/2 refuses more.
+    #[arg(long, env = "ONCEKEY_MAX_CONCURRENT_STREAMS", default_value_t = 1024)]
+    pub max_concurrent_streams: u32,
     /// Test only: shift this server's clock by this many milliseconds (may be negative), to test
     /// replicas whose clocks disagree.
     #[arg(
@@ -177,6 +185,23 @@ pub struct ServeArgs {
         hide = true
     )]
     pub clock_skew_ms: Millis,
+    /// Start the embedded store even when opening it finds acknowledged writes lost (a missing,
+    /// emptied or replaced oncekey.redb, a write-ahead log damaged before intact frames), which
+    /// otherwise stops the server with exit code 65: drops what is damaged, keeps damaged files
+    /// aside and logs at ERROR what was lost. For one start, after reading the message
+    /// (docs/operations.md, "Recovering the embedded store").
+    #[arg(long, env = "ONCEKEY_ACCEPT_DATA_LOSS")]
+    pub accept_data_loss: bool,
+    /// Test only: the embedded store's longest time between checkpoints (its write-ahead log then
+    /// keeps every write since the last one, e.g. to build a damaged log).
+    #[arg(
+        long,
+        env = "ONCEKEY_EMBEDDED_CHECKPOINT_INTERVAL",
+        default_value = "50ms",
+        value_parser = parse_duration,
+        hide = true
+    )]
+    pub embedded_checkpoint_interval: Millis,
 }
 
 /// A configuration mistake: the message names the flag; `oncekey` exits 64.
@@ -203,6 +228,15 @@ impl ServeArgs {
         if !(16..=1 << 20).contains(&self.embedded_cache_mib) {
             return bad("--embedded-cache-mib must be between 16 and 1048576".into());
         }
+        if self.max_connections == Some(0) {
+            return bad("--max-connections must be at least 1".into());
+        }
+        if self.max_concurrent_streams == 0 {
+            return bad("--max-concurrent-streams must be at least 1".into());
+        }
+        if !(1..=3_600_000).contains(&self.embedded_checkpoint_interval) {
+            return bad("--embedded-checkpoint-interval must be between 1ms and 1h".into());
+        }
         let loopback = self.listen.ip().is_loopback();
         if self.tokens_file.is_none() && !loopback && !self.allow_unauthenticated {
             return bad(format!(
@@ -211,6 +245,14 @@ impl ServeArgs {
             ));
         }
         Ok(())
+    }
+
+    /// The gRPC port's connection limit: `--max-connections`, or its default under the
+    /// process's descriptor soft limit.
+    pub fn max_connections(&self) -> usize {
+        self.max_connections.unwrap_or_else(|| {
+            crate::conn::default_max_connections(crate::conn::descriptor_soft_limit())
+        })
     }
 
     /// The request limits these flags set.

@@ -1,13 +1,18 @@
 //! The `oncekey` command: parses the command line and dispatches; everything else is in the library.
-//! Exit codes: 0 success, 1 runtime failure, 64 bad configuration (the message names the flag).
+//! Exit codes: 0 success, 1 runtime failure, 64 bad configuration (the message names the flag),
+//! 65 the embedded store's data is damaged or missing (the message says what and how to proceed,
+//! e.g. `--accept-data-loss`).
 
 use clap::Parser;
 use oncekey_server::cli::client;
 use oncekey_server::config::{Cli, Command, ConfigError, TokenCommand};
+use oncekey_server::store::embedded::IntegrityError;
 use oncekey_server::{serve, telemetry};
 use std::process::ExitCode;
 
 const EXIT_CONFIG: u8 = 64;
+/// sysexits' EX_DATAERR: the data on disk, not the configuration, is wrong.
+const EXIT_DATA: u8 = 65;
 
 /// mimalloc instead of glibc's malloc: under load, glibc's arena locks and consolidation took
 /// about a tenth of the server's CPU (see README, Performance).
@@ -15,7 +20,10 @@ const EXIT_CONFIG: u8 = 64;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return command_line_error(&e),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -34,11 +42,62 @@ fn main() -> ExitCode {
                 eprintln!("error: {config}");
                 return ExitCode::from(EXIT_CONFIG);
             }
+            if let Some(refusal) = e.downcast_ref::<IntegrityError>() {
+                eprintln!("error: {refusal}");
+                return ExitCode::from(EXIT_DATA);
+            }
             match e.downcast_ref::<tonic::Status>() {
                 Some(status) => eprintln!("error: {}", client::describe(status)),
                 None => eprintln!("error: {e:#}"),
             }
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// A command line clap refused: help and version as clap shows them; a malformed value, a missing
+/// or unknown flag is bad configuration: one line naming the flag, exit 64.
+fn command_line_error(e: &clap::Error) -> ExitCode {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation => {
+            let text = |kind| match e.get(kind) {
+                Some(ContextValue::String(s)) => Some(s.as_str()),
+                _ => None,
+            };
+            // "--listen <LISTEN>" → "--listen"
+            let flag = text(ContextKind::InvalidArg)
+                .and_then(|arg| arg.split_whitespace().next())
+                .unwrap_or("a flag");
+            let value = text(ContextKind::InvalidValue).unwrap_or_default();
+            let why = match (std::error::Error::source(e), e.get(ContextKind::ValidValue)) {
+                (Some(source), _) => source.to_string(),
+                (None, Some(ContextValue::Strings(valid))) if !valid.is_empty() => {
+                    format!("expected one of {}", valid.join(", "))
+                }
+                _ if value.is_empty() => {
+                    eprintln!("error: {flag} needs a value");
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+                _ => "not a valid value".to_owned(),
+            };
+            eprintln!("error: {flag}: invalid value {value:?}: {why}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+        _ => {
+            // clap's message without its usage and tip lines, on one line.
+            let rendered = e.render().to_string();
+            let message: Vec<&str> = rendered
+                .lines()
+                .map(str::trim)
+                .take_while(|line| !line.starts_with("Usage:"))
+                .filter(|line| !line.is_empty() && !line.starts_with("tip:"))
+                .collect();
+            eprintln!("{} (see --help)", message.join(" "));
+            ExitCode::from(EXIT_CONFIG)
         }
     }
 }

@@ -1,205 +1,226 @@
-/** The connection to an Oncekey server and the claim → run → complete/fail helper. */
-import { credentials as grpcCredentials, InterceptingCall } from "@grpc/grpc-js";
-import type { ChannelCredentials, ClientOptions, Interceptor, ServiceError } from "@grpc/grpc-js";
-import {
-  ClaimOutcome,
-  ClaimRequest,
-  ClaimResponse,
-  CompleteRequest,
-  CompleteResponse,
-  Disposition,
-  FailRequest,
-  FailResponse,
-  Lease,
-  LedgerClient,
-  OperationError,
-  OperationResult,
-  Semantics,
-} from "./gen/oncekey/v1/ledger";
-import type { Duration } from "./gen/google/protobuf/duration";
+/**
+ * `OncekeyClient`: the connection to an Oncekey server, one typed method per RPC (native values
+ * in and out, retried on transient failures), and the one-call APIs built on them (`run`,
+ * `reconcile`, `makeIdempotent`, implemented in `run.ts` and `wrap.ts`).
+ */
+import { status as Code } from "@grpc/grpc-js";
+import * as v1 from "./gen/oncekey/v1/ledger";
 import { fingerprint } from "./fingerprint";
-import { FinalError, InProgressError, NeedsReconciliationError, OperationFailedError } from "./errors";
+import { OncekeyError } from "./errors";
+import type { Disposition } from "./errors";
+import { OperationKey } from "./key";
+import { grpcCode } from "./status";
+import { Transport } from "./transport";
+import type { ConnectOptions } from "./transport";
+import { claimedFromWire, duration, leaseFromWire, recordFromWire, semanticsToWire } from "./types";
+import type { Claimed, LeaseGrant, OperationRecord, OperationRef, Semantics, StoredError, StoredResult } from "./types";
+import { execute } from "./run";
+import type { Done, Operation, RunOptions } from "./run";
+import { makeIdempotent } from "./wrap";
+import type { Idempotent, IdempotentOptions } from "./wrap";
 
-/** The metadata header naming the tenant against a dev-mode server (no tokens). */
-export const TENANT_HEADER = "x-oncekey-tenant";
+/** An operation: an `OperationKey`, or a plain `{namespace, key}` (with an optional parent). */
+export type KeyLike = OperationKey | { namespace: string; key: string; parent?: OperationRef };
 
-/** How to reach and authenticate to a server. */
-export interface ConnectOptions {
-  /** Sends `authorization: Bearer <token>` (servers with a tokens file). */
-  token?: string;
-  /** Sends the tenant header (dev-mode servers without tokens). */
-  tenant?: string;
-  /** TLS; plaintext by default. */
-  credentials?: ChannelCredentials;
-  /** grpc-js client options. */
-  options?: ClientOptions;
-}
-
-/** A Claim, without the key's identity. `args` are fingerprinted here; or pass `payloadJson`. */
+/** A Claim, without the operation's identity. Durations in milliseconds. */
 export interface ClaimOptions {
+  /** The significant arguments, fingerprinted here (RFC 8785 + SHA-256). */
   args?: unknown;
+  /** Or their fingerprint, computed earlier with `fingerprint(args)` (32 bytes). */
+  fingerprint?: Uint8Array;
+  /** Or the arguments as a JSON text, fingerprinted by the server. */
   payloadJson?: string;
-  /** Lease length in milliseconds (default 30 000). */
-  leaseTtlMs?: number;
-  /** Retention after settling, in milliseconds. */
-  retentionMs?: number;
-  /** Hold an IN_PROGRESS answer up to this many milliseconds for the outcome. */
-  waitMs?: number;
-  owner?: string;
+  /** Lease length (1 s ..= 1 h; server default 30 s). */
+  leaseTtl?: number;
+  /** How long the record is kept after it settles (server default 24 h). */
+  retention?: number;
+  /** Fixed by the first Claim of a key (default `AT_LEAST_ONCE`). */
   semantics?: Semantics;
+  /** Names the holder in the record (default: the client's owner). */
+  owner?: string;
+  /** The parent operation, recorded for audit (default: the key's parent). */
+  parent?: OperationRef;
+  /** Take over an UNKNOWN at-most-once operation to reconcile it. */
   reconcile?: boolean;
+  /** Hold an IN_PROGRESS answer up to this long (at most 60 000) for the outcome. */
+  wait?: number;
+  /** Aborts the Claim and its retries. */
+  signal?: AbortSignal;
 }
 
-/** The lease the caller holds while `run`'s function performs the side effect. */
-export interface Held {
-  /** The latest lease, renewed by the server over the KeepAlive stream. */
-  lease: Lease;
-  /** Aborted when the lease is lost: stop the side effect. */
-  signal: AbortSignal;
-}
+const DISPOSITION: { [k in Disposition]: v1.Disposition } = {
+  retryable: v1.Disposition.DISPOSITION_RETRYABLE,
+  final: v1.Disposition.DISPOSITION_FINAL,
+  abandon: v1.Disposition.DISPOSITION_ABANDON,
+};
 
-/** What `run` returns. */
-export interface Outcome {
-  /** The operation's result: the one the function returned, or the stored one replayed. */
-  result: OperationResult;
-  /** True when the function did not run because the operation had already succeeded. */
-  replayed: boolean;
-}
+/** The longest `wait` the server honors. */
+export const MAX_WAIT = 60_000;
 
-/** A connection to an Oncekey server. `ledger` is the generated oncekey.v1.Ledger client. */
+/** A connection to an Oncekey server. */
 export class OncekeyClient {
-  readonly ledger: LedgerClient;
+  /** The generated oncekey.v1.Ledger client, for full control (no retries, no breaker). */
+  readonly ledger: v1.LedgerClient;
+  /** @internal */
+  readonly transport: Transport;
+  private readonly pending = new Set<Promise<unknown>>();
 
-  constructor(target: string, connect: ConnectOptions = {}) {
-    const headers: [string, string][] = [];
-    if (connect.token) headers.push(["authorization", `Bearer ${connect.token}`]);
-    if (connect.tenant) headers.push([TENANT_HEADER, connect.tenant]);
-    const addHeaders: Interceptor = (options, nextCall) =>
-      new InterceptingCall(nextCall(options), {
-        start(metadata, listener, next) {
-          for (const [k, v] of headers) metadata.set(k, v);
-          next(metadata, listener);
-        },
-      });
-    this.ledger = new LedgerClient(target, connect.credentials ?? grpcCredentials.createInsecure(), {
-      "grpc.keepalive_time_ms": 20_000,
-      ...connect.options,
-      interceptors: [addHeaders, ...(connect.options?.interceptors ?? [])],
-    });
+  /** `target` is `host:port` (an `http://` prefix is accepted). */
+  constructor(target: string, options: ConnectOptions = {}) {
+    this.transport = new Transport(target, options);
+    this.ledger = this.transport.ledger;
   }
 
-  close(): void {
-    this.ledger.close();
+  /** The RFC 8785 fingerprint of `args` (32 bytes), as Claims send it. */
+  fingerprint(args: unknown): Buffer {
+    return fingerprint(args);
   }
 
-  /** Claims `key` in `namespace`. */
-  claim(namespace: string, key: string, claim: ClaimOptions): Promise<ClaimResponse> {
-    const request: ClaimRequest = {
-      namespace,
-      key,
-      semantics: claim.semantics ?? Semantics.SEMANTICS_UNSPECIFIED,
-      owner: claim.owner ?? "",
-      reconcile: claim.reconcile ?? false,
-      leaseTtl: duration(claim.leaseTtlMs),
-      retention: duration(claim.retentionMs),
-      wait: duration(claim.waitMs),
+  /** Claims an operation: ACQUIRED, COMPLETED, FAILED, IN_PROGRESS or NEEDS_RECONCILIATION. */
+  async claim(key: KeyLike, options: ClaimOptions = {}): Promise<Claimed> {
+    const op = toKey(key);
+    const parent = options.parent ?? op.parent;
+    const wait = options.wait === undefined ? undefined : Math.min(options.wait, MAX_WAIT);
+    const request: v1.ClaimRequest = {
+      namespace: op.namespace,
+      key: op.key,
+      semantics: semanticsToWire(options.semantics),
+      owner: options.owner ?? this.transport.owner,
+      reconcile: options.reconcile ?? false,
+      leaseTtl: duration(options.leaseTtl),
+      retention: duration(options.retention),
+      wait: duration(wait),
+      parent: parent ? { namespace: parent.namespace, key: parent.key } : undefined,
     };
-    if (claim.payloadJson !== undefined) request.payloadJson = claim.payloadJson;
-    else request.fingerprint = fingerprint(claim.args ?? null);
-    return unary<ClaimRequest, ClaimResponse>((r, cb) => this.ledger.claim(r, cb), request);
+    if (options.payloadJson !== undefined) request.payloadJson = options.payloadJson;
+    else if (options.fingerprint !== undefined) request.fingerprint = Buffer.from(options.fingerprint);
+    else request.fingerprint = fingerprint(options.args ?? null);
+    const res = await this.transport.unary<v1.ClaimRequest, v1.ClaimResponse>("claim", request, {
+      signal: options.signal,
+      gated: true,
+      held: wait,
+    });
+    return claimedFromWire(res);
+  }
+
+  /** Completes an operation held with `token`, storing `result`. An identical Complete again is OK. */
+  async complete(key: KeyLike, token: bigint, result: Partial<StoredResult>): Promise<OperationRecord> {
+    const op = toKey(key);
+    const res = await this.transport.unary<v1.CompleteRequest, v1.CompleteResponse>(
+      "complete",
+      {
+        namespace: op.namespace,
+        key: op.key,
+        leaseToken: token,
+        result: {
+          code: result.code ?? 0,
+          body: Buffer.from(result.body ?? Buffer.alloc(0)),
+          contentType: result.contentType ?? "",
+          metadata: result.metadata ?? {},
+        },
+      },
+      { gated: false, token },
+    );
+    return requireRecord(res.record);
+  }
+
+  /** Fails an operation held with `token`: `retryable` releases it, `final` stores the error, `abandon` forgets it. */
+  async fail(key: KeyLike, token: bigint, error: Partial<StoredError>, disposition: Disposition): Promise<OperationRecord | undefined> {
+    const op = toKey(key);
+    const res = await this.transport.unary<v1.FailRequest, v1.FailResponse>(
+      "fail",
+      {
+        namespace: op.namespace,
+        key: op.key,
+        leaseToken: token,
+        error: { code: error.code ?? 0, message: error.message ?? "", details: Buffer.from(error.details ?? Buffer.alloc(0)) },
+        disposition: DISPOSITION[disposition],
+      },
+      { gated: false, token },
+    );
+    return res.record ? recordFromWire(res.record) : undefined;
+  }
+
+  /** Renews a lease to `leaseTtl` ms from now (server default when undefined). */
+  async renew(key: KeyLike, token: bigint, leaseTtl?: number): Promise<LeaseGrant> {
+    const op = toKey(key);
+    const res = await this.transport.unary<v1.RenewRequest, v1.RenewResponse>(
+      "renew",
+      { namespace: op.namespace, key: op.key, leaseToken: token, leaseTtl: duration(leaseTtl) },
+      { gated: false, token },
+    );
+    if (!res.lease) throw new OncekeyError("malformed answer: Renew without a lease");
+    return leaseFromWire(res.lease);
+  }
+
+  /** The record of an operation, or undefined when there is none. */
+  async lookup(key: KeyLike, options: { signal?: AbortSignal } = {}): Promise<OperationRecord | undefined> {
+    const op = toKey(key);
+    try {
+      const res = await this.transport.unary<v1.LookupRequest, v1.LookupResponse>(
+        "lookup",
+        { namespace: op.namespace, key: op.key, includeHistory: false },
+        { gated: true, signal: options.signal },
+      );
+      return requireRecord(res.record);
+    } catch (e) {
+      if (grpcCode(e) === Code.NOT_FOUND) return undefined;
+      throw e;
+    }
   }
 
   /**
-   * Claims `key` and calls `fn` only when the claim acquired it, keeping the lease alive over the
-   * KeepAlive stream meanwhile; then completes the key with `fn`'s result, or fails it when `fn`
-   * throws (`FinalError`: for good; anything else: released for a retry).
-   *
-   * A key that already succeeded resolves to its stored result without calling `fn`; one that
-   * failed for good rejects with `OperationFailedError`; one in flight elsewhere with
-   * `InProgressError` (set `waitMs` to wait for its outcome instead).
+   * Runs `fn` once per key: claims `key` with `args`, calls `fn` only when the claim acquired it
+   * (keeping the lease alive meanwhile), then records its result (JSON) or its failure; later runs
+   * get the stored result without calling `fn`. See `RunOptions` and the README.
    */
-  async run(
-    namespace: string,
-    key: string,
-    claim: ClaimOptions,
-    fn: (held: Held) => Promise<OperationResult> | OperationResult,
-  ): Promise<Outcome> {
-    const leaseTtlMs = claim.leaseTtlMs ?? 30_000;
-    const claimed = await this.claim(namespace, key, { ...claim, leaseTtlMs });
-    switch (claimed.outcome) {
-      case ClaimOutcome.CLAIM_OUTCOME_ACQUIRED:
-        break;
-      case ClaimOutcome.CLAIM_OUTCOME_COMPLETED:
-        return { result: claimed.record!.result!, replayed: true };
-      case ClaimOutcome.CLAIM_OUTCOME_FAILED:
-        throw new OperationFailedError(claimed.record!.error!);
-      case ClaimOutcome.CLAIM_OUTCOME_IN_PROGRESS:
-        throw new InProgressError(millis(claimed.retryAfter));
-      case ClaimOutcome.CLAIM_OUTCOME_NEEDS_RECONCILIATION:
-        throw new NeedsReconciliationError(`${namespace}/${key} needs reconciliation`);
-      default:
-        throw new Error(`unknown claim outcome ${claimed.outcome}`);
-    }
-    const token = claimed.lease!.token;
-    const abort = new AbortController();
-    const held: Held = { lease: claimed.lease!, signal: abort.signal };
-    const stream = this.ledger.keepAlive();
-    let closed = false;
-    const lost = () => {
-      if (!closed) abort.abort(new Error("lease lost"));
-    };
-    stream.on("data", (lease: Lease) => (held.lease = lease));
-    stream.on("error", lost);
-    stream.on("end", lost);
-    stream.write({ namespace, key, leaseToken: token, leaseTtl: duration(leaseTtlMs) });
-    const stop = () => {
-      closed = true;
-      stream.cancel();
-    };
+  async run<T>(key: KeyLike, args: unknown, fn: Operation<T>, options: RunOptions = {}): Promise<T> {
+    return (await this.runDetailed(key, args, fn, options)).value;
+  }
 
-    let result: OperationResult;
-    try {
-      result = await fn(held);
-    } catch (e) {
-      stop();
-      const final = e instanceof FinalError;
-      const error: OperationError = final
-        ? { code: e.code, message: e.message, details: e.details }
-        : { code: 0, message: String(e), details: Buffer.alloc(0) };
-      await unary<FailRequest, FailResponse>((r, cb) => this.ledger.fail(r, cb), {
-        namespace,
-        key,
-        leaseToken: token,
-        error,
-        disposition: final ? Disposition.DISPOSITION_FINAL : Disposition.DISPOSITION_RETRYABLE,
-      });
-      throw final ? new OperationFailedError(error) : e;
-    }
-    stop();
-    await unary<CompleteRequest, CompleteResponse>((r, cb) => this.ledger.complete(r, cb), {
-      namespace,
-      key,
-      leaseToken: token,
-      result,
-    });
-    return { result, replayed: false };
+  /** Like `run`, also telling whether the value was replayed, with the record. */
+  runDetailed<T>(key: KeyLike, args: unknown, fn: Operation<T>, options: RunOptions = {}): Promise<Done<T>> {
+    return execute(this, toKey(key), args, fn, options, false);
+  }
+
+  /**
+   * Settles an at-most-once operation whose outcome is unknown (`NeedsReconciliationError`):
+   * `fn` must find out from the outside world, by the key, what happened, and return the result
+   * (recorded as the outcome) or throw (`FinalError`: failed for good; `AbandonError`: forget the
+   * key; anything else: it did not happen and may run again).
+   */
+  reconcile<T>(key: KeyLike, args: unknown, fn: Operation<T>, options: RunOptions = {}): Promise<Done<T>> {
+    return execute(this, toKey(key), args, fn, options, true);
+  }
+
+  /**
+   * Wraps `fn` so that each logical call runs once: `client.makeIdempotent(sendEmail, {namespace:
+   * "email.send", key: (to, subject) => ...})` returns a function with `fn`'s parameters.
+   */
+  makeIdempotent<A extends unknown[], R>(fn: (...args: A) => R | Promise<R>, options: IdempotentOptions<A>): Idempotent<A, Awaited<R>> {
+    return makeIdempotent(this, fn, options);
+  }
+
+  /** @internal Keeps `settling` (a background settle) counted until it ends, for `close`. */
+  track(settling: Promise<unknown>): void {
+    const p = settling.catch(() => undefined).finally(() => this.pending.delete(p));
+    this.pending.add(p);
+  }
+
+  /** Waits for operations still being settled in the background (cancelled calls), then closes the channel. */
+  async close(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all([...this.pending]);
+    this.transport.close();
   }
 }
 
-function unary<Req, Res>(
-  call: (request: Req, callback: (err: ServiceError | null, response: Res) => void) => unknown,
-  request: Req,
-): Promise<Res> {
-  return new Promise((resolve, reject) => call(request, (err, res) => (err ? reject(err) : resolve(res))));
+function toKey(key: KeyLike): OperationKey {
+  if (key instanceof OperationKey) return key;
+  const op = OperationKey.raw(key.namespace, key.key);
+  return key.parent ? op.withParent(key.parent) : op;
 }
 
-function duration(ms: number | undefined): Duration | undefined {
-  if (ms === undefined) return undefined;
-  return { seconds: BigInt(Math.floor(ms / 1000)), nanos: Math.round((ms % 1000) * 1e6) };
+function requireRecord(record: v1.Record | undefined): OperationRecord {
+  if (!record) throw new OncekeyError("malformed answer: no record");
+  return recordFromWire(record);
 }
-
-function millis(d: Duration | undefined): number {
-  return d ? Number(d.seconds) * 1000 + d.nanos / 1e6 : 0;
-}
-
-

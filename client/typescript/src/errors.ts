@@ -1,87 +1,148 @@
-/** Errors of the Node client, and the google.rpc.ErrorInfo that every server error carries. */
-import type { ServiceError } from "@grpc/grpc-js";
-import { BinaryReader } from "@bufbuild/protobuf/wire";
-import type { OperationError } from "./gen/oncekey/v1/ledger";
-
-/** The google.rpc.ErrorInfo domain of every Oncekey error. */
-export const ERROR_DOMAIN = "oncekey";
-
-/** google.rpc.ErrorInfo: why a call failed, in machine-readable form. */
-export interface ErrorInfo {
-  reason: string;
-  domain: string;
-  metadata: Record<string, string>;
-}
-
-const ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo";
-
 /**
- * The google.rpc.ErrorInfo of a server error, decoded from its `grpc-status-details-bin` trailer
- * (a google.rpc.Status), or undefined when it carries none.
+ * The typed errors of the client, all subclasses of `OncekeyError` so that `instanceof` works on
+ * the base and on each kind, and the two errors a wrapped function throws to choose how its
+ * failure settles the operation (`FinalError`, `AbandonError`).
+ *
+ * This module only defines errors; turning a gRPC status into one of them is `status.ts`'s job.
  */
-export function errorInfo(err: unknown): ErrorInfo | undefined {
-  const metadata = (err as Partial<ServiceError> | undefined)?.metadata;
-  const raw = metadata?.get("grpc-status-details-bin")[0];
-  if (!Buffer.isBuffer(raw)) return undefined;
-  // google.rpc.Status { int32 code = 1; string message = 2; repeated google.protobuf.Any details = 3; }
-  for (const any of fields(raw, 3)) {
-    // google.protobuf.Any { string type_url = 1; bytes value = 2; }
-    const typeUrl = new TextDecoder().decode(fields(any, 1)[0] ?? new Uint8Array());
-    if (typeUrl !== ERROR_INFO_TYPE) continue;
-    // google.rpc.ErrorInfo { string reason = 1; string domain = 2; map<string, string> metadata = 3; }
-    const value = fields(any, 2)[0] ?? new Uint8Array();
-    const text = (bytes: Uint8Array | undefined) => new TextDecoder().decode(bytes ?? new Uint8Array());
-    const entries = fields(value, 3).map((entry) => [text(fields(entry, 1)[0]), text(fields(entry, 2)[0])]);
-    return { reason: text(fields(value, 1)[0]), domain: text(fields(value, 2)[0]), metadata: Object.fromEntries(entries) };
-  }
-  return undefined;
-}
+import type { OperationRecord, StoredError } from "./types";
 
-/** The ErrorInfo reason of a server error (e.g. "KEY_REUSED"), or undefined. */
-export function reason(err: unknown): string | undefined {
-  return errorInfo(err)?.reason;
-}
+/** Common base of every error the client itself raises. */
+export class OncekeyError extends Error {
+  override name = "OncekeyError";
+  /** The gRPC status code (`status` of `@grpc/grpc-js`) behind this error, when a server answered. */
+  readonly grpcCode?: number;
+  /** The google.rpc.ErrorInfo reason the server attached, e.g. `KEY_REUSED`. */
+  readonly reason?: string;
+  /** The request field a google.rpc.BadRequest names (INVALID_ARGUMENT only). */
+  readonly field?: string;
 
-/** The length-delimited fields numbered `field` of an encoded message. */
-function fields(bytes: Uint8Array, field: number): Uint8Array[] {
-  const reader = new BinaryReader(bytes);
-  const found: Uint8Array[] = [];
-  while (reader.pos < reader.len) {
-    const [number, wireType] = reader.tag();
-    if (number === field && wireType === 2) found.push(reader.bytes());
-    else reader.skip(wireType);
-  }
-  return found;
-}
-
-/** The operation failed for good, now or earlier; `error` is the stored OperationError. */
-export class OperationFailedError extends Error {
-  override name = "OperationFailedError";
-  constructor(readonly error: OperationError) {
-    super(`operation failed: ${error.code} ${error.message}`);
+  constructor(message: string, options: { cause?: unknown; grpcCode?: number; reason?: string; field?: string } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    if (options.grpcCode !== undefined) this.grpcCode = options.grpcCode;
+    if (options.reason !== undefined) this.reason = options.reason;
+    if (options.field !== undefined) this.field = options.field;
   }
 }
 
-/** Another holder is performing the operation; claim again after `retryAfterMs`. */
-export class InProgressError extends Error {
-  override name = "InProgressError";
-  constructor(readonly retryAfterMs: number) {
-    super(`operation in progress elsewhere; retry after ${retryAfterMs} ms`);
-  }
-}
-
-/** An at-most-once operation's outcome is unknown: check the outside world, then reconcile. */
-export class NeedsReconciliationError extends Error {
-  override name = "NeedsReconciliationError";
+/** The key was first claimed with other arguments (another intent reused it); nothing changed. */
+export class KeyReusedError extends OncekeyError {
+  override name = "KeyReusedError";
 }
 
 /**
- * Throw from `run`'s function to fail the key for good: the error is replayed to later runs.
- * Any other error releases the key for a retry (the next run acquires it again).
+ * The lease is no longer this caller's: another holder took the operation over (or it was
+ * reconciled, or settled with this token). The outcome of this run was not recorded; the side
+ * effect may have happened, and `token` is how fencing downstream systems tell the holders apart.
+ * `cause` is the function's own error when it failed.
+ */
+export class LeaseLostError extends OncekeyError {
+  override name = "LeaseLostError";
+  /** The fencing token of the lost lease. */
+  readonly token: bigint;
+  constructor(message: string, token: bigint, options: { cause?: unknown; grpcCode?: number; reason?: string } = {}) {
+    super(message, options);
+    this.token = token;
+  }
+}
+
+/** Another holder is performing the operation; try again after `retryAfter` milliseconds. */
+export class InProgressError extends OncekeyError {
+  override name = "InProgressError";
+  /** The server's hint, in milliseconds. */
+  readonly retryAfter: number;
+  /** The record at the last Claim. */
+  readonly record?: OperationRecord;
+  constructor(retryAfter: number, record?: OperationRecord) {
+    super(`the operation is in progress elsewhere; retry after ${retryAfter} ms`);
+    this.retryAfter = retryAfter;
+    if (record) this.record = record;
+  }
+}
+
+/**
+ * An at-most-once operation's holder vanished mid-run: its outcome is unknown. Check the outside
+ * world by the key, then settle it with `client.reconcile`.
+ */
+export class NeedsReconciliationError extends OncekeyError {
+  override name = "NeedsReconciliationError";
+  /** The record (status `UNKNOWN`). */
+  readonly record?: OperationRecord;
+  constructor(message: string, record?: OperationRecord) {
+    super(message);
+    if (record) this.record = record;
+  }
+}
+
+/** The operation failed for good earlier; `error` is the stored failure (nothing ran this time). */
+export class OperationFailedError extends OncekeyError {
+  override name = "OperationFailedError";
+  /** The stored error: the code, message and details the failing run recorded. */
+  readonly error: StoredError;
+  constructor(error: StoredError) {
+    super(`the operation failed earlier: ${error.message}${error.code ? ` (code ${error.code})` : ""}`);
+    this.error = error;
+  }
+}
+
+/**
+ * The server could not be reached (or stayed overloaded) through every retry, or the circuit
+ * breaker is open after consecutive failures. Safe to retry later with the same key.
+ * `result`, when set, is the output of a function whose outcome could not be recorded.
+ */
+export class UnavailableError extends OncekeyError {
+  override name = "UnavailableError";
+  /** True when the function ran and succeeded but its outcome could not be recorded. */
+  readonly unsettled: boolean;
+  /** The function's output, when `unsettled`. */
+  readonly result?: unknown;
+  constructor(
+    message: string,
+    options: { cause?: unknown; grpcCode?: number; reason?: string; unsettled?: boolean; result?: unknown } = {},
+  ) {
+    super(message, options);
+    this.unsettled = options.unsettled ?? false;
+    if (options.unsettled) this.result = options.result;
+  }
+}
+
+/** A stored result that is not JSON, or not of the expected shape, was replayed. */
+export class ResultDecodeError extends OncekeyError {
+  override name = "ResultDecodeError";
+}
+
+/**
+ * Throw from a wrapped function to fail the operation for good: the failure is recorded and
+ * replayed to every later run as `OperationFailedError`. (Any other error releases the key for a
+ * retry: the next run acquires it again.)
  */
 export class FinalError extends Error {
   override name = "FinalError";
-  constructor(message: string, readonly code = 0, readonly details: Buffer = Buffer.alloc(0)) {
-    super(message);
+  /** Your own error code, stored with the failure (default 0). */
+  readonly code: number;
+  /** Opaque details stored with the failure (at most 64 KiB). */
+  readonly details: Uint8Array;
+  constructor(message: string, options: { code?: number; details?: Uint8Array; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = options.code ?? 0;
+    this.details = options.details ?? new Uint8Array();
   }
+}
+
+/**
+ * Throw from a wrapped function when it failed before any side effect (e.g. validation): the key
+ * is forgotten, and may be claimed again, even with other arguments.
+ */
+export class AbandonError extends Error {
+  override name = "AbandonError";
+}
+
+/** How a failed run settles the operation. */
+export type Disposition = "retryable" | "final" | "abandon";
+
+/** The disposition of a thrown value: `FinalError` → final, `AbandonError` → abandon, else retryable. */
+export function dispositionOf(error: unknown): Disposition {
+  if (error instanceof FinalError) return "final";
+  if (error instanceof AbandonError) return "abandon";
+  return "retryable";
 }

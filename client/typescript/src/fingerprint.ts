@@ -2,11 +2,13 @@
  * The operation fingerprint: SHA-256 of the RFC 8785 (JCS) canonical JSON of an operation's
  * significant arguments, the same 32 bytes the server computes from `payload_json`.
  *
- * Parsing follows I-JSON (RFC 7493) as RFC 8785 requires: duplicate member names, lone surrogates
- * and numbers outside the IEEE 754 double range are refused. Numbers print as ECMAScript's
- * `Number.prototype.toString` prints them, which is what RFC 8785 specifies.
+ * Values are serialized by the `canonicalize` package (it passes every canonical vector of the
+ * shared tests/vectors). JSON texts are parsed here first, strictly, following I-JSON (RFC 7493)
+ * as RFC 8785 requires: duplicate member names (which JSON.parse would silently collapse), lone
+ * surrogates and numbers outside the IEEE 754 double range are refused.
  */
 import { createHash } from "node:crypto";
+import jcs from "canonicalize";
 
 /** The value or text has no canonical form: not JSON, or not I-JSON. */
 export class InvalidJsonError extends Error {
@@ -30,83 +32,58 @@ export function canonicalizeJson(text: string): string {
   return canonicalize(value);
 }
 
-/** The RFC 8785 canonical form of a JavaScript value (members whose value is undefined are left out, as JSON.stringify does). */
+/**
+ * The RFC 8785 canonical form of a JavaScript value, serialized by the `canonicalize` package
+ * (members whose value is undefined are left out, as JSON.stringify does). A `bigint` is a JSON
+ * number: RFC 8785 prints every number as the IEEE 754 double it denotes, so 2^64-1 becomes
+ * 18446744073709552000, exactly what the server makes of the same JSON text.
+ */
 export function canonicalize(value: unknown): string {
-  const out: string[] = [];
-  write(value, out);
-  return out.join("");
+  let text: string | undefined;
+  try {
+    text = jcs(bigintsAsNumbers(value, []));
+  } catch (e) {
+    if (e instanceof InvalidJsonError) throw e;
+    throw new InvalidJsonError((e as Error).message);
+  }
+  if (typeof text !== "string") throw new InvalidJsonError(`a ${typeof value} is not JSON`);
+  return text;
 }
 
 function sha256(text: string): Buffer {
   return createHash("sha256").update(text, "utf8").digest();
 }
 
-function write(value: unknown, out: string[]): void {
-  if (value !== null && typeof value === "object" && typeof (value as { toJSON?: unknown }).toJSON === "function") {
-    value = (value as { toJSON: () => unknown }).toJSON();
+/**
+ * `value` with every bigint replaced by the double it denotes (copying only what contains one);
+ * toJSON is applied on the way, as JSON.stringify and `canonicalize` do.
+ */
+function bigintsAsNumbers(value: unknown, ancestors: object[]): unknown {
+  if (typeof value === "bigint") return Number(value);
+  if (typeof value === "function" || typeof value === "symbol") {
+    if (ancestors.length === 0) throw new InvalidJsonError(`a ${typeof value} is not JSON`);
+    return value;
   }
-  switch (typeof value) {
-    case "boolean":
-      out.push(value ? "true" : "false");
-      return;
-    case "bigint":
-      value = Number(value);
-    // falls through
-    case "number":
-      if (!Number.isFinite(value)) throw new InvalidJsonError(`number ${String(value)} is out of the double range`);
-      out.push(String(value)); // ECMAScript Number-to-String; -0 prints as 0
-      return;
-    case "string":
-      writeString(value, out);
-      return;
-    case "object":
-      if (value === null) {
-        out.push("null");
-      } else if (Array.isArray(value)) {
-        out.push("[");
-        value.forEach((item, i) => {
-          if (i) out.push(",");
-          write(item === undefined ? null : item, out);
-        });
-        out.push("]");
-      } else {
-        // Default sort compares UTF-16 code units, as RFC 8785 §3.2.3 requires.
-        const names = Object.keys(value).filter((n) => (value as Record<string, unknown>)[n] !== undefined).sort();
-        out.push("{");
-        names.forEach((name, i) => {
-          if (i) out.push(",");
-          writeString(name, out);
-          out.push(":");
-          write((value as Record<string, unknown>)[name], out);
-        });
-        out.push("}");
-      }
-      return;
-    default:
-      throw new InvalidJsonError(`a ${typeof value} is not JSON`);
+  if (value === null || typeof value !== "object") return value;
+  if (typeof (value as { toJSON?: unknown }).toJSON === "function") {
+    return bigintsAsNumbers((value as { toJSON: () => unknown }).toJSON(), ancestors);
   }
-}
-
-const ESCAPES: Record<string, string> = { '"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
-
-function writeString(s: string, out: string[]): void {
-  let text = '"';
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
-      text += s[i] + s[i + 1];
-      i++;
-    } else if (c >= 0xd800 && c <= 0xdfff) {
-      throw new InvalidJsonError("lone surrogate");
-    } else if (ESCAPES[s[i]] !== undefined) {
-      text += ESCAPES[s[i]];
-    } else if (c < 0x20) {
-      text += "\\u" + c.toString(16).padStart(4, "0");
-    } else {
-      text += s[i];
+  if (ancestors.includes(value)) throw new InvalidJsonError("circular reference");
+  ancestors.push(value);
+  let copy: { [k: string]: unknown } | undefined;
+  if (Array.isArray(value)) {
+    value.forEach((item: unknown, i) => {
+      const v = bigintsAsNumbers(item, ancestors);
+      if (v !== item) (copy ??= value.slice() as unknown as { [k: string]: unknown })[i] = v;
+    });
+  } else {
+    for (const [name, item] of Object.entries(value)) {
+      const v = bigintsAsNumbers(item, ancestors);
+      if (v !== item) (copy ??= Object.assign(Object.create(null), value) as { [k: string]: unknown })[name] = v;
     }
   }
-  out.push(text + '"');
+  ancestors.pop();
+  return copy ?? value;
 }
 
 /** A strict RFC 8259 parser that refuses duplicate member names and out-of-range numbers. */

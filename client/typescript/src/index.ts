@@ -1,23 +1,52 @@
 /**
  * Node.js client of Oncekey, the shared idempotency ledger.
  *
- * `OncekeyClient.run` claims a key, runs the side effect only when the claim acquired it (keeping
- * the lease alive over the KeepAlive stream meanwhile), then completes or fails the key; later runs
- * with the same key get the stored outcome. `fingerprint` computes the RFC 8785 fingerprint of an
- * operation's arguments; `reason` reads the google.rpc.ErrorInfo reason of a gRPC error. `v1` is
- * the generated oncekey.v1 code (ts-proto).
+ * `client.makeIdempotent(fn, {namespace, key})` wraps a side-effecting function so that each
+ * logical call runs once; `client.run(key, args, fn)` does the same for one call. Both claim the
+ * key, run the function only when the claim acquired it (the server renews the lease meanwhile
+ * over the KeepAlive stream, reopened after server restarts), and record its JSON value or its
+ * failure, retrying transient failures; later calls get the stored value. Errors are typed
+ * (`OncekeyError` and its subclasses). `fingerprint` computes the RFC 8785 fingerprint of an
+ * operation's arguments; `v1` is the generated oncekey.v1 code (ts-proto), for full control.
  */
-export { OncekeyClient, TENANT_HEADER } from "./client";
-export type { ClaimOptions, ConnectOptions, Held, Outcome } from "./client";
+export { OncekeyClient, MAX_WAIT } from "./client";
+export type { ClaimOptions, KeyLike } from "./client";
+export { TENANT_HEADER } from "./transport";
+export type { ConnectOptions } from "./transport";
+export { currentLease } from "./run";
+export type { Done, Operation, RunOptions } from "./run";
+export type { CallOptions, Idempotent, IdempotentOptions } from "./wrap";
+export type { Lease } from "./lease";
+export { OperationKey, InvalidKeyError, MAX_KEY_BYTES } from "./key";
 export {
-  ERROR_DOMAIN,
-  errorInfo,
-  reason,
-  FinalError,
+  OncekeyError,
+  KeyReusedError,
+  LeaseLostError,
   InProgressError,
   NeedsReconciliationError,
   OperationFailedError,
+  UnavailableError,
+  ResultDecodeError,
+  FinalError,
+  AbandonError,
 } from "./errors";
-export type { ErrorInfo } from "./errors";
+export type { Disposition } from "./errors";
+export { CircuitOpenError, DEFAULT_BREAKER } from "./breaker";
+export type { BreakerPolicy, CircuitState } from "./breaker";
+export { DEFAULT_RETRY } from "./retry";
+export type { RetryPolicy } from "./retry";
+export { ERROR_DOMAIN, RETRY_PUSHBACK_HEADER, errorInfo, reason, badField, pushback, isTransient, codeName } from "./status";
+export type { ErrorInfo } from "./status";
+export type {
+  Claimed,
+  ClaimOutcome,
+  LeaseGrant,
+  OperationRecord,
+  OperationRef,
+  RecordStatus,
+  Semantics,
+  StoredError,
+  StoredResult,
+} from "./types";
 export { canonicalize, canonicalizeJson, fingerprint, fingerprintJson, InvalidJsonError } from "./fingerprint";
 export * as v1 from "./gen/oncekey/v1/ledger";

@@ -3,7 +3,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Metadata, status } from "@grpc/grpc-js";
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
-import { errorInfo, reason } from "../src/errors";
+import { errorInfo, reason, toOncekeyError } from "../src/status";
+import { KeyReusedError, LeaseLostError, OncekeyError, UnavailableError } from "../src/errors";
 
 function serviceError(details: Uint8Array[]) {
   const st = new BinaryWriter().uint32(8).int32(status.FAILED_PRECONDITION).uint32(18).string("key reused");
@@ -29,4 +30,24 @@ test("no reason without details", () => {
   assert.equal(reason(serviceError([])), undefined);
   assert.equal(reason(new Error("plain")), undefined);
   assert.equal(reason(undefined), undefined);
+});
+
+test("server errors become typed errors with one base class", () => {
+  const info = (r: string) => any("type.googleapis.com/google.rpc.ErrorInfo", new BinaryWriter().uint32(10).string(r).uint32(18).string("oncekey").finish());
+  const reused = toOncekeyError(serviceError([info("KEY_REUSED")]));
+  assert.ok(reused instanceof KeyReusedError && reused instanceof OncekeyError && reused instanceof Error);
+  assert.equal((reused as OncekeyError).reason, "KEY_REUSED");
+  const lost = toOncekeyError(serviceError([info("LEASE_LOST")]), 7n);
+  assert.ok(lost instanceof LeaseLostError && lost.token === 7n);
+  const down = toOncekeyError(Object.assign(new Error("14 UNAVAILABLE"), { code: status.UNAVAILABLE, details: "down", metadata: new Metadata() }));
+  assert.ok(down instanceof UnavailableError && down.grpcCode === status.UNAVAILABLE);
+  const violation = new BinaryWriter().uint32(10).string("namespace").uint32(18).string("bad").finish();
+  const badRequest = any("type.googleapis.com/google.rpc.BadRequest", new BinaryWriter().uint32(10).bytes(violation).finish());
+  const invalid = toOncekeyError(
+    Object.assign(serviceError([info("INVALID_FIELD"), badRequest]), { code: status.INVALID_ARGUMENT }),
+  ) as OncekeyError;
+  assert.equal(invalid.constructor, OncekeyError);
+  assert.deepEqual([invalid.reason, invalid.field, invalid.grpcCode], ["INVALID_FIELD", "namespace", status.INVALID_ARGUMENT]);
+  const plain = new Error("not grpc");
+  assert.equal(toOncekeyError(plain), plain);
 });

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { canonicalizeJson, fingerprint, fingerprintJson, InvalidJsonError } from "../src/fingerprint";
+import { canonicalize, canonicalizeJson, fingerprint, fingerprintJson, InvalidJsonError } from "../src/fingerprint";
 
 interface Vector { name: string; input: string; canonical?: string; sha256?: string; error?: boolean }
 
@@ -35,4 +35,18 @@ test("values without a canonical form are refused", () => {
   for (const bad of [NaN, Infinity, "\ud800", () => 1, Symbol("s")]) {
     assert.throws(() => fingerprint(bad), InvalidJsonError);
   }
+});
+
+test("2^64-1 as a bigint and as a number is the same JSON number (the double it denotes)", () => {
+  assert.equal(canonicalize([18446744073709551615n]), "[18446744073709552000]");
+  assert.deepEqual(fingerprint([18446744073709551615n]), fingerprint([18446744073709551615]));
+  assert.deepEqual(fingerprint({ n: [1n] }), fingerprintJson('{"n":[1]}'));
+});
+
+test("cycles are refused, not overflowed", () => {
+  const a: { self?: unknown } = {};
+  a.self = a;
+  assert.throws(() => fingerprint(a), InvalidJsonError);
+  const shared = { x: 1 };
+  assert.equal(canonicalize([shared, shared]), '[{"x":1},{"x":1}]');
 });

@@ -9,21 +9,37 @@
 //!
 //! redb is copy-on-write with checksummed commits, so a `kill -9` at any moment leaves the last
 //! durable commit intact, and the log's checksummed, numbered frames carry everything after it;
-//! that is why it was chosen (see README).
+//! that is why it was chosen (see README). Opening checks that nothing acknowledged went missing
+//! meanwhile — a lost database file, a log damaged before intact frames — and refuses to start
+//! otherwise, unless told to accept the loss (`recovery`).
 
 mod cache;
 mod codec;
+mod files;
+mod frame;
+mod identity;
+mod meta;
 mod metrics;
+mod recovery;
+#[cfg(test)]
+mod recovery_tests;
+mod refusal;
+mod scan;
 mod tables;
 mod wal;
 mod writer;
 
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Cas, Store, StoreError};
+pub use identity::ID_FILE;
+pub use recovery::OpenError;
 use redb::{Database, ReadableDatabase, TableDefinition};
+pub use refusal::IntegrityError;
 use std::path::Path;
 use std::sync::{mpsc, Arc};
+use std::time::Duration;
 use tokio::sync::oneshot;
+pub use wal::WAL_FILE;
 pub use writer::Stats;
 use writer::{Done, Op, Put, Request};
 
@@ -45,53 +61,96 @@ pub struct EmbeddedStore {
     db: Arc<Database>,
     cache: Arc<cache::Cache>,
     writes: mpsc::Sender<Request>,
+    /// The writer thread, joined when the store is dropped (after its final checkpoint), so that
+    /// the files are let go of by then.
+    writer: Option<std::thread::JoinHandle<()>>,
     stats: Arc<Stats>,
+}
+
+impl Drop for EmbeddedStore {
+    fn drop(&mut self) {
+        // The writer stops once its only sender is gone.
+        self.writes = mpsc::channel().0;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// How to open the embedded store.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// The page cache (redb's read cache and write buffer, and the record cache).
+    pub cache_bytes: usize,
+    /// Start even when opening finds that acknowledged writes were lost (a missing or replaced
+    /// database file, a damaged log): logged at ERROR, damaged files kept aside.
+    pub accept_data_loss: bool,
+    /// Longest time between checkpoints while there are writes.
+    pub checkpoint_every: Duration,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self {
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            accept_data_loss: false,
+            checkpoint_every: writer::CHECKPOINT_EVERY,
+        }
+    }
 }
 
 impl EmbeddedStore {
     /// Opens (creating if needed) the store in `data_dir` with the default page cache. Fails if
-    /// another process has it open.
+    /// another process has it open, or if opening would lose acknowledged writes.
     pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
         Self::open_with_cache(data_dir, DEFAULT_CACHE_BYTES)
     }
 
     /// Opens the store with a page cache of `cache_bytes` (redb's read cache and write buffer).
     pub fn open_with_cache(data_dir: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
-        Self::open_with(data_dir, cache_bytes, writer::CHECKPOINT_EVERY)
+        let options = OpenOptions {
+            cache_bytes,
+            ..OpenOptions::default()
+        };
+        Self::open_with_options(data_dir, options).map_err(|e| match e {
+            OpenError::Refused(refusal) => StoreError::Internal(refusal.to_string()),
+            OpenError::Store(e) => e,
+        })
     }
 
-    fn open_with(
-        data_dir: &Path,
-        cache_bytes: usize,
-        checkpoint_every: std::time::Duration,
-    ) -> Result<Self, StoreError> {
+    /// Opens the store with `options`; a refusal to start over lost data comes back as
+    /// `OpenError::Refused`.
+    pub fn open_with_options(data_dir: &Path, options: OpenOptions) -> Result<Self, OpenError> {
         std::fs::create_dir_all(data_dir).map_err(|e| {
             StoreError::Internal(format!(
                 "cannot create data dir {}: {e}",
                 data_dir.display()
             ))
         })?;
-        let path = data_dir.join(DB_FILE);
         // An eighth of the budget caches whole records (`cache`), the rest redb's pages.
-        let records_cache = cache_bytes / 8;
-        let db = redb::Builder::new()
-            .set_cache_size(cache_bytes - records_cache)
-            .create(&path)
-            .map_err(|e| StoreError::Internal(format!("cannot open {}: {e}", path.display())))?;
-        let db = Arc::new(db);
+        let records_cache = options.cache_bytes / 8;
+        let mut builder = redb::Builder::new();
+        builder.set_cache_size(options.cache_bytes - records_cache);
+        let opened = recovery::open(data_dir, &builder, options.accept_data_loss)?;
+        let db = Arc::new(opened.db);
         let stats = Arc::new(Stats::default());
+        stats
+            .replayed
+            .store(opened.replayed, std::sync::atomic::Ordering::Relaxed);
         let cache = Arc::new(cache::Cache::new(records_cache));
-        let writes = writer::spawn(
+        let (writes, writer) = writer::spawn(
             db.clone(),
-            data_dir,
+            opened.wal,
+            opened.seq,
             stats.clone(),
             cache.clone(),
-            checkpoint_every,
+            options.checkpoint_every,
         )?;
         Ok(Self {
             db,
             cache,
             writes,
+            writer: Some(writer),
             stats,
         })
     }
@@ -234,7 +293,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn close(&self) -> Result<(), StoreError> {
-        self.flush().await
+        self.submit(Op::Close).await.map(|_| ())
     }
 }
 
@@ -304,7 +363,11 @@ mod tests {
         let (live, image) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         // No timed checkpoint: one would start the log over, and the image must need it all.
         let hour = std::time::Duration::from_secs(3600);
-        let store = EmbeddedStore::open_with(live.path(), DEFAULT_CACHE_BYTES, hour).unwrap();
+        let options = OpenOptions {
+            checkpoint_every: hour,
+            ..OpenOptions::default()
+        };
+        let store = EmbeddedStore::open_with_options(live.path(), options).unwrap();
         store.flush().await.unwrap();
         std::fs::copy(live.path().join(DB_FILE), image.path().join(DB_FILE)).unwrap();
         let engine = Engine::new(store, Clock::System);

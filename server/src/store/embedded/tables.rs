@@ -159,7 +159,7 @@ impl<'t> Tables<'t> {
                 }
             }
             Op::Sweep { now, limit } => self.sweep(*now, *limit, effects).map(Done::Swept),
-            Op::Flush => Ok(Done::Cas(Cas::Applied)),
+            Op::Flush | Op::Close => Ok(Done::Cas(Cas::Applied)),
         }
     }
 

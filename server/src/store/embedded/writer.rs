@@ -7,28 +7,22 @@
 //! answered: a write is durable before its RPC answers, and visible only once durable.
 //! Counter-only writes ride along without forcing a sync. A checkpoint — a durable redb commit
 //! every `CHECKPOINT_EVERY`, when the log grows past `MAX_LOG_BYTES`, on a flush and at the end —
-//! lets the log start over. On open, `recover` replays what the log holds beyond redb's last
-//! durable commit.
+//! lets the log start over. The store is opened, and the log replayed, before the thread starts
+//! (`recovery`); closing it ends with a checkpoint that records a clean shutdown (`meta`).
 
 use super::cache::Cache;
 use super::codec::{self, Encoded};
 use super::internal;
+use super::meta::{set_clean, set_seq};
 use super::tables;
 use super::wal::{Effect, Wal};
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Cas, StoreError};
-use redb::{Database, Durability, ReadableTable, TableDefinition};
-use std::path::Path;
+use redb::{Database, Durability};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
-
-/// name → value: the last write-ahead log frame redb holds, under `WAL_SEQ`, and the database's
-/// log id, under `WAL_ID`.
-const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-const WAL_SEQ: &str = "wal_seq";
-const WAL_ID: &str = "wal_id";
 
 /// Most writes committed together.
 const MAX_BATCH: usize = 1024;
@@ -87,6 +81,8 @@ pub enum Op {
         limit: usize,
     },
     Flush,
+    /// A flush whose checkpoint records that the run ended cleanly (until the next write).
+    Close,
 }
 
 /// What a write did.
@@ -119,17 +115,16 @@ pub struct Request {
     pub reply: oneshot::Sender<Result<Done, StoreError>>,
 }
 
-/// Creates the tables (so that readers never see them missing), replays the log into redb, and
-/// starts the writer thread; it stops after a final checkpoint when every sender is dropped.
+/// Starts the writer thread on `db` and its log `wal`, whose last frame is `seq`; it stops after a
+/// final checkpoint when every sender is dropped.
 pub fn spawn(
     db: Arc<Database>,
-    data_dir: &Path,
+    wal: Wal,
+    seq: u64,
     stats: Arc<Stats>,
     cache: Arc<Cache>,
     checkpoint_every: Duration,
-) -> Result<mpsc::Sender<Request>, StoreError> {
-    let (wal, seq, replayed) = recover(&db, data_dir)?;
-    stats.replayed.store(replayed, Ordering::Relaxed);
+) -> Result<(mpsc::Sender<Request>, std::thread::JoinHandle<()>), StoreError> {
     let (tx, rx) = mpsc::channel::<Request>();
     let mut writer = Writer {
         db,
@@ -138,59 +133,15 @@ pub fn spawn(
         stats,
         cache,
         broken: None,
+        clean: false,
         last_checkpoint: Instant::now(),
         checkpoint_every,
     };
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("oncekey-writer".into())
         .spawn(move || writer.run(&rx))
         .map_err(internal)?;
-    Ok(tx)
-}
-
-/// Opens the log and applies, in one durable transaction, the frames redb does not hold yet;
-/// returns the log (ready to start over), the last frame's sequence number and how many frames
-/// were replayed.
-fn recover(db: &Database, data_dir: &Path) -> Result<(Wal, u64, u64), StoreError> {
-    let txn = db.begin_write().map_err(internal)?;
-    let (id, applied) = {
-        tables::Tables::open(&txn)?;
-        let mut meta = txn.open_table(META).map_err(internal)?;
-        let read = |meta: &redb::Table<&str, u64>, name| {
-            meta.get(name)
-                .map(|v| v.map(|v| v.value()))
-                .map_err(internal)
-        };
-        let id = match read(&meta, WAL_ID)? {
-            Some(id) => id,
-            None => {
-                let id = rand::random::<u64>();
-                meta.insert(WAL_ID, id).map_err(internal)?;
-                id
-            }
-        };
-        (id, read(&meta, WAL_SEQ)?.unwrap_or(0))
-    };
-    let (mut wal, frames) = Wal::open(data_dir, id, applied)?;
-    let mut seq = applied;
-    if !frames.is_empty() {
-        let mut tables = tables::Tables::open(&txn)?;
-        for frame in &frames {
-            for effect in &frame.effects {
-                tables.replay(effect)?;
-            }
-            seq = frame.seq;
-        }
-        drop(tables);
-        set_seq(&txn, seq)?;
-        tracing::info!(
-            frames = frames.len(),
-            "embedded store: replayed the write-ahead log"
-        );
-    }
-    txn.commit().map_err(internal)?;
-    wal.reset();
-    Ok((wal, seq, frames.len() as u64))
+    Ok((tx, thread))
 }
 
 /// The writer thread's state.
@@ -205,6 +156,8 @@ struct Writer {
     /// Set when the log or a commit failed: what is durable is then unknown, so every later write
     /// is refused until a restart replays the log.
     broken: Option<String>,
+    /// Whether the last durable commit recorded a clean shutdown: the next write first undoes it.
+    clean: bool,
     last_checkpoint: Instant,
     /// `CHECKPOINT_EVERY`, unless a test needs the log to keep everything.
     checkpoint_every: Duration,
@@ -234,13 +187,13 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            let flush = batch.iter().any(|r| matches!(r.op, Op::Flush));
-            if flush {
+            let is_flush = |r: &Request| matches!(r.op, Op::Flush | Op::Close);
+            if batch.iter().any(is_flush) {
                 // A flush answers only once everything before it is in a durable redb commit.
-                let (flushes, writes): (Vec<_>, Vec<_>) =
-                    batch.into_iter().partition(|r| matches!(r.op, Op::Flush));
+                let close = batch.iter().any(|r| matches!(r.op, Op::Close));
+                let (flushes, writes): (Vec<_>, Vec<_>) = batch.into_iter().partition(is_flush);
                 self.commit_batch(writes);
-                let result = self.checkpoint();
+                let result = self.checkpoint_marking(close);
                 for request in flushes {
                     let _ = request
                         .reply
@@ -290,7 +243,13 @@ impl Writer {
         batch: &mut [Request],
     ) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
         let mut txn = self.db.begin_write().map_err(internal)?;
-        txn.set_durability(Durability::None).map_err(internal)?;
+        if self.clean {
+            // The first write after a clean close: its commit is durable, so that a crash from
+            // now on is not taken for a clean shutdown.
+            set_clean(&txn, false)?;
+        } else {
+            txn.set_durability(Durability::None).map_err(internal)?;
+        }
         let mut effects = Vec::new();
         let ops = batch.iter_mut().map(|r| &mut r.op);
         let answers = tables::apply_all(&txn, ops, &mut effects)?;
@@ -311,6 +270,7 @@ impl Writer {
         let committed = txn.commit();
         self.cache.end_write(keys());
         committed.map_err(|e| self.fail(internal(e)))?;
+        self.clean = false;
         Ok(answers)
     }
 
@@ -325,6 +285,11 @@ impl Writer {
 
     /// A durable redb commit: everything logged so far is in redb's file, and the log starts over.
     fn checkpoint(&mut self) -> Result<(), StoreError> {
+        self.checkpoint_marking(false)
+    }
+
+    /// A checkpoint that also records a clean shutdown when `clean`.
+    fn checkpoint_marking(&mut self, clean: bool) -> Result<(), StoreError> {
         if let Some(why) = &self.broken {
             return Err(StoreError::Unavailable(why.clone()));
         }
@@ -334,6 +299,9 @@ impl Writer {
             txn.set_durability(Durability::Immediate)
                 .map_err(internal)?;
             set_seq(&txn, self.seq)?;
+            if clean {
+                set_clean(&txn, true)?;
+            }
             txn.commit().map_err(internal)
         })();
         self.last_checkpoint = Instant::now();
@@ -348,6 +316,7 @@ impl Writer {
                 self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
                 self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
                 self.wal.reset();
+                self.clean |= clean;
                 Ok(())
             }
             Err(e) => {
@@ -359,13 +328,9 @@ impl Writer {
     }
 }
 
-/// Records in `txn` that redb holds the log up to frame `seq`.
-fn set_seq(txn: &redb::WriteTransaction, seq: u64) -> Result<(), StoreError> {
-    let mut meta = txn.open_table(META).map_err(internal)?;
-    meta.insert(WAL_SEQ, seq).map_err(internal)?;
-    Ok(())
-}
-
 fn needs_sync(op: &Op) -> bool {
-    !matches!(op, Op::Replace { durable: false, .. } | Op::Flush)
+    !matches!(
+        op,
+        Op::Replace { durable: false, .. } | Op::Flush | Op::Close
+    )
 }

@@ -1,0 +1,306 @@
+/**
+ * The one-call API behind `run`, `reconcile` and `makeIdempotent`: Claim an operation, run the
+ * function only when acquired (its lease kept alive meanwhile), then Complete it with the
+ * function's value as JSON or Fail it with the disposition its error chooses. Every other
+ * outcome comes back without running the function.
+ *
+ * Settling never depends on the caller: a cancelled or timed-out call rejects at once with the
+ * caller's reason, while the function is told to stop (its `AbortSignal`) and its outcome is still
+ * recorded in the background, with the client's own retries (`client.close()` waits for it).
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { randomBytes } from "node:crypto";
+import type { OncekeyClient } from "./client";
+import { MAX_WAIT } from "./client";
+import {
+  dispositionOf,
+  FinalError,
+  InProgressError,
+  LeaseLostError,
+  NeedsReconciliationError,
+  OncekeyError,
+  OperationFailedError,
+  ResultDecodeError,
+  UnavailableError,
+} from "./errors";
+import type { Disposition } from "./errors";
+import { fingerprint } from "./fingerprint";
+import type { OperationKey } from "./key";
+import { KeepAlive } from "./lease";
+import type { Lease } from "./lease";
+import { sleep } from "./retry";
+import { codeName, grpcCode, reason } from "./status";
+import type { LeaseGrant, OperationRecord, Semantics, StoredResult } from "./types";
+
+/** The function run under a lease. */
+export type Operation<T> = (lease: Lease) => T | Promise<T>;
+
+/** How `run` claims and runs an operation. Durations in milliseconds. */
+export interface RunOptions {
+  /** Aborts the call: it rejects at once with the signal's reason; the function's own signal fires too. */
+  signal?: AbortSignal;
+  /** Rejects the call with a `TimeoutError` DOMException after this long (as `AbortSignal.timeout`). */
+  timeout?: number;
+  /** Lease length (server default 30 s); the server renews it every third of that while the function runs. */
+  leaseTtl?: number;
+  /** How long the outcome is kept after it settles (server default 24 h); must outlast every retry. */
+  retention?: number;
+  /** `AT_MOST_ONCE`: a vanished holder's operation needs reconciliation instead of running again. */
+  semantics?: Semantics;
+  /** How long to wait for another holder's outcome (default 60 000); 0 rejects with `InProgressError` at once. */
+  wait?: number;
+  /** Names the holder in the record (default: the client's owner). */
+  owner?: string;
+  /** How a thrown error settles the operation (default: `FinalError` final, `AbandonError` abandon, else retryable). */
+  disposition?: (error: unknown) => Disposition;
+  /**
+   * Store the function's value verbatim instead of as JSON: it returns a `StoredResult` (code,
+   * body bytes, content type, metadata), and replays give the stored `StoredResult` back.
+   */
+  raw?: boolean;
+}
+
+/** The value of an operation and where it came from. */
+export interface Done<T> {
+  value: T;
+  /** True when the value is a stored result replayed from an earlier run (the function did not run). */
+  replayed: boolean;
+  /** The SUCCEEDED record. */
+  record: OperationRecord;
+}
+
+/** The longest error message the server stores, in bytes; longer ones are cut. */
+const MAX_MESSAGE_BYTES = 16 * 1024;
+
+const current = new AsyncLocalStorage<Lease>();
+
+/** The lease of the operation the calling code runs in (inside a wrapped function), if any. */
+export function currentLease(): Lease | undefined {
+  return current.getStore();
+}
+
+export async function execute<T>(
+  client: OncekeyClient,
+  key: OperationKey,
+  args: unknown,
+  fn: Operation<T>,
+  options: RunOptions,
+  reconcile: boolean,
+): Promise<Done<T>> {
+  const print = fingerprint(args); // throws InvalidJsonError before anything is sent
+  const signal = callerSignal(options);
+  signal?.throwIfAborted();
+  // A per-run owner: a Claim whose answer was lost and was retried recognizes its own lease.
+  const owner = `${options.owner ?? client.transport.owner}#${randomBytes(8).toString("hex")}`;
+  const deadline = Date.now() + (options.wait ?? 60_000);
+  for (;;) {
+    const wait = Math.min(Math.max(deadline - Date.now(), 0), MAX_WAIT);
+    let claimed;
+    try {
+      claimed = await client.claim(key, {
+        fingerprint: print,
+        leaseTtl: options.leaseTtl,
+        retention: options.retention,
+        semantics: options.semantics,
+        owner,
+        reconcile,
+        wait: wait > 0 ? wait : undefined,
+        signal,
+      });
+    } catch (e) {
+      // Cancelled with a Claim in flight: the server may have acquired the key for us, and the
+      // answer is lost. Release it if so (our per-run owner tells), so it is not held for a lease.
+      if (signal?.aborted) client.track(releaseIfOurs(client, key, owner));
+      throw e;
+    }
+    const record = claimed.record;
+    switch (claimed.outcome) {
+      case "ACQUIRED":
+        if (!claimed.lease) throw new OncekeyError("malformed answer: ACQUIRED without a lease");
+        return acquired(client, key, claimed.lease, fn, options, signal);
+      case "COMPLETED":
+        return { value: decode<T>(record?.result, options.raw), replayed: true, record: record! };
+      case "FAILED":
+        throw new OperationFailedError(record?.error ?? { code: 0, message: "", details: Buffer.alloc(0) });
+      case "NEEDS_RECONCILIATION":
+        throw new NeedsReconciliationError(`the outcome of this ${key.namespace} operation is unknown and needs reconciliation`, record);
+      case "IN_PROGRESS": {
+        if (record && record.leaseOwner === owner && record.status === "PROCESSING") {
+          // Our own earlier Claim acquired it, but its answer was lost: the lease is ours.
+          const grant = { token: record.fencingToken, expiresAt: record.leaseExpiresAt ?? new Date(), attempt: record.attempt };
+          return acquired(client, key, grant, fn, options, signal);
+        }
+        const remaining = deadline - Date.now();
+        if (remaining <= 0) throw new InProgressError(claimed.retryAfter, record);
+        await sleep(Math.min(Math.max(claimed.retryAfter, 50), remaining), signal);
+      }
+    }
+  }
+}
+
+/** Runs `fn` under `grant`, then settles; the caller's abort rejects at once, the settle goes on. */
+async function acquired<T>(
+  client: OncekeyClient,
+  key: OperationKey,
+  grant: LeaseGrant,
+  fn: Operation<T>,
+  options: RunOptions,
+  signal: AbortSignal | undefined,
+): Promise<Done<T>> {
+  const stop = new AbortController();
+  const keepAlive = new KeepAlive(client.transport, key, grant, options.leaseTtl, (lost) => stop.abort(lost));
+  const lease: Lease = {
+    key,
+    token: grant.token,
+    attempt: grant.attempt,
+    get expiresAt() {
+      return keepAlive.expiresAt;
+    },
+    get lost() {
+      return keepAlive.lost;
+    },
+    signal: stop.signal,
+  };
+  const onCallerAbort = () => stop.abort(signal!.reason);
+  if (signal?.aborted) onCallerAbort();
+  else signal?.addEventListener("abort", onCallerAbort, { once: true });
+
+  const settled = (async (): Promise<Done<T>> => {
+    let outcome: { ok: true; value: T } | { ok: false; error: unknown };
+    try {
+      stop.signal.throwIfAborted(); // cancelled before it started: release the key untouched
+      outcome = { ok: true, value: await current.run(lease, () => fn(lease)) };
+    } catch (error) {
+      outcome = { ok: false, error };
+    } finally {
+      signal?.removeEventListener("abort", onCallerAbort);
+      // Stop renewing before settling, so the keep-alive never sees our own settle.
+      keepAlive.stop();
+    }
+    return outcome.ok ? complete(client, key, grant.token, outcome.value, options) : fail(client, key, grant.token, outcome.error, options);
+  })();
+
+  if (!signal) return settled;
+  client.track(settled);
+  return new Promise<Done<T>>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    settled.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
+async function complete<T>(client: OncekeyClient, key: OperationKey, token: bigint, value: T, options: RunOptions): Promise<Done<T>> {
+  let result: Partial<StoredResult>;
+  try {
+    if (options.raw && (typeof value !== "object" || value === null)) throw new TypeError("with `raw`, the function must return a StoredResult");
+    result = options.raw ? (value as Partial<StoredResult>) : { code: 0, body: Buffer.from(encode(value), "utf8"), contentType: "application/json" };
+  } catch (e) {
+    // The effect happened but its output cannot be stored: record a final failure, so that it is
+    // not run again, and say why.
+    await settleFailure(client, key, token, { code: 0, message: `the output cannot be serialized: ${(e as Error).message}` }, "final");
+    throw e;
+  }
+  try {
+    const record = await client.complete(key, token, result);
+    return { value: options.raw && record.result ? (record.result as T) : value, replayed: false, record };
+  } catch (e) {
+    if (e instanceof LeaseLostError) throw e;
+    if (!(e instanceof UnavailableError)) {
+      // Refused for good (e.g. INVALID_ARGUMENT TOO_LARGE): never storable, so record a final
+      // failure instead of leaving the key held until its lease runs out and the effect repeats.
+      const why = reason(e) ?? codeName(grpcCode(e)) ?? "refused";
+      await settleFailure(client, key, token, { code: 0, message: `the result cannot be stored: ${why}` }, "final");
+      throw e;
+    }
+    throw new UnavailableError(`the operation succeeded but its outcome could not be recorded: ${(e as Error).message}`, {
+      cause: e,
+      grpcCode: grpcCode(e),
+      reason: reason(e),
+      unsettled: true,
+      result: value,
+    });
+  }
+}
+
+async function fail<T>(client: OncekeyClient, key: OperationKey, token: bigint, error: unknown, options: RunOptions): Promise<Done<T>> {
+  const disposition = options.disposition?.(error) ?? dispositionOf(error);
+  const stored = {
+    code: error instanceof FinalError ? error.code : 0,
+    message: truncate(error instanceof Error ? error.message : String(error)),
+    details: error instanceof FinalError ? Buffer.from(error.details) : Buffer.alloc(0),
+  };
+  try {
+    await client.fail(key, token, stored, disposition);
+  } catch (e) {
+    if (e instanceof LeaseLostError) {
+      if (error instanceof LeaseLostError && error.token === token) throw error;
+      throw new LeaseLostError(e.message, token, { cause: error, grpcCode: e.grpcCode, reason: e.reason });
+    }
+    warnUnsettled(key, e);
+  }
+  throw error; // the function's own error is what the caller sees
+}
+
+/** Releases (Fail RETRYABLE) `key` if this run's owner holds it. */
+async function releaseIfOurs(client: OncekeyClient, key: OperationKey, owner: string): Promise<void> {
+  const record = await client.lookup(key);
+  if (record?.status === "PROCESSING" && record.leaseOwner === owner) {
+    await client.fail(key, record.fencingToken, { message: "cancelled by the caller before it started" }, "retryable");
+  }
+}
+
+/** Fails without throwing (the caller throws its own error afterwards). */
+async function settleFailure(
+  client: OncekeyClient,
+  key: OperationKey,
+  token: bigint,
+  error: { code: number; message: string },
+  disposition: Disposition,
+): Promise<void> {
+  try {
+    await client.fail(key, token, { ...error, message: truncate(error.message) }, disposition);
+  } catch (e) {
+    warnUnsettled(key, e);
+  }
+}
+
+function warnUnsettled(key: OperationKey, e: unknown): void {
+  process.emitWarning(`oncekey: the outcome of a ${key.namespace} operation could not be recorded: ${(e as Error).message}`, {
+    code: "ONCEKEY_UNSETTLED",
+  });
+}
+
+/** JSON of a function's value (`undefined` is stored as `null`). */
+function encode(value: unknown): string {
+  const text = JSON.stringify(value === undefined ? null : value);
+  if (text === undefined) throw new TypeError(`a ${typeof value} cannot be stored as JSON`);
+  return text;
+}
+
+function decode<T>(result: StoredResult | undefined, raw: boolean | undefined): T {
+  if (!result) throw new ResultDecodeError("malformed answer: COMPLETED without a result");
+  if (raw) return result as T;
+  try {
+    return JSON.parse(result.body.toString("utf8")) as T;
+  } catch (e) {
+    throw new ResultDecodeError(`the stored result (${result.contentType || "no content type"}) is not JSON`, { cause: e });
+  }
+}
+
+function truncate(text: string): string {
+  const bytes = Buffer.from(text, "utf8");
+  if (bytes.length <= MAX_MESSAGE_BYTES) return text;
+  let end = MAX_MESSAGE_BYTES;
+  while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--; // back to a character boundary
+  return bytes.subarray(0, end).toString("utf8");
+}
+
+/** The caller's signal combined with its timeout. */
+function callerSignal(options: RunOptions): AbortSignal | undefined {
+  const signals: AbortSignal[] = [];
+  if (options.signal) signals.push(options.signal);
+  if (options.timeout !== undefined) signals.push(AbortSignal.timeout(options.timeout));
+  if (signals.length <= 1) return signals[0];
+  return AbortSignal.any(signals);
+}

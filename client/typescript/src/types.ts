@@ -1,0 +1,155 @@
+/**
+ * The client's own types for what the ledger stores (records, results, errors, leases) and their
+ * conversion from and to the generated oncekey.v1 messages, so that user code on the common path
+ * never handles protobuf types: statuses are strings, times are `Date`s, durations milliseconds.
+ */
+import * as v1 from "./gen/oncekey/v1/ledger";
+import type { Duration } from "./gen/google/protobuf/duration";
+
+/** Where an operation stands. */
+export type RecordStatus = "PROCESSING" | "SUCCEEDED" | "FAILED" | "RETRY" | "UNKNOWN" | "UNSPECIFIED";
+
+/** `AT_LEAST_ONCE` (default): a vanished holder's operation is taken over and run again. `AT_MOST_ONCE`: it needs reconciliation instead. */
+export type Semantics = "AT_LEAST_ONCE" | "AT_MOST_ONCE";
+
+/** What a Claim answered. */
+export type ClaimOutcome = "ACQUIRED" | "COMPLETED" | "FAILED" | "IN_PROGRESS" | "NEEDS_RECONCILIATION";
+
+/** A (namespace, key) pair naming an operation. */
+export interface OperationRef {
+  namespace: string;
+  key: string;
+}
+
+/** The result of a SUCCEEDED operation as stored: an application code, a body and its media type. */
+export interface StoredResult {
+  code: number;
+  body: Buffer;
+  contentType: string;
+  metadata: { [key: string]: string };
+}
+
+/** The error of a FAILED operation (or of the last attempt of a RETRY one) as stored. */
+export interface StoredError {
+  code: number;
+  message: string;
+  details: Buffer;
+}
+
+/** A lease: who holds the operation, with which fencing token, until when. */
+export interface LeaseGrant {
+  /** The fencing token: +1 on every acquisition of the operation. */
+  token: bigint;
+  /** When the lease runs out unless renewed. */
+  expiresAt: Date;
+  /** Which acquisition this is (1 for the first). */
+  attempt: number;
+}
+
+/** One operation's record in the ledger. */
+export interface OperationRecord {
+  namespace: string;
+  key: string;
+  status: RecordStatus;
+  /** SHA-256 of the canonical JSON of the arguments of the first Claim. */
+  fingerprint: Buffer;
+  semantics: Semantics;
+  fencingToken: bigint;
+  attempt: number;
+  dedupHits: number;
+  leaseOwner: string;
+  leaseExpiresAt?: Date;
+  result?: StoredResult;
+  error?: StoredError;
+  parent?: OperationRef;
+  createdAt?: Date;
+  updatedAt?: Date;
+  expiresAt?: Date;
+}
+
+/** A Claim's answer. */
+export interface Claimed {
+  outcome: ClaimOutcome;
+  /** The record (absent only on a first ACQUIRED of some servers). */
+  record?: OperationRecord;
+  /** On ACQUIRED: the lease now held. */
+  lease?: LeaseGrant;
+  /** On IN_PROGRESS: when to claim again, in milliseconds. */
+  retryAfter: number;
+}
+
+const STATUS: { [k in v1.RecordStatus]?: RecordStatus } = {
+  [v1.RecordStatus.RECORD_STATUS_PROCESSING]: "PROCESSING",
+  [v1.RecordStatus.RECORD_STATUS_SUCCEEDED]: "SUCCEEDED",
+  [v1.RecordStatus.RECORD_STATUS_FAILED]: "FAILED",
+  [v1.RecordStatus.RECORD_STATUS_RETRY]: "RETRY",
+  [v1.RecordStatus.RECORD_STATUS_UNKNOWN]: "UNKNOWN",
+};
+
+const OUTCOME: { [k in v1.ClaimOutcome]?: ClaimOutcome } = {
+  [v1.ClaimOutcome.CLAIM_OUTCOME_ACQUIRED]: "ACQUIRED",
+  [v1.ClaimOutcome.CLAIM_OUTCOME_COMPLETED]: "COMPLETED",
+  [v1.ClaimOutcome.CLAIM_OUTCOME_FAILED]: "FAILED",
+  [v1.ClaimOutcome.CLAIM_OUTCOME_IN_PROGRESS]: "IN_PROGRESS",
+  [v1.ClaimOutcome.CLAIM_OUTCOME_NEEDS_RECONCILIATION]: "NEEDS_RECONCILIATION",
+};
+
+/** The wire enum of a semantics. */
+export function semanticsToWire(s: Semantics | undefined): v1.Semantics {
+  if (s === undefined) return v1.Semantics.SEMANTICS_UNSPECIFIED;
+  if (s === "AT_MOST_ONCE") return v1.Semantics.SEMANTICS_AT_MOST_ONCE;
+  if (s === "AT_LEAST_ONCE") return v1.Semantics.SEMANTICS_AT_LEAST_ONCE;
+  throw new TypeError(`semantics must be "AT_LEAST_ONCE" or "AT_MOST_ONCE", not ${JSON.stringify(s)}`);
+}
+
+export function recordFromWire(r: v1.Record): OperationRecord {
+  const record: OperationRecord = {
+    namespace: r.namespace,
+    key: r.key,
+    status: STATUS[r.status] ?? "UNSPECIFIED",
+    fingerprint: Buffer.from(r.fingerprint),
+    semantics: r.semantics === v1.Semantics.SEMANTICS_AT_MOST_ONCE ? "AT_MOST_ONCE" : "AT_LEAST_ONCE",
+    fencingToken: r.fencingToken,
+    attempt: r.attempt,
+    dedupHits: Number(r.dedupHits),
+    leaseOwner: r.leaseOwner,
+  };
+  if (r.leaseExpiresAt) record.leaseExpiresAt = r.leaseExpiresAt;
+  if (r.result) record.result = resultFromWire(r.result);
+  if (r.error) record.error = { code: r.error.code, message: r.error.message, details: Buffer.from(r.error.details) };
+  if (r.parent) record.parent = { namespace: r.parent.namespace, key: r.parent.key };
+  if (r.createdAt) record.createdAt = r.createdAt;
+  if (r.updatedAt) record.updatedAt = r.updatedAt;
+  if (r.expiresAt) record.expiresAt = r.expiresAt;
+  return record;
+}
+
+export function resultFromWire(r: v1.OperationResult): StoredResult {
+  return { code: r.code, body: Buffer.from(r.body), contentType: r.contentType, metadata: { ...r.metadata } };
+}
+
+export function leaseFromWire(l: v1.Lease): LeaseGrant {
+  return { token: l.token, expiresAt: l.expiresAt ?? new Date(), attempt: l.attempt };
+}
+
+export function claimedFromWire(c: v1.ClaimResponse): Claimed {
+  const outcome = OUTCOME[c.outcome];
+  if (outcome === undefined) throw new Error(`the server answered an unknown claim outcome ${c.outcome}`);
+  const claimed: Claimed = { outcome, retryAfter: millis(c.retryAfter) };
+  if (c.record) claimed.record = recordFromWire(c.record);
+  if (c.lease) claimed.lease = leaseFromWire(c.lease);
+  return claimed;
+}
+
+/** A google.protobuf.Duration of `ms` milliseconds (undefined stays undefined: server default). */
+export function duration(ms: number | undefined): Duration | undefined {
+  if (ms === undefined) return undefined;
+  if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`a duration must be a non-negative number of milliseconds, not ${ms}`);
+  const whole = Math.floor(ms);
+  return { seconds: BigInt(Math.floor(whole / 1000)), nanos: (whole % 1000) * 1e6 };
+}
+
+/** Milliseconds of a google.protobuf.Duration (0 when absent). */
+export function millis(d: Duration | undefined): number {
+  return d ? Number(d.seconds) * 1000 + Math.floor(d.nanos / 1e6) : 0;
+}

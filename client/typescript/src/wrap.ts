@@ -1,0 +1,80 @@
+/**
+ * `makeIdempotent`: wraps an existing async function so that each logical call runs once, in one
+ * line, the way AWS Powertools' `makeIdempotent` does, with the ledger's guarantees behind it
+ * (fingerprints, fencing tokens, server-renewed leases).
+ *
+ * The wrapped function keeps the original's parameters and returns its value (a JSON round trip
+ * on replays). Inside it, `currentLease()` gives the lease and the `AbortSignal` to stop on.
+ */
+import type { OncekeyClient } from "./client";
+import { fingerprint } from "./fingerprint";
+import { OperationKey } from "./key";
+import type { RunOptions } from "./run";
+
+/** How a wrapped function's calls map to operations. */
+export interface IdempotentOptions<A extends unknown[]> extends Omit<RunOptions, "signal" | "timeout"> {
+  /** The kind of operation, e.g. `email.send`. */
+  namespace: string;
+  /**
+   * The idempotency key of a call: a string (used verbatim), a list of stable parts (joined as
+   * `OperationKey.of` does), or an `OperationKey` (its own namespace and parent are used).
+   * Default: the hex fingerprint of the significant arguments, so equal arguments are one
+   * operation (as Powertools does); give a key when one intent may carry other arguments.
+   */
+  key?: (...args: A) => string | (string | number | bigint)[] | OperationKey;
+  /**
+   * The significant arguments of a call, fingerprinted to detect a key reused for another intent
+   * (default: all arguments, as an array). Leave out anything that differs between retries of the
+   * same intent: request ids, timestamps, attempt numbers, signals.
+   */
+  args?: (...args: A) => unknown;
+  /** The caller's `AbortSignal` of a call, when the arguments carry one (e.g. an MCP tool's `extra.signal`). */
+  signal?: (...args: A) => AbortSignal | undefined;
+  /** Rejects a call with a `TimeoutError` after this many milliseconds. */
+  timeout?: number;
+}
+
+/** Per-call options of a wrapped function. */
+export interface CallOptions {
+  /** Aborts the call (it rejects with the signal's reason; the function's own signal fires). */
+  signal?: AbortSignal;
+  /** Rejects the call with a `TimeoutError` after this many milliseconds. */
+  timeout?: number;
+}
+
+/** A wrapped function: call it as the original; `.with({signal, timeout})` for one call's options. */
+export type Idempotent<A extends unknown[], R> = ((...args: A) => Promise<R>) & {
+  /** The same function, with a caller signal and/or timeout for the calls made through it. */
+  with(options: CallOptions): (...args: A) => Promise<R>;
+};
+
+export function makeIdempotent<A extends unknown[], R>(
+  client: OncekeyClient,
+  fn: (...args: A) => R | Promise<R>,
+  options: IdempotentOptions<A>,
+): Idempotent<A, Awaited<R>> {
+  const { namespace, key: keyOf, args: argsOf, signal: signalOf, timeout, ...run } = options;
+  OperationKey.of(namespace, "x"); // validates the namespace now, not at the first call
+
+  const call = (callOptions: CallOptions, args: A): Promise<Awaited<R>> => {
+    const significant = argsOf ? argsOf(...args) : args;
+    const key = toOperationKey(namespace, keyOf ? keyOf(...args) : fingerprint(significant).toString("hex"));
+    const signals = [callOptions.signal, signalOf?.(...args)].filter((s): s is AbortSignal => s !== undefined);
+    const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+    return client.run<Awaited<R>>(key, significant, async (): Promise<Awaited<R>> => (await fn(...args)) as Awaited<R>, {
+      ...run,
+      signal,
+      timeout: callOptions.timeout ?? timeout,
+    });
+  };
+  const wrapped = (...args: A) => call({}, args);
+  wrapped.with = (callOptions: CallOptions) => (...args: A) => call(callOptions, args);
+  Object.defineProperty(wrapped, "name", { value: `idempotent ${fn.name || "function"}` });
+  return wrapped;
+}
+
+function toOperationKey(namespace: string, key: string | (string | number | bigint)[] | OperationKey): OperationKey {
+  if (key instanceof OperationKey) return key;
+  if (Array.isArray(key)) return OperationKey.of(namespace, ...key);
+  return OperationKey.raw(namespace, key);
+}
