@@ -19,6 +19,9 @@ use super::{Millis, Record, Semantics, Status};
 /// writes: `updated_at` is then the time of that change (for a settled record, when it settled).
 /// Writes that only count a dedup hit keep `updated_at`, the lease and the status, so the answer
 /// stays the same: `record.expires_at == expiry(&record)` holds for every record the ledger makes.
+///
+/// A new status gets its arm here and nowhere else; records waiting for an approval, for one,
+/// would expire `retention` after they were created: `kept_after(record.created_at)`.
 pub fn expiry(record: &Record) -> Option<Millis> {
     let kept_after = |from: Millis| Some(from.saturating_add(record.retention));
     match (record.status, record.semantics) {
