@@ -146,7 +146,7 @@ mod tests {
     fn at_least_once_unsettled_expires_retention_after_its_lease_end() {
         let rec = claimed(Semantics::AtLeastOnce, T0);
         assert_eq!(rec.expires_at, Some(T0 + LEASE + RETENTION));
-        // A lease shorter than nothing cannot pull expiry before created_at + retention.
+        // Expiry never comes before created_at + retention, whatever the lease end says.
         let mut odd = rec.clone();
         odd.lease_expires_at = None;
         assert_eq!(expiry(&odd), Some(T0 + RETENTION));
