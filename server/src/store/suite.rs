@@ -9,10 +9,12 @@ use crate::ledger::{
 use crate::store::{Cas, Store};
 
 mod expiry;
-pub use expiry::{
-    expiry_follows_a_renewing_at_least_once_holder, expiry_keeps_an_unsettled_at_most_once_record,
-    expiry_removes_settled_records,
-};
+mod gate;
+mod hits;
+mod waits;
+pub use expiry::*;
+pub use hits::*;
+pub use waits::*;
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -43,6 +45,10 @@ macro_rules! store_suite {
             case!(engine_history_in_order);
             case!(engine_dedup_hits_reach_the_store);
             case!(large_outcomes_round_trip);
+            case!(engine_waiters_on_a_fresh_key_get_the_result);
+            case!(engine_answers_count_every_hit);
+            case!(engine_a_hit_being_written_is_counted);
+            case!(engine_receipts_survive_abandon_and_reclaim);
             case!(expiry_keeps_an_unsettled_at_most_once_record);
             case!(expiry_follows_a_renewing_at_least_once_holder);
             case!(expiry_removes_settled_records);
