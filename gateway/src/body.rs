@@ -103,12 +103,14 @@ where
     }
 
     fn size_hint(&self) -> SizeHint {
-        let mut hint = self.rest.size_hint();
+        let rest = self.rest.size_hint();
         let extra = self.prefix.as_ref().map_or(0, |p| p.len() as u64);
-        hint.set_lower(hint.lower() + extra);
-        if let Some(upper) = hint.upper() {
-            hint.set_upper(upper + extra);
+        // Upper bound first: SizeHint refuses a lower bound above its current upper one.
+        let mut hint = SizeHint::new();
+        if let Some(upper) = rest.upper() {
+            hint.set_upper(upper.saturating_add(extra));
         }
+        hint.set_lower(rest.lower().saturating_add(extra));
         hint
     }
 }
@@ -163,5 +165,19 @@ mod tests {
             panic!("4 bytes fit in 4");
         };
         assert_eq!(&whole[..], b"abcd");
+    }
+
+    #[test]
+    fn the_size_hint_counts_the_prefix() {
+        let exact = Prefixed::new(
+            Bytes::from_static(b"abc"),
+            Full::new(Bytes::from_static(b"de")),
+        );
+        assert_eq!(exact.size_hint().exact(), Some(5));
+        let open = Prefixed::new(Bytes::from_static(b"abc"), chunked(&[b"d"]));
+        assert_eq!(
+            (open.size_hint().lower(), open.size_hint().upper()),
+            (3, None)
+        );
     }
 }

@@ -10,7 +10,7 @@ use oncekey_client::{
     Arguments, Claim, Claimed, Client, Disposition, Error, KeepAliveGuard, LeaseGrant,
     OperationKey, Reason, RecordStatus, Semantics, StoredError, StoredResult,
 };
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The ledger as the gateway uses it.
 #[derive(Clone)]
@@ -110,17 +110,38 @@ impl Ledger {
             .lease_ttl(self.lease)
             .retention(self.retention)
             .semantics(self.semantics)
-            .owner(owner.clone())
-            .wait(self.wait);
-        let claimed = match self.client.claim(&claim).await {
-            Ok(c) => c,
-            Err(e) if e.reason() == Some(Reason::KeyReused) => return Err(ClaimError::KeyReused),
-            Err(error) => {
-                let retry_after = error.pushback().flatten();
-                return Err(ClaimError::Unavailable { error, retry_after });
+            .owner(owner.clone());
+        let deadline = Instant::now() + self.wait;
+        loop {
+            // The ledger holds an IN_PROGRESS answer up to `wait`; but a duplicate that arrives
+            // before the first request's Claim has created the record is answered at once, so
+            // claim again while the wait lasts.
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let claimed = match self.client.claim(&claim.clone().wait(remaining)).await {
+                Ok(c) => c,
+                Err(e) if e.reason() == Some(Reason::KeyReused) => {
+                    return Err(ClaimError::KeyReused)
+                }
+                Err(error) => {
+                    let retry_after = error.pushback().flatten();
+                    return Err(ClaimError::Unavailable { error, retry_after });
+                }
+            };
+            match Self::answer(claimed, &owner) {
+                Answer::InProgress(after)
+                    if !deadline.saturating_duration_since(Instant::now()).is_zero() =>
+                {
+                    let nap = after.min(deadline.saturating_duration_since(Instant::now()));
+                    tokio::time::sleep(nap.min(Duration::from_millis(100))).await;
+                }
+                answer => return Ok(answer),
             }
-        };
-        Ok(match claimed {
+        }
+    }
+
+    /// What a Claim's answer means for the proxy; `owner` is this request's.
+    fn answer(claimed: Claimed, owner: &str) -> Answer {
+        match claimed {
             Claimed::Acquired { lease, .. } => Answer::Acquired(lease),
             Claimed::Completed { result, .. } => Answer::Completed(result),
             Claimed::Failed { error, .. } => Answer::Failed(error),
@@ -137,7 +158,7 @@ impl Ledger {
                 })
             }
             Claimed::InProgress { retry_after, .. } => Answer::InProgress(retry_after),
-        })
+        }
     }
 
     /// Keeps `grant` alive until the guard is dropped.

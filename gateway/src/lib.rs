@@ -32,7 +32,7 @@ pub use fingerprint::{
     document as fingerprint_document, fingerprint as request_fingerprint, RequestParts,
 };
 pub use key::{caller_scope, ledger_key};
-pub use serve::{run, shutdown_signal, Error, LedgerConnection};
+pub use serve::{run, serve, shutdown_signal, Error, LedgerConnection};
 
 use std::sync::atomic::AtomicBool;
 

@@ -51,10 +51,30 @@ const LEDGER_RETRY: RetryPolicy = RetryPolicy {
     max_backoff: Duration::from_millis(500),
 };
 
-/// Runs the gateway until `shutdown` resolves, then drains.
+/// Runs the gateway on `--listen` and `--admin-listen` until `shutdown` resolves, then drains.
 pub async fn run(
     args: GatewayArgs,
     ledger: LedgerConnection,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    args.clone().validate()?;
+    let listener = bind("--listen", args.listen).await?;
+    let admin_listener = bind("--admin-listen", args.admin_listen).await?;
+    println!(
+        "listening http={} admin={}",
+        listener.local_addr()?,
+        admin_listener.local_addr()?
+    );
+    serve(args, ledger, listener, admin_listener, shutdown).await
+}
+
+/// Runs the gateway on listeners the caller bound (`--listen` and `--admin-listen` are ignored)
+/// until `shutdown` resolves, then drains. For embedding, e.g. in `oncekey bench`.
+pub async fn serve(
+    args: GatewayArgs,
+    ledger: LedgerConnection,
+    listener: TcpListener,
+    admin_listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
     let config = args.validate()?;
@@ -96,13 +116,6 @@ pub async fn run(
         draining: false.into(),
     });
 
-    let listener = bind("--listen", args.listen).await?;
-    let admin_listener = bind("--admin-listen", args.admin_listen).await?;
-    println!(
-        "listening http={} admin={}",
-        listener.local_addr()?,
-        admin_listener.local_addr()?
-    );
     tracing::info!(
         http = %listener.local_addr()?,
         admin = %admin_listener.local_addr()?,

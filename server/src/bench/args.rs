@@ -19,6 +19,9 @@ pub enum Scenario {
     Storm,
     /// A blend of the above, weighted by --mix.
     Mixed,
+    /// HTTP POSTs with fresh Idempotency-Keys through an in-process `oncekey gateway` on this
+    /// ledger, and the same POSTs to its (in-process) upstream directly: the gateway's overhead.
+    Gateway,
 }
 
 impl Scenario {
@@ -30,6 +33,7 @@ impl Scenario {
             Scenario::Replay => "replay",
             Scenario::Storm => "storm",
             Scenario::Mixed => "mixed",
+            Scenario::Gateway => "gateway",
         }
     }
 }

@@ -272,7 +272,7 @@ async fn fifty_concurrent_requests_of_one_key_make_one_upstream_call() {
         .iter()
         .filter(|r| r.status == 201 && !r.replayed())
         .collect();
-    assert_eq!(original.len(), 1, "{answers:?}");
+    assert_eq!(original.len(), 1, "{:?}", summary(&answers));
     for r in &answers {
         if r.replayed() {
             assert_eq!(r.body, original[0].body);
@@ -289,10 +289,15 @@ async fn fifty_concurrent_requests_with_wait_all_get_the_one_response() {
     let answers = fifty(&http, &format!("{}/slow?ms=300", gw.url)).await;
     assert_eq!(up.calls(), 1);
     let replayed = answers.iter().filter(|r| r.replayed()).count();
-    assert_eq!(replayed, 49, "{answers:?}");
+    assert_eq!(replayed, 49, "{:?}", summary(&answers));
     for r in &answers {
         assert_eq!((r.status, &r.body), (201, &answers[0].body));
     }
+}
+
+/// (status, replayed) of each answer, for failure messages.
+fn summary(answers: &[Resp]) -> Vec<(u16, bool)> {
+    answers.iter().map(|r| (r.status, r.replayed())).collect()
 }
 
 async fn fifty(http: &Http, url: &str) -> Vec<Resp> {

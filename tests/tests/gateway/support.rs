@@ -21,7 +21,6 @@ use tokio::sync::Semaphore;
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
 /// The upstream's shared state.
-#[derive(Default)]
 struct UpState {
     calls: AtomicUsize,
     arrived: Semaphore,
@@ -50,7 +49,12 @@ impl Upstream {
     pub async fn start() -> Upstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let state = Arc::new(UpState::default());
+        let state = Arc::new(UpState {
+            calls: AtomicUsize::new(0),
+            arrived: Semaphore::new(0),
+            release: Semaphore::new(0),
+            last_headers: Mutex::new(None),
+        });
         let app = axum::Router::new()
             .fallback(handle)
             .with_state(state.clone());
@@ -270,6 +274,9 @@ impl Gateway {
 impl Drop for Gateway {
     fn drop(&mut self) {
         self.kill9();
+        if std::thread::panicking() {
+            eprintln!("oncekey gateway stderr:\n{}", self.stderr());
+        }
     }
 }
 
