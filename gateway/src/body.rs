@@ -120,14 +120,16 @@ mod tests {
     use super::*;
     use http_body_util::{Full, StreamBody};
 
-    fn chunked(
-        chunks: &[&'static [u8]],
-    ) -> StreamBody<std::vec::IntoIter<Result<Frame<Bytes>, std::convert::Infallible>>> {
+    type Frames =
+        tokio_stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, std::convert::Infallible>>>;
+
+    /// A body of `chunks` with no known length.
+    fn chunked(chunks: &[&'static [u8]]) -> StreamBody<Frames> {
         let frames: Vec<_> = chunks
             .iter()
             .map(|c| Ok(Frame::data(Bytes::from_static(c))))
             .collect();
-        StreamBody::new(frames.into_iter())
+        StreamBody::new(tokio_stream::iter(frames))
     }
 
     #[tokio::test]
