@@ -24,6 +24,17 @@ pub struct Ledger {
     owner: String,
 }
 
+/// A lease kept alive while it lives; dropping it stops the renewals (the lease then runs out
+/// unless settled).
+#[derive(Debug)]
+pub struct Hold(tokio::task::JoinHandle<()>);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// What a Claim answered, as the proxy acts on it.
 #[derive(Debug)]
 pub enum Answer {
@@ -161,9 +172,16 @@ impl Ledger {
         }
     }
 
-    /// Keeps `grant` alive until the guard is dropped.
-    pub fn hold(&self, key: &OperationKey, grant: LeaseGrant) -> KeepAliveGuard {
-        self.client.hold_lease(key, grant, Some(self.lease)).1
+    /// Keeps `grant` alive until the returned [`Hold`] is dropped. The keep-alive stream opens
+    /// only after a third of the lease: a request the upstream answers sooner needs no renewal,
+    /// and costs no stream.
+    pub fn hold(&self, key: &OperationKey, grant: LeaseGrant) -> Hold {
+        let (client, key, lease) = (self.client.clone(), key.clone(), self.lease);
+        Hold(tokio::spawn(async move {
+            tokio::time::sleep(lease / 3).await;
+            let _guard: KeepAliveGuard = client.hold_lease(&key, grant, Some(lease)).1;
+            std::future::pending::<()>().await;
+        }))
     }
 
     /// Completes `key` with `result`.

@@ -36,12 +36,27 @@ pub async fn handle(
     request: Request<Body>,
 ) -> Response {
     let _in_flight = gw.tracker.enter();
-    gw.metrics.in_flight().inc();
+    let _gauge = InFlightGauge::new(gw.metrics.in_flight());
     let method = request.method().clone();
     let (response, outcome) = proxy(&gw, peer, request).await;
-    gw.metrics.in_flight().dec();
     gw.metrics.request(&method, outcome);
     response
+}
+
+/// Counts a request in the in-flight gauge until dropped (also when the client goes away).
+struct InFlightGauge(prometheus_client::metrics::gauge::Gauge);
+
+impl InFlightGauge {
+    fn new(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        InFlightGauge(gauge.clone())
+    }
+}
+
+impl Drop for InFlightGauge {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 async fn proxy(gw: &Arc<Gateway>, peer: SocketAddr, request: Request<Body>) -> (Response, Outcome) {
@@ -113,6 +128,42 @@ async fn proxy(gw: &Arc<Gateway>, peer: SocketAddr, request: Request<Body>) -> (
         let p = Problem::new(Kind::InvalidKey, "the Idempotency-Key is not a valid key");
         return problem(p, Outcome::bad_request);
     };
+    // Detached from the connection: a client that goes away must not abandon a Claim that
+    // acquired, the upstream call, or the settling of the key; the task records the response for
+    // the client's retry.
+    let guard = gw.tracker.enter();
+    let task = tokio::spawn({
+        let gw = gw.clone();
+        async move {
+            let _guard = guard;
+            claim_and_answer(&gw, op, fp, parts, body, origin, key_hash).await
+        }
+    });
+    match task.await {
+        Ok(answer) => answer,
+        Err(e) => {
+            tracing::error!(error = %e, "request task failed");
+            problem(
+                Problem::new(
+                    Kind::UpstreamUnreachable,
+                    "the gateway failed to forward the request",
+                ),
+                Outcome::upstream_unreachable,
+            )
+        }
+    }
+}
+
+/// Claims the key and answers by the outcome: forward, replay, or a problem.
+async fn claim_and_answer(
+    gw: &Arc<Gateway>,
+    op: oncekey_client::OperationKey,
+    fp: oncekey_api::fingerprint::Fingerprint,
+    parts: http::request::Parts,
+    body: bytes::Bytes,
+    origin: Origin,
+    key_hash: String,
+) -> (Response, Outcome) {
     let started = Instant::now();
     let answer = gw.ledger.claim(&op, fp).await;
     gw.metrics.claim(started.elapsed());
@@ -154,24 +205,7 @@ async fn proxy(gw: &Arc<Gateway>, peer: SocketAddr, request: Request<Body>) -> (
         ),
         Ok(Answer::Acquired(grant)) => {
             tracing::debug!(key_hash = %key_hash, token = grant.token, "acquired: forwarding");
-            // Detached: a client that goes away must not abandon the upstream call or leave the
-            // key unsettled; the task records the response for the client's retry.
-            let gw = gw.clone();
-            let guard = gw.tracker.enter();
-            let task = tokio::spawn(async move {
-                let _guard = guard;
-                forward::keyed(&gw, op, grant, parts, body, origin, key_hash).await
-            });
-            match task.await {
-                Ok(answer) => answer,
-                Err(e) => {
-                    tracing::error!(error = %e, "forwarding task failed");
-                    problem(
-                        Problem::new(Kind::UpstreamUnreachable, "the gateway failed to forward the request"),
-                        Outcome::upstream_unreachable,
-                    )
-                }
-            }
+            forward::keyed(gw, op, grant, parts, body, origin, key_hash).await
         }
     }
 }

@@ -142,3 +142,47 @@ async fn sigterm_lets_a_request_in_flight_finish_and_record_its_response() {
     assert_eq!(again.body, first.body);
     assert_eq!(up.calls(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_still_gets_its_response_recorded_for_the_retry() {
+    let (_server, up, gw, http) = crate::setup(&[]).await;
+    let url = format!("{}/hold", gw.url);
+    let gone = tokio::spawn({
+        let (http, url) = (http.clone(), url.clone());
+        async move { http.post(&url, Some("gone-1"), "{}", &[]).await }
+    });
+    up.arrival().await;
+    // The client hangs up while the upstream works.
+    gone.abort();
+    let _ = gone.await;
+    up.release(1);
+    let retry = eventually("the response to be recorded", || {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            let r = http.post(&url, Some("gone-1"), "{}", &[]).await;
+            (r.status != 409).then_some(r)
+        }
+    })
+    .await;
+    assert!(retry.replayed(), "{retry:?}");
+    assert_eq!(up.calls(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_is_kept_alive_while_the_upstream_works_longer_than_it() {
+    let (_server, up, gw, http) = crate::setup(&["--lease", "3s"]).await;
+    let url = format!("{}/hold", gw.url);
+    let first = tokio::spawn({
+        let (http, url) = (http.clone(), url.clone());
+        async move { http.post(&url, Some("long-1"), "{}", &[]).await }
+    });
+    up.arrival().await;
+    // Well past the lease: without renewals the key would be taken over and forwarded again.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    http.post(&url, Some("long-1"), "{}", &[])
+        .await
+        .problem(409, "in-progress");
+    up.release(1);
+    assert_eq!(first.await.unwrap().status, 201);
+    assert_eq!(up.calls(), 1);
+}
