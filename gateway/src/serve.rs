@@ -132,9 +132,13 @@ pub async fn serve(
             let _ = rx.wait_for(|s| *s).await;
         }
     };
+    // The admin port outlives the drain, so that /readyz answers 503 ("draining") meanwhile.
+    let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     let admin_task = tokio::spawn(
         axum::serve(admin_listener, admin::router(gw.clone()))
-            .with_graceful_shutdown(stopped())
+            .with_graceful_shutdown(async {
+                let _ = admin_stopped.await;
+            })
             .into_future(),
     );
     let app = Router::new().fallback(proxy::handle).with_state(gw.clone());
@@ -167,6 +171,7 @@ pub async fn serve(
         }
     }
     stop_tx.send_replace(true);
+    let _ = admin_stop.send(());
     let _ = admin_task.await;
     tracing::info!("stopped");
     Ok(())

@@ -126,6 +126,16 @@ async fn sigterm_lets_a_request_in_flight_finish_and_record_its_response() {
     });
     up.arrival().await;
     let exit = gw.terminate();
+    // Draining: not ready, but the request in flight goes on.
+    let admin = gw.admin.clone();
+    eventually("/readyz to say draining", || {
+        let admin = admin.clone();
+        async move {
+            let (code, body) = oncekey_tests::http_get(&admin, "/readyz").await;
+            (code == 503 && body.contains("draining")).then_some(())
+        }
+    })
+    .await;
     up.release(1);
     let first = first.await.unwrap();
     assert_eq!(first.status, 201, "{first:?}");
