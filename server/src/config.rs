@@ -37,6 +37,8 @@ pub enum Command {
     Health(crate::cli::client::HealthCmd),
     /// Load-test a running server (and optionally the PostgreSQL design) over real gRPC.
     Bench(Box<crate::bench::BenchArgs>),
+    /// Run an HTTP reverse proxy giving an upstream service Idempotency-Key semantics.
+    Gateway(Box<crate::cli::gateway::GatewayCmd>),
 }
 
 /// `oncekey token …`

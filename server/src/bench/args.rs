@@ -22,6 +22,9 @@ pub enum Scenario {
     /// A quiet tenant's steady cycles, alone and then beside a noisy tenant offering
     /// --noisy-factor × --noisy-limit Claims a second (per-tenant admission at work).
     Noisy,
+    /// HTTP POSTs with fresh Idempotency-Keys through an in-process `oncekey gateway` on this
+    /// ledger, and the same POSTs to its (in-process) upstream directly: the gateway's overhead.
+    Gateway,
 }
 
 impl Scenario {
@@ -34,6 +37,7 @@ impl Scenario {
             Scenario::Storm => "storm",
             Scenario::Mixed => "mixed",
             Scenario::Noisy => "noisy",
+            Scenario::Gateway => "gateway",
         }
     }
 }
