@@ -11,6 +11,7 @@ pub mod config;
 pub mod engine;
 pub mod inflight;
 pub mod ledger;
+pub mod reload;
 pub mod serve;
 pub mod store;
 pub mod telemetry;

@@ -82,6 +82,7 @@ pub struct Metrics {
     store_seconds: Family<StoreLabels, Histogram>,
     conflicts: Family<StoreLabels, Counter>,
     swept: Counter,
+    reload: crate::reload::ReloadMetrics,
     /// tenant → namespace → the Claim counters of that pair, one per outcome once seen: the hot
     /// path finds its counter without building (allocating) a label set.
     series: RwLock<HashMap<String, HashMap<String, PairCounters>>>,
@@ -178,6 +179,8 @@ impl Metrics {
             "expired records removed by the sweeper",
             swept.clone(),
         );
+        let reload = crate::reload::ReloadMetrics::default();
+        reload.register(registry);
         Self {
             registry: root,
             rpcs,
@@ -189,9 +192,15 @@ impl Metrics {
             store_seconds,
             conflicts,
             swept,
+            reload,
             series: RwLock::new(HashMap::new()),
             max_series,
         }
+    }
+
+    /// The tokens-file and TLS reload metrics.
+    pub fn reload(&self) -> &crate::reload::ReloadMetrics {
+        &self.reload
     }
 
     /// The Prometheus text exposition of every metric.
