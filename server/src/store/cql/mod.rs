@@ -28,6 +28,8 @@ mod replication;
 pub(crate) mod statements;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_levels;
 mod tls;
 
 pub use connect::ConnectError;

@@ -70,13 +70,34 @@ pub fn context(args: &CqlTlsArgs) -> Result<Option<OpenSsl010Config>, String> {
             .verify_param_mut()
             .set_host(name)
             .map_err(|e| format!("--cql-tls-server-name {name:?}: {e}"))?;
-        // The driver adds the node's IP to every connection's checks; with a name to check
-        // instead, that one failure (and only it) is accepted. OpenSSL checks the name first and
-        // fails the handshake there when it does not match.
-        builder.set_verify_callback(SslVerifyMode::PEER, |verified, ctx| {
-            verified || ctx.error().as_raw() == openssl_sys::X509_V_ERR_IP_ADDRESS_MISMATCH
-        });
     }
+    // The driver adds the node's IP to every connection's checks; with a name to check instead,
+    // that one failure (and only it) is accepted: OpenSSL checks the name first and fails the
+    // handshake there when it does not match. Refusals are logged with OpenSSL's reason, which
+    // the driver's error leaves out.
+    let waive_ip = args.cql_tls_server_name.is_some();
+    builder.set_verify_callback(SslVerifyMode::PEER, move |verified, ctx| {
+        if verified {
+            return true;
+        }
+        let error = ctx.error();
+        let ip_mismatch = error.as_raw() == openssl_sys::X509_V_ERR_IP_ADDRESS_MISMATCH;
+        if ip_mismatch && waive_ip {
+            return true;
+        }
+        let hint = if ip_mismatch {
+            "the certificate does not name the node's IP address: give the name it carries with --cql-tls-server-name"
+        } else {
+            ""
+        };
+        tracing::warn!(
+            reason = error.error_string(),
+            depth = ctx.error_depth(),
+            hint,
+            "CQL node certificate refused"
+        );
+        false
+    });
     Ok(Some(OpenSsl010Config::new(builder)))
 }
 
