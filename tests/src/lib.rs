@@ -449,6 +449,57 @@ pub fn make_certificates_valid_for(dir: &Path, days: u32) {
     }
 }
 
+/// A directory laid out the way kubelet mounts a Secret or ConfigMap volume: each file name is a
+/// symlink through `..data`, a symlink to a timestamped directory holding the contents; an update
+/// writes a new directory and renames a fresh symlink over `..data` (one atomic step), then
+/// removes the old directory.
+pub struct SecretMount {
+    dir: tempfile::TempDir,
+    generation: u32,
+}
+
+impl SecretMount {
+    /// Mounts `files` (name, contents).
+    pub fn new(files: &[(&str, &[u8])]) -> Self {
+        let mut mount = Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+            generation: 0,
+        };
+        mount.update(files);
+        for (name, _) in files {
+            std::os::unix::fs::symlink(format!("..data/{name}"), mount.path(name))
+                .expect("symlink");
+        }
+        mount
+    }
+
+    /// The path a container would open (`<mount>/<name>`).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Replaces the contents the way kubelet's atomic writer does.
+    pub fn update(&mut self, files: &[(&str, &[u8])]) {
+        let old = format!("..gen_{}", self.generation);
+        self.generation += 1;
+        let new = format!("..gen_{}", self.generation);
+        std::fs::create_dir(self.path(&new)).expect("mkdir");
+        for (name, contents) in files {
+            std::fs::write(self.path(&new).join(name), contents).expect("write");
+        }
+        std::os::unix::fs::symlink(&new, self.path("..data_tmp")).expect("symlink");
+        std::fs::rename(self.path("..data_tmp"), self.path("..data")).expect("rename");
+        let _ = std::fs::remove_dir_all(self.path(&old));
+    }
+}
+
+/// The value of the sample `series` (name with its labels, as exposed) in Prometheus text.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+}
+
 /// `scripts/cassandra COMMAND` with extra environment (e.g. another port); panics with its output
 /// unless it succeeds; returns its last stdout line (`start` prints the node's address there).
 pub fn cassandra(env: &[(String, String)], command: &str) -> String {

@@ -5,48 +5,8 @@
 use super::*;
 use crate::config::{Cli, Command};
 use clap::Parser;
-use std::os::unix::fs::symlink;
+use oncekey_tests::SecretMount;
 use tonic::metadata::{MetadataMap, MetadataValue};
-
-/// A directory mounted the way kubelet mounts a Secret volume.
-struct Mounted {
-    dir: tempfile::TempDir,
-    generation: u32,
-}
-
-impl Mounted {
-    /// Mounts `files` (name, contents); each name becomes a symlink through `..data`.
-    fn new(files: &[(&str, &[u8])]) -> Self {
-        let mut mounted = Self {
-            dir: tempfile::tempdir().unwrap(),
-            generation: 0,
-        };
-        mounted.update(files);
-        for (name, _) in files {
-            symlink(format!("..data/{name}"), mounted.path(name)).unwrap();
-        }
-        mounted
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// What kubelet's atomic writer does: a new directory, a temporary symlink to it, renamed
-    /// over `..data` (one atomic step), then the old directory removed.
-    fn update(&mut self, files: &[(&str, &[u8])]) {
-        let old = format!("..gen_{}", self.generation);
-        self.generation += 1;
-        let new = format!("..gen_{}", self.generation);
-        std::fs::create_dir(self.path(&new)).unwrap();
-        for (name, contents) in files {
-            std::fs::write(self.path(&new).join(name), contents).unwrap();
-        }
-        symlink(&new, self.path("..data_tmp")).unwrap();
-        std::fs::rename(self.path("..data_tmp"), self.path("..data")).unwrap();
-        let _ = std::fs::remove_dir_all(self.path(&old));
-    }
-}
 
 fn serve_args(extra: &[&str]) -> ServeArgs {
     let mut argv = vec!["oncekey", "serve"];
@@ -71,8 +31,8 @@ fn accepts(auth: &Auth, token: &str) -> bool {
     auth.authenticate(&metadata).is_ok()
 }
 
-fn tokens_setup(first: &str) -> (Mounted, Arc<Auth>, Reloader, ReloadMetrics) {
-    let mounted = Mounted::new(&[("tokens", first.as_bytes())]);
+fn tokens_setup(first: &str) -> (SecretMount, Arc<Auth>, Reloader, ReloadMetrics) {
+    let mounted = SecretMount::new(&[("tokens", first.as_bytes())]);
     let path = mounted.path("tokens");
     let auth = Arc::new(Auth::from_file(&path).unwrap());
     let metrics = ReloadMetrics::default();
@@ -157,7 +117,7 @@ fn as_files(files: &[(String, Vec<u8>)]) -> Vec<(&str, &[u8])> {
 #[test]
 fn a_renewed_certificate_is_loaded_and_its_expiry_exported() {
     let first = certificate_files(3);
-    let mut mounted = Mounted::new(&as_files(&first));
+    let mut mounted = SecretMount::new(&as_files(&first));
     let (cert, key) = (mounted.path("server.pem"), mounted.path("server.key"));
     let args = serve_args(&[
         "--tls-cert",
