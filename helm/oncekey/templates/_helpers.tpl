@@ -70,13 +70,160 @@ Name of the ServiceAccount the server pods use.
 {{- end }}
 
 {{/*
-The image reference: repository plus digest, else tag (default: the chart's appVersion).
+The image reference: [global.imageRegistry/]repository plus digest, else tag (default: the
+chart's appVersion).
 */}}
 {{- define "oncekey.image" -}}
+{{- $repository := .Values.image.repository }}
+{{- with (.Values.global).imageRegistry }}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository }}
+{{- end }}
 {{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Pull secrets: global.imagePullSecrets, then imagePullSecrets.
+*/}}
+{{- define "oncekey.imagePullSecrets" -}}
+{{- $secrets := concat ((.Values.global).imagePullSecrets | default list) .Values.imagePullSecrets }}
+{{- with $secrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+A duration value (500ms, 30s, 5m, 24h, 30d, or bare seconds) in milliseconds, as the server
+parses it.
+*/}}
+{{- define "oncekey.durationMs" -}}
+{{- $text := toString . }}
+{{- $digits := regexFind "^[0-9]+" $text }}
+{{- $scale := get (dict "ms" 1 "" 1000 "s" 1000 "m" 60000 "h" 3600000 "d" 86400000) (trimPrefix $digits $text) }}
+{{- mul (int64 $digits) $scale }}
+{{- end }}
+
+{{/*
+A memory quantity (512Mi, 1Gi, 1G, 1073741824) in whole MiB; fails on other forms.
+*/}}
+{{- define "oncekey.memoryMiB" -}}
+{{- $text := toString . }}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" $text }}
+{{- $units := dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 }}
+{{- $unit := trimPrefix $number $text }}
+{{- if or (not $number) (not (hasKey $units $unit)) }}
+{{- fail (printf "resources.limits.memory %q: give a quantity like 512Mi or 1Gi" $text) }}
+{{- end }}
+{{- divf (mulf (float64 $number) (get $units $unit)) 1048576.0 | floor | int64 }}
+{{- end }}
+
+{{/*
+Resources of the server container: with the embedded store, the memory request is the limit.
+*/}}
+{{- define "oncekey.resources" -}}
+{{- $resources := deepCopy .Values.resources }}
+{{- if include "oncekey.embedded" . }}
+{{- $memory := ($resources.limits | default dict).memory }}
+{{- $requests := $resources.requests | default dict }}
+{{- $_ := set $requests "memory" $memory }}
+{{- $_ := set $resources "requests" $requests }}
+{{- end }}
+{{- toYaml $resources }}
+{{- end }}
+
+{{/*
+Whether the server talks TLS to the CQL nodes ("true" or "").
+*/}}
+{{- define "oncekey.cqlTls" -}}
+{{- if and (not (include "oncekey.embedded" .)) .Values.cql.tls.enabled }}true{{ end }}
+{{- end }}
+
+{{/*
+Environment of the CQL TLS settings (server ConfigMap entries and the migration Job's env),
+as a dict of name → value.
+*/}}
+{{- define "oncekey.cqlTlsEnv" -}}
+{{- $env := dict }}
+{{- if include "oncekey.cqlTls" . }}
+{{- $tls := .Values.cql.tls }}
+{{- $_ := set $env "ONCEKEY_CQL_TLS" "true" }}
+{{- if or $tls.caConfigMap $tls.caSecret }}
+{{- $_ := set $env "ONCEKEY_CQL_TLS_CA" "/etc/oncekey/cql-tls-ca/ca.crt" }}
+{{- end }}
+{{- if $tls.clientCertSecret }}
+{{- $_ := set $env "ONCEKEY_CQL_TLS_CERT" "/etc/oncekey/cql-tls-client/tls.crt" }}
+{{- $_ := set $env "ONCEKEY_CQL_TLS_KEY" "/etc/oncekey/cql-tls-client/tls.key" }}
+{{- end }}
+{{- with $tls.serverName }}
+{{- $_ := set $env "ONCEKEY_CQL_TLS_SERVER_NAME" . }}
+{{- end }}
+{{- end }}
+{{- toYaml $env }}
+{{- end }}
+
+{{/*
+Volumes and mounts of the CQL TLS files (server pods and the migration Job).
+*/}}
+{{- define "oncekey.cqlTlsVolumes" -}}
+{{- if include "oncekey.cqlTls" . }}
+{{- $tls := .Values.cql.tls }}
+{{- if $tls.caConfigMap }}
+- name: cql-tls-ca
+  configMap:
+    name: {{ $tls.caConfigMap }}
+    items:
+      - key: {{ $tls.caKey }}
+        path: ca.crt
+{{- else if $tls.caSecret }}
+- name: cql-tls-ca
+  secret:
+    secretName: {{ $tls.caSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ $tls.caKey }}
+        path: ca.crt
+{{- end }}
+{{- with $tls.clientCertSecret }}
+- name: cql-tls-client
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+    items:
+      - key: tls.crt
+        path: tls.crt
+      - key: tls.key
+        path: tls.key
+{{- end }}
+{{- end }}
+{{- end }}
+{{- define "oncekey.cqlTlsMounts" -}}
+{{- if include "oncekey.cqlTls" . }}
+{{- if or .Values.cql.tls.caConfigMap .Values.cql.tls.caSecret }}
+- name: cql-tls-ca
+  mountPath: /etc/oncekey/cql-tls-ca
+  readOnly: true
+{{- end }}
+{{- if .Values.cql.tls.clientCertSecret }}
+- name: cql-tls-client
+  mountPath: /etc/oncekey/cql-tls-client
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The bearer token of `helm test`, made by the chart (tests.generateToken): kept from the chart's
+Secret when it exists, else new. "" when the chart makes none.
+*/}}
+{{- define "oncekey.testToken" -}}
+{{- if and .Values.tests.enabled .Values.tests.generateToken (not .Values.tests.tokenSecret) (include "oncekey.usesTokens" .) (not .Values.auth.existingSecret) }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "oncekey.secretName" .) }}
+{{- $kept := (($existing).data | default dict) | dig "helm-test-token" "" | b64dec }}
+{{- $kept | default (randAlphaNum 43) }}
 {{- end }}
 {{- end }}
 
@@ -187,6 +334,71 @@ Cross-field checks the schema cannot express clearly; called from the workload t
 {{- if and (not (include "oncekey.embedded" .)) (not .Values.cql.existingSecret) .Values.cql.username (not .Values.cql.password) }}
 {{- fail "cql.username is set without cql.password (or use cql.existingSecret)" }}
 {{- end }}
+{{- /* What `oncekey serve` would refuse at start (exit 64), refused here instead. */}}
+{{- $lease := include "oncekey.durationMs" .Values.server.defaultLease | int64 }}
+{{- if or (lt $lease 1000) (gt $lease 3600000) }}
+{{- fail (printf "server.defaultLease %s: must be between 1s and 1h" .Values.server.defaultLease) }}
+{{- end }}
+{{- $maxRetention := include "oncekey.durationMs" .Values.server.maxRetention | int64 }}
+{{- if lt $maxRetention 60000 }}
+{{- fail (printf "server.maxRetention %s: must be at least 1m" .Values.server.maxRetention) }}
+{{- end }}
+{{- $retention := include "oncekey.durationMs" .Values.server.defaultRetention | int64 }}
+{{- if or (lt $retention 60000) (gt $retention $maxRetention) }}
+{{- fail (printf "server.defaultRetention %s: must be between 1m and server.maxRetention (%s)" .Values.server.defaultRetention .Values.server.maxRetention) }}
+{{- end }}
+{{- $reload := include "oncekey.durationMs" .Values.server.reloadCheckInterval | int64 }}
+{{- if and (ne $reload 0) (or (lt $reload 100) (gt $reload 3600000)) }}
+{{- fail (printf "server.reloadCheckInterval %s: must be 0s (off) or between 100ms and 1h" .Values.server.reloadCheckInterval) }}
+{{- end }}
+{{- if include "oncekey.embedded" . }}
+{{- $limit := ((.Values.resources).limits | default dict).memory }}
+{{- if not $limit }}
+{{- fail "the embedded store needs resources.limits.memory: its page cache (server.embeddedCacheMiB) is sized against it, and the memory request is set to it" }}
+{{- end }}
+{{- $limitMiB := include "oncekey.memoryMiB" $limit | int64 }}
+{{- if gt (add (int64 .Values.server.embeddedCacheMiB) 256) $limitMiB }}
+{{- fail (printf "server.embeddedCacheMiB (%d) must leave 256 MiB of resources.limits.memory (%s = %d MiB) to the rest of the server, or the pod is OOM-killed as the ledger grows" (int64 .Values.server.embeddedCacheMiB) (toString $limit) $limitMiB) }}
+{{- end }}
+{{- else }}
+{{- $replicas := ternary .Values.autoscaling.minReplicas .Values.replicaCount .Values.autoscaling.enabled | int64 }}
+{{- if .Values.autoscaling.enabled }}
+{{- if lt (int64 .Values.autoscaling.maxReplicas) (int64 .Values.autoscaling.minReplicas) }}
+{{- fail (printf "autoscaling.maxReplicas (%d) is below autoscaling.minReplicas (%d)" (int64 .Values.autoscaling.maxReplicas) (int64 .Values.autoscaling.minReplicas)) }}
+{{- end }}
+{{- end }}
+{{- $pdb := .Values.podDisruptionBudget }}
+{{- if $pdb.enabled }}
+{{- if and (not $pdb.maxUnavailable) (regexMatch "^[0-9]+$" (toString $pdb.minAvailable)) (ge (int64 $pdb.minAvailable) $replicas) }}
+{{- fail (printf "podDisruptionBudget.minAvailable (%d) must be below the replica count (%d, %s): otherwise no pod may ever be evicted and node drains hang" (int64 $pdb.minAvailable) $replicas (ternary "autoscaling.minReplicas" "replicaCount" .Values.autoscaling.enabled)) }}
+{{- end }}
+{{- if regexMatch "^0+%?$" (toString $pdb.maxUnavailable) }}
+{{- fail "podDisruptionBudget.maxUnavailable must be at least 1 (0 blocks every node drain); leave it empty to use minAvailable" }}
+{{- end }}
+{{- end }}
+{{- if eq .Values.cql.serialConsistency "local-serial" }}
+{{- if not .Values.cql.localDc }}
+{{- fail "cql.serialConsistency=local-serial needs cql.localDc: LOCAL_SERIAL means the Paxos of whichever datacenter a request lands in" }}
+{{- end }}
+{{- if not .Values.cql.keysDcPinned }}
+{{- fail "cql.serialConsistency=local-serial lets two datacenters each acquire the same key: use it only when every key is written from one datacenter, and say so with cql.keysDcPinned=true (otherwise keep serial)" }}
+{{- end }}
+{{- end }}
+{{- with .Values.cql.tls.serverName }}
+{{- if regexMatch "^[0-9.]+$" . }}
+{{- fail (printf "cql.tls.serverName %s: give the DNS name the nodes' certificates carry (IP addresses are checked without it)" .) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.cql.tls.caConfigMap .Values.cql.tls.caSecret }}
+{{- fail "cql.tls: give the CA bundle in caConfigMap or in caSecret, not both" }}
+{{- end }}
+{{- if and (not .Values.cql.tls.enabled) (or .Values.cql.tls.caConfigMap .Values.cql.tls.caSecret .Values.cql.tls.clientCertSecret .Values.cql.tls.serverName) }}
+{{- fail "cql.tls settings are given but cql.tls.enabled is false: set it, or the connection to the cluster stays plaintext" }}
+{{- end }}
+{{- end }}
+{{- if and .Values.tests.enabled .Values.tls.enabled .Values.tls.clientAuth (not .Values.tests.clientCertSecret) }}
+{{- fail "tls.clientAuth needs tests.clientCertSecret (a client certificate for the helm test pod), or tests.enabled=false" }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -211,16 +423,19 @@ metadata:
 spec:
   serviceAccountName: {{ include "oncekey.serviceAccountName" . }}
   automountServiceAccountToken: {{ .Values.serviceAccount.automountServiceAccountToken }}
-  {{- with .Values.imagePullSecrets }}
-  imagePullSecrets:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
+  {{- with include "oncekey.imagePullSecrets" . }}
+{{- . | nindent 2 }}
+{{- end }}
   {{- with .Values.priorityClassName }}
   priorityClassName: {{ . }}
   {{- end }}
   terminationGracePeriodSeconds: {{ include "oncekey.terminationGracePeriodSeconds" . }}
   securityContext:
     {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  {{- with .Values.initContainers }}
+  initContainers:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   containers:
     - name: oncekey
       image: {{ include "oncekey.image" . | quote }}
@@ -262,7 +477,7 @@ spec:
             seconds: {{ .Values.preStopSleepSeconds }}
       {{- end }}
       resources:
-        {{- toYaml .Values.resources | nindent 8 }}
+        {{- include "oncekey.resources" . | nindent 8 }}
       securityContext:
         {{- toYaml .Values.securityContext | nindent 8 }}
       volumeMounts:
@@ -287,6 +502,13 @@ spec:
           readOnly: true
         {{- end }}
         {{- end }}
+        {{- include "oncekey.cqlTlsMounts" . | nindent 8 }}
+        {{- with .Values.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+    {{- with .Values.sidecars }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   volumes:
     - name: tmp
       emptyDir:
@@ -324,6 +546,10 @@ spec:
             path: ca.crt
     {{- end }}
     {{- end }}
+    {{- include "oncekey.cqlTlsVolumes" . | nindent 4 }}
+    {{- with .Values.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   {{- with .Values.nodeSelector }}
   nodeSelector:
     {{- toYaml . | nindent 4 }}
@@ -355,4 +581,63 @@ spec:
           {{- include "oncekey.serverSelectorLabels" . | nindent 10 }}
     {{- end }}
   {{- end }}
+{{- end }}
+
+{{/*
+The body of a `helm test` container (after its name and args): the image, where the server is,
+TLS and the credentials.
+*/}}
+{{- define "oncekey.testContainer" }}
+      image: {{ include "oncekey.image" . | quote }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      env:
+        - name: ONCEKEY_SERVER
+          value: {{ printf "%s://%s.%s.svc:%v" (ternary "https" "http" .Values.tls.enabled) (include "oncekey.fullname" .) .Release.Namespace .Values.service.grpcPort | quote }}
+        {{- if .Values.tls.enabled }}
+        - name: ONCEKEY_CLIENT_TLS_CA
+          value: /etc/oncekey/test-tls-ca/ca.crt
+        - name: ONCEKEY_CLIENT_TLS_DOMAIN
+          value: {{ .Values.tests.serverName | default (printf "%s.%s.svc" (include "oncekey.fullname" .) .Release.Namespace) | quote }}
+        {{- if .Values.tls.clientAuth }}
+        - name: ONCEKEY_CLIENT_TLS_CERT
+          value: /etc/oncekey/test-tls-client/tls.crt
+        - name: ONCEKEY_CLIENT_TLS_KEY
+          value: /etc/oncekey/test-tls-client/tls.key
+        {{- end }}
+        {{- end }}
+        {{- if .Values.auth.allowUnauthenticated }}
+        - name: ONCEKEY_TENANT
+          value: helm-test
+        {{- else if .Values.tests.tokenSecret }}
+        - name: ONCEKEY_TOKEN
+          valueFrom:
+            secretKeyRef:
+              name: {{ .Values.tests.tokenSecret }}
+              key: {{ .Values.tests.tokenSecretKey }}
+        {{- else if and .Values.tests.generateToken (include "oncekey.usesTokens" .) (not .Values.auth.existingSecret) }}
+        - name: ONCEKEY_TOKEN
+          valueFrom:
+            secretKeyRef:
+              name: {{ include "oncekey.secretName" . }}
+              key: helm-test-token
+        {{- end }}
+      resources:
+        requests:
+          cpu: 10m
+          memory: 16Mi
+        limits:
+          memory: 64Mi
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+      {{- if .Values.tls.enabled }}
+      volumeMounts:
+        - name: test-tls-ca
+          mountPath: /etc/oncekey/test-tls-ca
+          readOnly: true
+        {{- if .Values.tls.clientAuth }}
+        - name: test-tls-client
+          mountPath: /etc/oncekey/test-tls-client
+          readOnly: true
+        {{- end }}
+      {{- end }}
 {{- end }}
