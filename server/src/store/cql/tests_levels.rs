@@ -23,13 +23,11 @@ async fn store_with(configure: impl FnOnce(&mut CqlArgs)) -> CqlStore {
         .unwrap_or_else(|e| panic!("connect {keyspace}: {e}"))
 }
 
-/// Every statement's (consistency, serial consistency), and the read_serial's consistency.
-fn levels_of(
-    store: &CqlStore,
-) -> (
-    Vec<(Option<Consistency>, Option<SerialConsistency>)>,
-    Option<Consistency>,
-) {
+/// A statement's (consistency, serial consistency).
+type StatementLevels = (Option<Consistency>, Option<SerialConsistency>);
+
+/// Every statement's levels, and the read_serial's consistency.
+fn levels_of(store: &CqlStore) -> (Vec<StatementLevels>, Option<Consistency>) {
     let s = &store.statements;
     let all = [
         &s.read,
