@@ -4,11 +4,18 @@
 //!
 //! Parsing follows I-JSON (RFC 7493) as RFC 8785 requires: duplicate object names, lone surrogates
 //! and numbers outside the IEEE 754 double range are refused. Every number is canonicalized as the
-//! double it denotes, printed the way ECMAScript's `Number.prototype.toString` prints it.
+//! double it denotes, printed the way ECMAScript's `Number.prototype.toString` prints it. Arrays
+//! and objects may nest `MAX_DEPTH` deep.
+//!
+//! An error says what is wrong and where (line and column), never what the text holds: a payload
+//! is the caller's data, and error messages travel and get logged.
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use sha2::{Digest, Sha256};
 use std::fmt::{self, Write as _};
+
+/// The deepest nesting of arrays and objects a JSON text may have (the outermost counts as 1).
+pub const MAX_DEPTH: usize = 128;
 
 /// The length in bytes of a fingerprint.
 pub const FINGERPRINT_LEN: usize = 32;
@@ -38,8 +45,7 @@ enum Json {
 
 /// Returns the RFC 8785 canonical form of a JSON text.
 pub fn canonicalize_json(text: &str) -> Result<String, FingerprintError> {
-    let value: Json =
-        serde_json::from_str(text).map_err(|e| FingerprintError::InvalidJson(e.to_string()))?;
+    let value = parse(text).map_err(|e| FingerprintError::InvalidJson(e.to_string()))?;
     let mut out = String::with_capacity(text.len());
     write_canonical(&value, &mut out);
     Ok(out)
@@ -64,6 +70,16 @@ pub fn fingerprint_of<T: serde::Serialize + ?Sized>(
     let value =
         serde_json::to_value(args).map_err(|e| FingerprintError::InvalidJson(e.to_string()))?;
     Ok(sha256(canonicalize_value(&value).as_bytes()))
+}
+
+/// Parses a whole JSON text. serde_json's own nesting limit (which refuses depth 128) is replaced
+/// by `MAX_DEPTH`, checked by `JsonVisitor` before it descends, so the stack stays bounded.
+fn parse(text: &str) -> Result<Json, serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    deserializer.disable_recursion_limit();
+    let value = JsonVisitor { depth: 0 }.deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(value)
 }
 
 fn sha256(bytes: &[u8]) -> Fingerprint {
@@ -155,13 +171,33 @@ fn write_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
-impl<'de> Deserialize<'de> for Json {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(JsonVisitor)
+/// Reads one JSON value nested `depth` arrays and objects deep.
+#[derive(Clone, Copy)]
+struct JsonVisitor {
+    depth: usize,
+}
+
+impl JsonVisitor {
+    /// The visitor for the members of the array or object this one is reading.
+    fn inner<E: de::Error>(self) -> Result<Self, E> {
+        if self.depth >= MAX_DEPTH {
+            return Err(E::custom(format_args!(
+                "arrays and objects nest deeper than {MAX_DEPTH} levels"
+            )));
+        }
+        Ok(Self {
+            depth: self.depth + 1,
+        })
     }
 }
 
-struct JsonVisitor;
+impl<'de> DeserializeSeed<'de> for JsonVisitor {
+    type Value = Json;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Json, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
 
 impl<'de> Visitor<'de> for JsonVisitor {
     type Value = Json;
@@ -195,25 +231,28 @@ impl<'de> Visitor<'de> for JsonVisitor {
         Ok(Json::String(v))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
+        let inner = self.inner()?;
         let mut items = Vec::new();
-        while let Some(item) = seq.next_element()? {
+        while let Some(item) = seq.next_element_seed(inner)? {
             items.push(item);
         }
         Ok(Json::Array(items))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+        let inner = self.inner()?;
         let mut members: Vec<(String, Json)> = Vec::new();
         while let Some(name) = map.next_key::<String>()? {
-            members.push((name, map.next_value()?));
+            members.push((name, map.next_value_seed(inner)?));
         }
         // Sorted once here (RFC 8785 §3.2.3: by UTF-16 code units), which also puts duplicates side
-        // by side, so refusing them costs O(n log n) however large the object.
+        // by side, so refusing them costs O(n log n) however large the object. The message names
+        // neither the member nor the object's path (member names are the caller's data): serde_json
+        // adds where the object ends.
         members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-        if let Some(pair) = members.windows(2).find(|pair| pair[0].0 == pair[1].0) {
-            return Err(de::Error::custom(format!(
-                "duplicate object name {:?}",
-                pair[0].0
-            )));
+        if members.windows(2).any(|pair| pair[0].0 == pair[1].0) {
+            return Err(de::Error::custom(
+                "duplicate member name in the object that ends",
+            ));
         }
         Ok(Json::Object(members))
     }
@@ -224,9 +263,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn refuses_duplicate_names() {
-        let err = canonicalize_json(r#"{"a":1,"a":2}"#).unwrap_err();
-        assert!(err.to_string().contains("duplicate"), "{err}");
+    fn refuses_duplicate_names_saying_where_but_not_which() {
+        let text = r#"{"x": {"secret-name":1,"secret-name":2}}"#;
+        let err = canonicalize_json(text).unwrap_err().to_string();
+        assert!(err.contains("duplicate"), "{err}");
+        assert!(err.contains("line 1 column 39"), "{err}");
+        assert!(!err.contains("secret") && !err.contains('x'), "{err}");
+    }
+
+    /// `depth` arrays, one inside the other, around a number.
+    fn nested(depth: usize) -> String {
+        format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn nesting_up_to_the_maximum_is_accepted_one_more_is_refused() {
+        assert_eq!(
+            canonicalize_json(&nested(MAX_DEPTH)).unwrap(),
+            nested(MAX_DEPTH)
+        );
+        let object = format!("{}1{}", r#"{"a":"#.repeat(MAX_DEPTH), "}".repeat(MAX_DEPTH));
+        assert_eq!(canonicalize_json(&object).unwrap(), object);
+        let err = canonicalize_json(&nested(MAX_DEPTH + 1))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("deeper than 128"), "{err}");
+        let deep_object = format!("{{\"a\":{object}}}");
+        assert!(canonicalize_json(&deep_object).is_err());
+        // Far deeper is refused as cheaply, without exhausting the stack.
+        assert!(canonicalize_json(&nested(1_000_000)).is_err());
+    }
+
+    #[test]
+    fn errors_never_echo_the_text() {
+        for text in [
+            r#"{"secret": tru}"#,
+            r#"{"secret": "\ud800"}"#,
+            r#"{"secret": 1e400}"#,
+            r#"["secret" "secret"]"#,
+            r#"{"secret": 1} secret"#,
+            r#"{"secret"}"#,
+            r#""secret"#,
+        ] {
+            let err = canonicalize_json(text).unwrap_err().to_string();
+            assert!(!err.contains("secret"), "{text}: {err}");
+        }
     }
 
     #[test]

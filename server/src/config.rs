@@ -263,6 +263,14 @@ pub struct ServeArgs {
     /// memory is about this much plus ~150 MiB under load once the file is larger than the cache.
     #[arg(long, env = "ONCEKEY_EMBEDDED_CACHE_MIB", default_value_t = 1024)]
     pub embedded_cache_mib: usize,
+    /// Most connections the gRPC port holds at once; beyond it, new connections are closed at once
+    /// and open ones keep being served. Default: the lower of 10000 and 80 % of the open-files
+    /// soft limit (`ulimit -n`).
+    #[arg(long, env = "ONCEKEY_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Most streams (concurrent RPCs) one HTTP/2 connection may have open; HTTP/2 refuses more.
+    #[arg(long, env = "ONCEKEY_MAX_CONCURRENT_STREAMS", default_value_t = 1024)]
+    pub max_concurrent_streams: u32,
     /// Test only: shift this server's clock by this many milliseconds (may be negative), to test
     /// replicas whose clocks disagree.
     #[arg(
@@ -321,6 +329,12 @@ impl ServeArgs {
         if !(16..=1 << 20).contains(&self.embedded_cache_mib) {
             return bad("--embedded-cache-mib must be between 16 and 1048576".into());
         }
+        if self.max_connections == Some(0) {
+            return bad("--max-connections must be at least 1".into());
+        }
+        if self.max_concurrent_streams == 0 {
+            return bad("--max-concurrent-streams must be at least 1".into());
+        }
         if !(1..=3_600_000).contains(&self.embedded_checkpoint_interval) {
             return bad("--embedded-checkpoint-interval must be between 1ms and 1h".into());
         }
@@ -340,6 +354,14 @@ impl ServeArgs {
             ));
         }
         Ok(())
+    }
+
+    /// The gRPC port's connection limit: `--max-connections`, or its default under the
+    /// process's descriptor soft limit.
+    pub fn max_connections(&self) -> usize {
+        self.max_connections.unwrap_or_else(|| {
+            crate::conn::default_max_connections(crate::conn::descriptor_soft_limit())
+        })
     }
 
     /// The request limits these flags set.

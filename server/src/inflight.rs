@@ -150,8 +150,10 @@ where
         let response = self.inner.call(request);
         Box::pin(async move {
             let mut response = response.await?;
-            if undecodable(response.headers()) {
-                response = invalid_request();
+            match refusal(response.headers()) {
+                Some(Refusal::Undecodable) => response = invalid_request(),
+                Some(Refusal::TooLarge) => response = too_large(),
+                None => {}
             }
             guard.observe(response.headers());
             Ok(response.map(|body| tonic::body::Body::new(Guarded { body, guard })))
@@ -159,14 +161,31 @@ where
     }
 }
 
-/// Whether tonic refused a request it could not decode (it answers INTERNAL for that).
-fn undecodable(headers: &http::HeaderMap) -> bool {
-    let status = headers.get("grpc-status").and_then(|v| v.to_str().ok());
-    let message = headers
-        .get("grpc-message")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    status == Some("13") && message.contains("decode")
+/// A request tonic refused before any handler saw it, with a bare status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// Not a valid message (tonic answers INTERNAL).
+    Undecodable,
+    /// Over the service's decoding limit (tonic answers OUT_OF_RANGE).
+    TooLarge,
+}
+
+/// Which of tonic's own refusals a response (trailers-only: the status is in its headers) is.
+fn refusal(headers: &http::HeaderMap) -> Option<Refusal> {
+    let code = headers.get("grpc-status")?.as_bytes();
+    // Only these two codes are decoded further: the check runs on every response.
+    if code != b"13" && code != b"11" {
+        return None;
+    }
+    let status = tonic::Status::from_header_map(headers)?;
+    let message = status.message();
+    match status.code() {
+        tonic::Code::Internal if message.contains("decode") => Some(Refusal::Undecodable),
+        tonic::Code::OutOfRange if message.contains("message length too large") => {
+            Some(Refusal::TooLarge)
+        }
+        _ => None,
+    }
 }
 
 /// The contract's answer to an undecodable request: INVALID_ARGUMENT with ErrorInfo and a
@@ -175,6 +194,16 @@ fn invalid_request() -> http::Response<tonic::body::Body> {
     let error = crate::api::error::ApiError::invalid(
         "request",
         "not a valid message of this RPC (malformed protobuf or a string field that is not UTF-8)",
+    );
+    tonic::Status::from(error).into_http()
+}
+
+/// The contract's answer to a message over the transport's size limit: INVALID_ARGUMENT with
+/// ErrorInfo `TOO_LARGE` and a BadRequest naming the request, instead of a bare OUT_OF_RANGE.
+fn too_large() -> http::Response<tonic::body::Body> {
+    let error = crate::api::error::ApiError::too_large(
+        "request",
+        "the message is larger than any valid request of this server (its fields have size limits)",
     );
     tonic::Status::from(error).into_http()
 }
@@ -210,5 +239,38 @@ impl http_body::Body for Guarded {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(status: &str, message: &str) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        h.insert("grpc-status", status.parse().unwrap());
+        h.insert("grpc-message", message.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn tonics_own_refusals_are_recognised() {
+        let too_large = tonic::Status::out_of_range(
+            "Error, decoded message length too large: found 2000000 bytes, the limit is: 1000 bytes",
+        );
+        let mut h = http::HeaderMap::new();
+        too_large.add_header(&mut h).unwrap();
+        assert_eq!(refusal(&h), Some(Refusal::TooLarge));
+        assert_eq!(
+            refusal(&headers("13", "failed to decode Protobuf message")),
+            Some(Refusal::Undecodable)
+        );
+        assert_eq!(refusal(&headers("11", "something else")), None);
+        assert_eq!(refusal(&headers("0", "")), None);
+        assert_eq!(
+            refusal(&headers("11", "message%20length%20too%20large")),
+            Some(Refusal::TooLarge)
+        );
+        assert_eq!(refusal(&http::HeaderMap::new()), None);
     }
 }

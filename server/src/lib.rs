@@ -8,6 +8,7 @@ pub mod api;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod conn;
 pub mod engine;
 pub mod inflight;
 pub mod ledger;

@@ -20,7 +20,10 @@ const EXIT_DATA: u8 = 65;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return command_line_error(&e),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -48,6 +51,53 @@ fn main() -> ExitCode {
                 None => eprintln!("error: {e:#}"),
             }
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// A command line clap refused: help and version as clap shows them; a malformed value, a missing
+/// or unknown flag is bad configuration: one line naming the flag, exit 64.
+fn command_line_error(e: &clap::Error) -> ExitCode {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation => {
+            let text = |kind| match e.get(kind) {
+                Some(ContextValue::String(s)) => Some(s.as_str()),
+                _ => None,
+            };
+            // "--listen <LISTEN>" → "--listen"
+            let flag = text(ContextKind::InvalidArg)
+                .and_then(|arg| arg.split_whitespace().next())
+                .unwrap_or("a flag");
+            let value = text(ContextKind::InvalidValue).unwrap_or_default();
+            let why = match (std::error::Error::source(e), e.get(ContextKind::ValidValue)) {
+                (Some(source), _) => source.to_string(),
+                (None, Some(ContextValue::Strings(valid))) if !valid.is_empty() => {
+                    format!("expected one of {}", valid.join(", "))
+                }
+                _ if value.is_empty() => {
+                    eprintln!("error: {flag} needs a value");
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+                _ => "not a valid value".to_owned(),
+            };
+            eprintln!("error: {flag}: invalid value {value:?}: {why}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+        _ => {
+            // clap's message without its usage and tip lines, on one line.
+            let rendered = e.render().to_string();
+            let message: Vec<&str> = rendered
+                .lines()
+                .map(str::trim)
+                .take_while(|line| !line.starts_with("Usage:"))
+                .filter(|line| !line.is_empty() && !line.starts_with("tip:"))
+                .collect();
+            eprintln!("{} (see --help)", message.join(" "));
+            ExitCode::from(EXIT_CONFIG)
         }
     }
 }

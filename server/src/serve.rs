@@ -29,6 +29,7 @@ const SWEEP_BATCH: usize = 1000;
 /// Runs the server until a shutdown signal; configuration errors come back as `ConfigError`.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     args.validate()?;
+    survive_file_size_limit();
     let auth = match &args.tokens_file {
         Some(path) => {
             Auth::from_file(path).map_err(|e| ConfigError(format!("--tokens-file: {e}")))?
@@ -66,11 +67,32 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Accepted gRPC connections, with Nagle's algorithm off: a unary answer is several small writes
-/// (headers, data, trailers), and with Nagle on, the last ones wait for the client's delayed ACK
-/// (40 ms on Linux).
-fn incoming(listener: TcpListener) -> tonic::transport::server::TcpIncoming {
-    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
+/// A write past the file-size limit (`ulimit -f`) raises SIGXFSZ, whose default action kills the
+/// process. Handled, the signal only makes the write fail (EFBIG), and the store's documented
+/// answer to a failed write follows: it refuses writes until a restart, and says so.
+fn survive_file_size_limit() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let xfsz = SignalKind::from_raw(rustix::process::Signal::XFSZ.as_raw());
+    match signal(xfsz) {
+        Ok(mut signals) => {
+            tokio::spawn(async move {
+                while signals.recv().await.is_some() {
+                    tracing::warn!("a write went past the file-size limit (SIGXFSZ); it fails");
+                }
+            });
+        }
+        Err(e) => tracing::warn!(
+            error = %e,
+            "cannot handle SIGXFSZ: a write past the file-size limit will end the process"
+        ),
+    }
+}
+
+/// The reflection service's builder, with every service this port serves.
+fn reflection_builder() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(oncekey_api::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
 }
 
 async fn bind(flag: &str, addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
@@ -92,10 +114,9 @@ pub async fn serve_store<S: Store>(
     let engine = Arc::new(Engine::new(store, clock));
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<LedgerServer<LedgerService<S>>>().await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(oncekey_api::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    // v1, and v1alpha for the tools that only speak it (grpcio-reflection, Postman, older grpcurl).
+    let reflection = reflection_builder().build_v1()?;
+    let reflection_v1alpha = reflection_builder().build_v1alpha()?;
     let ledger = LedgerService::new(engine.clone(), args.limits()).into_server(auth.clone());
 
     let tls = crate::tls::Tls::from_args(args)?.map(Arc::new);
@@ -106,7 +127,23 @@ pub async fn serve_store<S: Store>(
         grpc_listener.local_addr()?,
         admin_listener.local_addr()?
     );
-    tracing::info!(grpc = %grpc_listener.local_addr()?, admin = %admin_listener.local_addr()?, tls = args.tls_cert.is_some(), authenticated = auth.has_tokens(), "oncekey serving");
+    let gate = crate::conn::Gate::new("grpc", args.max_connections());
+    tracing::info!(grpc = %grpc_listener.local_addr()?, admin = %admin_listener.local_addr()?, tls = args.tls_cert.is_some(), authenticated = auth.has_tokens(), max_connections = gate.max(), max_concurrent_streams = args.max_concurrent_streams, "oncekey serving");
+    if let Some(soft) = crate::conn::descriptor_soft_limit() {
+        if gate.max() as u64 >= soft {
+            tracing::warn!(
+                max_connections = gate.max(),
+                open_files_limit = soft,
+                "--max-connections is not below the open-files limit: when descriptors run out, new connections wait in the backlog instead of being closed, and the store may fail to open files"
+            );
+        }
+    }
+    if !auth.has_tokens() && !args.admin_listen.ip().is_loopback() {
+        tracing::warn!(
+            admin = %admin_listener.local_addr()?,
+            "the admin port (/metrics, /healthz, /readyz) listens on a non-loopback address and no --tokens-file is set: this dev-mode server is reachable beyond this host; bind --admin-listen to 127.0.0.1 or set --tokens-file"
+        );
+    }
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {
@@ -130,17 +167,23 @@ pub async fn serve_store<S: Store>(
     let inflight = InFlight::new(engine.metrics().clone());
     let router = Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .max_concurrent_streams(args.max_concurrent_streams)
         .layer(inflight.clone())
         .add_service(health_service)
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .add_service(ledger);
-    let mut server: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>> = match tls {
-        Some(tls) => Box::pin(
-            router
-                .serve_with_incoming_shutdown(crate::tls::incoming(grpc_listener, tls), stopped()),
-        ),
-        None => Box::pin(router.serve_with_incoming_shutdown(incoming(grpc_listener), stopped())),
-    };
+    let mut server: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>> =
+        match tls {
+            Some(tls) => Box::pin(router.serve_with_incoming_shutdown(
+                crate::tls::incoming(grpc_listener, gate, tls),
+                stopped(),
+            )),
+            None => Box::pin(router.serve_with_incoming_shutdown(
+                crate::conn::plaintext(grpc_listener, gate),
+                stopped(),
+            )),
+        };
 
     tokio::select! {
         result = &mut server => result?,

@@ -6,13 +6,15 @@
 //! reload that fails (a half-written file, a key that does not match the certificate) keeps the
 //! previous configuration and says why.
 //!
-//! Handshakes run beside the accept loop, each within `HANDSHAKE_TIMEOUT`, so a client that
-//! connects and never finishes its handshake holds nothing but its own socket.
+//! Handshakes run beside the accept loop, each within `HANDSHAKE_TIMEOUT` (which also bounds the
+//! HTTP/2 preface after it), so a client that connects and never finishes its handshake holds
+//! nothing but its own socket, and only until then; connections count against `--max-connections`
+//! from the moment they are accepted.
 
 use crate::config::{ConfigError, ServeArgs};
+use crate::conn::{accept_loop, Accepted, Conn, Gate};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::rustls::pki_types::pem::PemObject as _;
@@ -23,8 +25,6 @@ use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 
-/// Longest a TLS handshake may take.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Handshaken connections waiting for the server to take them.
 const ACCEPTED_QUEUE: usize = 128;
 
@@ -124,46 +124,42 @@ fn build(files: &Files) -> Result<ServerConfig, String> {
     Ok(config)
 }
 
-/// TLS connections accepted on `listener` (Nagle off, as for plaintext), each handshaken with the
-/// configuration current when it connected. Ends when the receiving side is dropped.
+/// TLS connections accepted on `listener` within `gate`'s limit (Nagle off, as for plaintext),
+/// each handshaken with the configuration current when it connected. The handshake and then the
+/// HTTP/2 preface must arrive within `HANDSHAKE_TIMEOUT` of connecting. Ends when the receiving
+/// side is dropped.
 pub fn incoming(
     listener: TcpListener,
+    gate: Gate,
     tls: Arc<Tls>,
-) -> ReceiverStream<Result<TlsStream<TcpStream>, std::io::Error>> {
+) -> ReceiverStream<Result<Conn<TlsStream<TcpStream>>, std::io::Error>> {
     let (tx, rx) = mpsc::channel(ACCEPTED_QUEUE);
-    tokio::spawn(async move {
-        // After a failed accept (out of file descriptors and the like): wait, longer each time up
-        // to a second, and say so once per run of failures.
-        let mut backoff = Duration::ZERO;
-        loop {
-            let (stream, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        if backoff.is_zero() {
-                            tracing::warn!(error = %e, "accepting gRPC connections fails");
-                        }
-                        backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
-                        tokio::time::sleep(backoff).await;
-                        continue;
-                    }
-                },
-                () = tx.closed() => return,
-            };
-            backoff = Duration::ZERO;
-            let _ = stream.set_nodelay(true);
+    let closed = tx.clone();
+    tokio::spawn(accept_loop(
+        listener,
+        gate,
+        async move { closed.closed().await },
+        move |accepted| {
             let acceptor = TlsAcceptor::from(tls.current());
             let tx = tx.clone();
+            // Handshakes run beside the accept loop.
             tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                let Accepted {
+                    stream,
+                    peer,
+                    slot,
+                    deadline,
+                } = accepted;
+                match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => {
-                        let _ = tx.send(Ok(stream)).await;
+                        let _ = tx.send(Ok(Conn::new(stream, slot, deadline))).await;
                     }
                     Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                     Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                 }
             });
-        }
-    });
+            std::future::ready(())
+        },
+    ));
     ReceiverStream::new(rx)
 }

@@ -4,6 +4,11 @@
 //! The binary is `$ONCEKEY_BIN`, or `oncekey` in the cargo target directory these tests were built
 //! into (the test command builds it first).
 
+pub mod drivers;
+mod restart;
+
+pub use restart::free_addr;
+
 use oncekey_api::v1;
 use oncekey_client::{Client, ConnectOptions, LedgerRpc};
 use std::io::{BufRead, BufReader, Read};
@@ -66,17 +71,28 @@ impl Server {
     }
 
     /// Starts a server on `data_dir` that may not grow any file past `limit_kib` KiB (the
-    /// file-size resource limit, with SIGXFSZ ignored: a write past it fails with EFBIG), the way
-    /// a full disk looks to the store.
+    /// file-size resource limit, `ulimit -f`), the way a full disk looks to the store. The signal
+    /// is left as the shell has it (SIGXFSZ's default action ends the process): the server must
+    /// handle it itself.
     pub fn start_with_file_limit(data_dir: &Path, extra: &[&str], limit_kib: u64) -> Server {
-        Self::spawn(data_dir, extra, &[], Some(limit_kib))
+        Self::spawn(data_dir, extra, &[], Some(format!("-f {limit_kib}")))
+    }
+
+    /// Starts a server on a fresh data directory that may hold at most `limit` open file
+    /// descriptors (`ulimit -n`).
+    pub fn start_with_descriptor_limit(extra: &[&str], limit: u64) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data_dir = dir.path().join("data");
+        let mut server = Self::spawn(&data_dir, extra, &[], Some(format!("-n {limit}")));
+        server._dir = Some(dir);
+        server
     }
 
     fn spawn(
         data_dir: &Path,
         extra: &[&str],
         env: &[(&str, &str)],
-        file_limit_kib: Option<u64>,
+        ulimit: Option<String>,
     ) -> Server {
         let stderr_path = data_dir.with_extension(format!(
             "stderr-{}",
@@ -90,13 +106,14 @@ impl Server {
                 defaults.extend([flag, "127.0.0.1:0"]);
             }
         }
-        let mut command = match file_limit_kib {
+        let mut command = match ulimit {
             None => Command::new(binary()),
-            Some(kib) => {
-                // bash's `ulimit -f` counts KiB; `exec` keeps the pid, so kill/terminate still work.
+            Some(limit) => {
+                // bash's `ulimit` (`-f` counts KiB); `exec` keeps the pid, so kill/terminate
+                // still work.
                 let mut c = Command::new("bash");
                 c.arg("-c")
-                    .arg(format!(r#"trap "" XFSZ; ulimit -f {kib}; exec "$0" "$@""#))
+                    .arg(format!(r#"ulimit {limit} && exec "$0" "$@""#))
                     .arg(binary());
                 c
             }

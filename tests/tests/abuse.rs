@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::Code;
+use tonic_types::StatusExt;
 
 const NS: &str = "email.send";
 
@@ -140,11 +141,31 @@ async fn bad_messages_are_refused_and_others_keep_being_served() {
     let other = bystander(&server, stop.clone());
     let mut c = server.client("acme").await;
 
-    // Over the gRPC message limit (about 1.1 MiB by default): refused by the transport's decoder
-    // with OUT_OF_RANGE (tonic's code for a message over max_decoding_message_size).
+    // Over the gRPC message limit (about 1.1 MiB by default): refused by the transport's decoder,
+    // with the contract's TOO_LARGE naming the request rather than tonic's bare OUT_OF_RANGE; for
+    // a unary RPC and for the first message of a stream.
     let huge = format!(r#"{{"a":"{}"}}"#, "x".repeat(3 * 1024 * 1024));
     let e = c.claim(claim(NS, "huge", &huge)).await.unwrap_err();
-    assert_eq!(e.code(), Code::OutOfRange, "{e:?}");
+    assert_eq!(
+        (e.code(), reason(&e).as_str(), bad_field(&e).as_str()),
+        (Code::InvalidArgument, "TOO_LARGE", "request"),
+        "{e:?}"
+    );
+    let e = c
+        .keep_alive(tokio_stream::iter(vec![v1::KeepAliveRequest {
+            namespace: NS.into(),
+            key: "k".repeat(3 * 1024 * 1024),
+            lease_token: 1,
+            lease_ttl: None,
+        }]))
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), reason(&e).as_str()),
+        (Code::InvalidArgument, "TOO_LARGE"),
+        "{e:?}"
+    );
     // Within the message limit but over payload_json's: INVALID_ARGUMENT TOO_LARGE.
     let big = format!(r#"{{"a":"{}"}}"#, "x".repeat(1024 * 1024));
     let e = c.claim(claim(NS, "big", &big)).await.unwrap_err();
@@ -161,6 +182,31 @@ async fn bad_messages_are_refused_and_others_keep_being_served() {
             (Code::InvalidArgument, "INVALID_FIELD", "payload_json")
         );
     }
+    // 128 levels is the documented maximum: accepted; 129 is refused.
+    for (open, close, key) in [("[", "]", "deep-array"), (r#"{"a":"#, "}", "deep-object")] {
+        let at_max = format!("{}1{}", open.repeat(128), close.repeat(128));
+        let r = c.claim(claim(NS, key, &at_max)).await.unwrap();
+        assert_eq!(outcome(r.get_ref()), ClaimOutcome::Acquired);
+        let over = format!("{}1{}", open.repeat(129), close.repeat(129));
+        let e = c.claim(claim(NS, "deep", &over)).await.unwrap_err();
+        assert_eq!(
+            (e.code(), reason(&e).as_str(), bad_field(&e).as_str()),
+            (Code::InvalidArgument, "INVALID_FIELD", "payload_json")
+        );
+    }
+    // An error about a payload says what and where, never what the payload holds.
+    let e = c
+        .claim(claim(NS, "dup", r#"{"card-4111":1,"card-4111":2}"#))
+        .await
+        .unwrap_err();
+    assert_eq!(bad_field(&e), "payload_json");
+    assert!(e.message().contains("duplicate"), "{}", e.message());
+    let details = format!("{:?}", e.get_details_bad_request());
+    assert!(
+        !e.message().contains("4111") && !details.contains("4111"),
+        "the error echoes the payload: {} {details}",
+        e.message()
+    );
     // A result body over --max-result-bytes.
     c.claim(claim(NS, "held", "{}")).await.unwrap();
     let e = c
@@ -173,6 +219,20 @@ async fn bad_messages_are_refused_and_others_keep_being_served() {
         .await
         .unwrap_err();
     assert_eq!(reason(&e), "TOO_LARGE");
+    // A content type is a short header value: no CR/LF to split a header with, at most 256 bytes.
+    for (content_type, want) in [
+        ("text/plain\r\nSet-Cookie: a=b".to_owned(), "INVALID_FIELD"),
+        ("text/plain\n".to_owned(), "INVALID_FIELD"),
+        (format!("application/{}", "x".repeat(250)), "TOO_LARGE"),
+    ] {
+        let mut r = result(200, b"ok");
+        r.content_type = content_type;
+        let e = c.complete(complete(NS, "held", 1, r)).await.unwrap_err();
+        assert_eq!(
+            (e.code(), reason(&e).as_str(), bad_field(&e).as_str()),
+            (Code::InvalidArgument, want, "result.content_type")
+        );
+    }
 
     // Non-UTF-8 in string fields, and malformed protobuf: refused by decoding, before any handler.
     let json = field(4, b"{}");
@@ -215,7 +275,7 @@ async fn bad_messages_are_refused_and_others_keep_being_served() {
         assert_eq!(bad_field(&status), "request", "{status:?}");
     }
     // Nothing was created by any of it.
-    for key in ["huge", "big", "deep", "k", "ns"] {
+    for key in ["huge", "big", "deep", "dup", "k", "ns"] {
         assert_eq!(
             c.lookup(lookup(NS, key)).await.unwrap_err().code(),
             Code::NotFound
@@ -271,7 +331,8 @@ const RSS_GROWTH_BOUND_MIB: u64 = 256;
 #[tokio::test]
 async fn ten_thousand_keepalive_streams_stay_within_the_memory_bound() {
     let started = Instant::now();
-    let server = Server::start(&[]);
+    // One connection may carry this many streams only when allowed to (default 1024).
+    let server = Server::start(&["--max-concurrent-streams", "10000"]);
     let c = server.client("acme").await;
     let baseline = vm_rss_kib(server.pid());
 

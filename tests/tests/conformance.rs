@@ -3,181 +3,19 @@
 //! fingerprint equal to the Rust one, one ledger shared across languages, and 32 concurrent claims
 //! from the three languages with exactly one ACQUIRED.
 //!
-//! Needs the toolchains that `scripts/polyglot-setup` installs (the Python venv, the TypeScript
-//! client's node_modules, Go). A missing toolchain fails the test with that hint; it never skips.
+//! Needs the toolchains that `scripts/polyglot-setup` installs (see `oncekey_tests::drivers`). A
+//! missing toolchain fails the test with that hint; it never skips.
 
 use oncekey_api::fingerprint::fingerprint_of;
 use oncekey_api::v1::RecordStatus;
+use oncekey_tests::drivers::{self, args, driver, Driver, SETUP_HINT};
 use oncekey_tests::*;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::process::{Child, Stdio};
 
 const TENANT: &str = "conformance";
 const NS: &str = "conformance.charge";
-const SETUP_HINT: &str = "run scripts/polyglot-setup first";
-
-/// The arguments every driver fingerprints (tests/conformance/README.md: ARGS).
-fn args() -> Value {
-    json!([
-        {"currency": "EUR", "\u{20ac}": "euro", "\u{1F600}": "emoji", "\u{e9}": "e-acute",
-         "\u{fb01}": "ligature", "text": "line\nbreak \"q\" \\ \u{1} </> \u{2028}"},
-        {"amount": 1250, "rate": 0.1, "big": 1e21, "tiny": 5e-324, "neg": -12.5, "small": 1e-7},
-        [true, false],
-        null,
-        "order-481",
-        u64::MAX
-    ])
-}
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repo root")
-}
-
-fn cache() -> PathBuf {
-    match std::env::var_os("ONCEKEY_CACHE") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/oncekey"),
-    }
-}
-
-/// How to start one language's driver.
-#[derive(Debug)]
-struct Driver {
-    lang: &'static str,
-    program: PathBuf,
-    prefix: Vec<PathBuf>,
-    env: Vec<(&'static str, PathBuf)>,
-}
-
-impl Driver {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(&self.program);
-        cmd.args(&self.prefix)
-            .args(args)
-            .envs(self.env.iter().cloned());
-        cmd
-    }
-
-    /// Runs the driver to completion (at most 60 s) and parses the JSON it printed.
-    fn run(&self, args: &[&str]) -> Value {
-        let child = self
-            .command(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{}: cannot start {:?}: {e}; {SETUP_HINT}",
-                    self.lang, self.program
-                )
-            });
-        self.finish(child, args)
-    }
-
-    fn finish(&self, mut child: Child, args: &[&str]) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while child.try_wait().expect("try_wait").is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("{} driver {args:?} did not finish within 60 s", self.lang);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let (mut out, mut err) = (String::new(), String::new());
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        let status = child.wait().unwrap();
-        assert!(
-            status.success(),
-            "{} driver {args:?} failed ({status}):\n{err}{out}",
-            self.lang
-        );
-        let last = out.lines().last().unwrap_or_default();
-        serde_json::from_str(last)
-            .unwrap_or_else(|e| panic!("{} driver printed no JSON ({e}):\n{out}\n{err}", self.lang))
-    }
-}
-
-/// The three drivers, built once per test process.
-fn drivers() -> &'static [Driver; 3] {
-    static DRIVERS: OnceLock<[Driver; 3]> = OnceLock::new();
-    DRIVERS.get_or_init(|| {
-        let conformance = repo().join("tests/conformance");
-
-        let python = cache().join("venv/bin/python");
-        assert!(
-            python.exists(),
-            "{} is missing: {SETUP_HINT}",
-            python.display()
-        );
-
-        // The Go driver, built into the cargo target dir next to this test.
-        let go_bin = std::env::current_exe()
-            .unwrap()
-            .with_file_name("oncekey-conformance-go-driver");
-        let built = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&go_bin)
-            .arg(".")
-            .current_dir(conformance.join("go"))
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run go: {e}; {SETUP_HINT}"));
-        assert!(built.success(), "go build of the Go driver failed");
-
-        // The TypeScript client, compiled so that the driver runs the current source.
-        let ts = repo().join("client/typescript");
-        let tsc = ts.join("node_modules/.bin/tsc");
-        assert!(tsc.exists(), "{} is missing: {SETUP_HINT}", tsc.display());
-        let compiled = Command::new(&tsc)
-            .args(["-p"])
-            .arg(&ts)
-            .status()
-            .expect("run tsc");
-        assert!(compiled.success(), "tsc of client/typescript failed");
-
-        [
-            Driver {
-                lang: "python",
-                program: python,
-                prefix: vec![conformance.join("python/driver.py")],
-                env: vec![("PYTHONPATH", repo().join("client/python/src"))],
-            },
-            Driver {
-                lang: "go",
-                program: go_bin,
-                prefix: vec![],
-                env: vec![],
-            },
-            Driver {
-                lang: "typescript",
-                program: PathBuf::from("node"),
-                prefix: vec![conformance.join("typescript/driver.js")],
-                env: vec![],
-            },
-        ]
-    })
-}
-
-fn driver(lang: &str) -> &'static Driver {
-    drivers().iter().find(|d| d.lang == lang).expect("driver")
-}
 
 #[tokio::test]
 async fn each_language_acquires_replays_byte_for_byte_and_refuses_key_reuse() {
@@ -188,8 +26,8 @@ async fn each_language_acquires_replays_byte_for_byte_and_refuses_key_reuse() {
         body
     };
     let reports: Vec<(&str, Value)> = std::thread::scope(|s| {
-        let handles: Vec<_> = drivers()
-            .iter()
+        let handles: Vec<_> = drivers::all()
+            .into_iter()
             .map(|d| {
                 let (grpc, body) = (&server.grpc, hex::encode(body(d.lang)));
                 let key = format!("scenario-{}", d.lang);
@@ -252,7 +90,7 @@ async fn each_language_acquires_replays_byte_for_byte_and_refuses_key_reuse() {
 #[tokio::test]
 async fn fingerprints_of_the_same_arguments_are_equal_in_every_language() {
     let rust = fingerprint_of(&args()).expect("fingerprint");
-    for d in drivers() {
+    for d in drivers::all() {
         let got = d.run(&["fingerprint"]);
         assert_eq!(
             got["fingerprint"],

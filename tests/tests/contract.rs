@@ -161,6 +161,28 @@ async fn fail_final_retryable_and_abandon() {
         .unwrap()
         .into_inner();
     assert!(gone.record.is_none());
+    // The identical ABANDON again (a lost answer retried) is OK.
+    let again = c
+        .fail(fail(
+            NS,
+            "abandon",
+            1,
+            Disposition::Abandon,
+            "invalid input",
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(again.record.is_none());
+    // ABANDON of a key nobody claimed is a lease the caller does not hold.
+    let err = c
+        .fail(fail(NS, "never-claimed", 1, Disposition::Abandon, "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), reason(&err).as_str()),
+        (Code::FailedPrecondition, "LEASE_LOST")
+    );
     let err = c.lookup(lookup(NS, "abandon")).await.unwrap_err();
     assert_eq!(
         (err.code(), reason(&err).as_str()),
@@ -446,6 +468,39 @@ async fn health_and_admin_endpoints() {
         names.contains(&"oncekey.v1.Ledger") && names.contains(&"grpc.health.v1.Health"),
         "{names:?}"
     );
+    // And v1alpha, for the tools that speak only that (grpcio-reflection, Postman, older grpcurl).
+    {
+        use tonic_reflection::pb::v1alpha::{
+            server_reflection_client::ServerReflectionClient,
+            server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
+            ServerReflectionRequest,
+        };
+        let channel = tonic::transport::Endpoint::from_shared(server.grpc.clone())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let request = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        };
+        let reply = ServerReflectionClient::new(channel)
+            .server_reflection_info(tokio_stream::iter(vec![request]))
+            .await
+            .expect("v1alpha reflection is served")
+            .into_inner()
+            .message()
+            .await
+            .unwrap()
+            .expect("a v1alpha reflection answer");
+        let Some(MessageResponse::ListServicesResponse(list)) = reply.message_response else {
+            panic!("{reply:?}")
+        };
+        assert!(
+            list.service.iter().any(|s| s.name == "oncekey.v1.Ledger"),
+            "{list:?}"
+        );
+    }
     for (path, body) in [
         ("/healthz", "ok"),
         ("/readyz", "ready"),

@@ -259,6 +259,29 @@ async fn bad_input_names_the_field_and_changes_nothing() {
             "INVALID_FIELD",
             "wait",
         ),
+        // A nanosecond over the maximum is over it.
+        (
+            v1::ClaimRequest {
+                lease_ttl: Some(prost_types::Duration {
+                    seconds: 3600,
+                    nanos: 1,
+                }),
+                ..base()
+            },
+            "INVALID_FIELD",
+            "lease_ttl",
+        ),
+        (
+            v1::ClaimRequest {
+                wait: Some(prost_types::Duration {
+                    seconds: 60,
+                    nanos: 1,
+                }),
+                ..base()
+            },
+            "INVALID_FIELD",
+            "wait",
+        ),
         (
             v1::ClaimRequest {
                 semantics: 42,

@@ -185,21 +185,19 @@ async fn tenants_are_isolated_for_every_rpc_and_nothing_secret_is_logged() {
         .await
         .unwrap_err();
     assert_eq!(reason(&errors.keep(&e)), "LEASE_LOST");
-    for disposition in [v1::Disposition::Retryable, v1::Disposition::Final] {
+    // Every disposition, ABANDON too: B holds no lease on the key (its tenant has no record).
+    for disposition in [
+        v1::Disposition::Retryable,
+        v1::Disposition::Final,
+        v1::Disposition::Abandon,
+    ] {
         let e = b
             .fail(fail(NS, ONLY_A, 1, disposition, "x"))
             .await
             .unwrap_err();
+        assert_eq!(e.code(), Code::FailedPrecondition, "{disposition:?}");
         assert_eq!(reason(&errors.keep(&e)), "LEASE_LOST");
     }
-    // ABANDON of a record B does not have is OK (the key is claimable for B), and touches nothing
-    // of A's.
-    let abandoned = b
-        .fail(fail(NS, ONLY_A, 1, v1::Disposition::Abandon, "x"))
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(abandoned.record.is_none());
     // B's Claim of the same key creates B's own record; A's stays as it was.
     let own = b
         .claim(claim(NS, ONLY_A, &payload_b))

@@ -8,7 +8,8 @@ use std::time::Duration;
 use tonic::Code;
 
 /// The embedded store when its files cannot grow (what a full disk looks like; here the file-size
-/// limit): the write that hits it and every write after answer STORE_UNAVAILABLE, reads still
+/// limit, `ulimit -f`, with SIGXFSZ at its default action: the server must handle it or die): the
+/// write that hits it and every write after answer STORE_UNAVAILABLE, reads still
 /// answer, /readyz fails and the log says why. A restart with room again has every acknowledged
 /// write and takes new ones.
 #[tokio::test]
@@ -77,6 +78,9 @@ async fn a_store_that_cannot_write_refuses_writes_until_restarted() {
         log.contains("refusing writes until a restart"),
         "the log does not say why: {log}"
     );
+    // The write past the limit raised SIGXFSZ (whose default action ends the process): the server
+    // handled it, and the write failed instead.
+    assert!(log.contains("SIGXFSZ"), "no SIGXFSZ was raised: {log}");
     server.terminate(Duration::from_secs(10));
 
     // Restarted with room: everything acknowledged is there, and writes work again.

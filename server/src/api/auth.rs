@@ -8,6 +8,7 @@
 use super::error::ApiError;
 use oncekey_api::TENANT_HEADER;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use subtle::ConstantTimeEq;
@@ -38,6 +39,21 @@ pub enum TokensFileError {
         /// What is wrong.
         problem: &'static str,
     },
+    /// Two lines hold the same token hash: which tenant (or, per line, which label and scopes) the
+    /// token stands for would depend on the order of the lines.
+    #[error("tokens file {path} lines {first} and {second} hold the same token hash (tenants {first_tenant} and {second_tenant}); a token must appear on one line only")]
+    DuplicateHash {
+        /// The file.
+        path: PathBuf,
+        /// 1-based number of the first line with the hash.
+        first: usize,
+        /// 1-based number of the later line with the same hash.
+        second: usize,
+        /// The tenant on the first line.
+        first_tenant: String,
+        /// The tenant on the later line.
+        second_tenant: String,
+    },
 }
 
 /// Valid tenant names: like namespaces, but upper case is allowed.
@@ -55,35 +71,63 @@ pub fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-/// Parses a tokens file's text.
+/// One line of a tokens file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    /// The tenant the token authenticates as.
+    tenant: String,
+    /// The SHA-256 of the token.
+    hash: [u8; 32],
+}
+
+/// Parses one non-empty, non-comment line: `tenant:sha256-hex`.
+fn parse_line(line: &str) -> Result<Entry, &'static str> {
+    let (tenant, hash) = line.split_once(':').ok_or("expected tenant:sha256-hex")?;
+    let (tenant, hash) = (tenant.trim(), hash.trim());
+    if !valid_tenant(tenant) {
+        return Err("tenant must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$");
+    }
+    let mut digest = [0u8; 32];
+    hex::decode_to_slice(hash, &mut digest).map_err(|_| "hash must be 64 hex digits")?;
+    Ok(Entry {
+        tenant: tenant.to_owned(),
+        hash: digest,
+    })
+}
+
+/// Parses a tokens file's text: every line valid, and no token hash on two lines.
 fn parse(path: &Path, text: &str) -> Result<TokenTable, TokensFileError> {
     let mut entries = Vec::new();
+    // Line number of each hash seen so far.
+    let mut lines: HashMap<[u8; 32], (usize, usize)> = HashMap::new();
     for (n, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let bad = |problem| TokensFileError::Line {
+        let entry = parse_line(line).map_err(|problem| TokensFileError::Line {
             path: path.to_owned(),
             line: n + 1,
             problem,
-        };
-        let (tenant, hash) = line
-            .split_once(':')
-            .ok_or_else(|| bad("expected tenant:sha256-hex"))?;
-        let (tenant, hash) = (tenant.trim(), hash.trim());
-        if !valid_tenant(tenant) {
-            return Err(bad("tenant must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"));
+        })?;
+        if let Some(&(first, index)) = lines.get(&entry.hash) {
+            let first_entry: &Entry = &entries[index];
+            return Err(TokensFileError::DuplicateHash {
+                path: path.to_owned(),
+                first,
+                second: n + 1,
+                first_tenant: first_entry.tenant.clone(),
+                second_tenant: entry.tenant,
+            });
         }
-        let mut digest = [0u8; 32];
-        hex::decode_to_slice(hash, &mut digest).map_err(|_| bad("hash must be 64 hex digits"))?;
-        entries.push((tenant.to_owned(), digest));
+        lines.insert(entry.hash, (n + 1, entries.len()));
+        entries.push(entry);
     }
     Ok(entries)
 }
 
-/// (tenant, SHA-256 of its token) pairs.
-type TokenTable = Vec<(String, [u8; 32])>;
+/// The entries of a tokens file.
+type TokenTable = Vec<Entry>;
 
 enum Mode {
     Dev,
@@ -161,13 +205,10 @@ impl Auth {
                 let token = metadata
                     .get("authorization")
                     .and_then(|v| v.to_str().ok())
-                    .and_then(|v| {
-                        v.strip_prefix("Bearer ")
-                            .or_else(|| v.strip_prefix("bearer "))
-                    })
+                    .and_then(bearer_token)
                     .ok_or(ApiError::Unauthenticated("missing bearer token"))?;
                 let table = table.read().unwrap_or_else(|e| e.into_inner()).clone();
-                let tenant = lookup(&table, &token_hash(token.trim()))
+                let tenant = lookup(&table, &token_hash(token))
                     .ok_or(ApiError::Unauthenticated("unknown bearer token"))?;
                 if header.is_some_and(|h| h != tenant) {
                     return Err(ApiError::PermissionDenied(
@@ -180,12 +221,21 @@ impl Auth {
     }
 }
 
-/// The tenant whose hash equals `hash`: every entry is compared, in constant time, whatever matches.
-fn lookup<'t>(table: &'t [(String, [u8; 32])], hash: &[u8; 32]) -> Option<&'t str> {
+/// The token of an `Authorization: Bearer <token>` value. The scheme is case-insensitive (RFC 9110
+/// §11.1); spaces around the token are ignored.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// The tenant whose hash equals `hash`: every entry is compared, in constant time, whatever
+/// matches (a file never holds a hash twice).
+fn lookup<'t>(table: &'t [Entry], hash: &[u8; 32]) -> Option<&'t str> {
     let mut found = None;
-    for (tenant, digest) in table {
-        if bool::from(digest.ct_eq(hash)) {
-            found = Some(tenant.as_str());
+    for entry in table {
+        if bool::from(entry.hash.ct_eq(hash)) {
+            found = Some(entry.tenant.as_str());
         }
     }
     found
@@ -262,6 +312,66 @@ mod tests {
                 .0,
             "acme"
         );
+    }
+
+    #[test]
+    fn one_token_hash_on_two_lines_refuses_the_file_naming_both_lines() {
+        let hash = hex::encode(token_hash("shared"));
+        let text = format!(
+            "# two tenants, one token\nacme:{hash}\nglobex:{}\n\nglobex:{hash}\n",
+            hex::encode(token_hash("other"))
+        );
+        let (_dir, path) = file(&text);
+        let err = Auth::from_file(&path).err().expect("refused").to_string();
+        assert!(err.contains("lines 2 and 5"), "{err}");
+        assert!(!err.contains(&hash), "the message shows the hash: {err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+        // The same hash twice under one tenant is refused too: with per-line labels and scopes
+        // the two lines could disagree.
+        let (_dir, path) = file(&format!("acme:{hash}\nacme:{hash}\n"));
+        assert!(matches!(
+            Auth::from_file(&path),
+            Err(TokensFileError::DuplicateHash {
+                first: 1,
+                second: 2,
+                ..
+            })
+        ));
+        // A reload that finds a duplicate keeps the previous tokens.
+        let (_dir, path) = file(&format!("acme:{hash}\n"));
+        let auth = Auth::from_file(&path).unwrap();
+        std::fs::write(&path, format!("acme:{hash}\nglobex:{hash}\n")).unwrap();
+        assert!(matches!(
+            auth.reload(),
+            Err(TokensFileError::DuplicateHash { .. })
+        ));
+        let tenant = auth.authenticate(&with(&[("authorization", "Bearer shared")]));
+        assert_eq!(tenant.unwrap().0, "acme");
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        let (_dir, path) = file(&format!("acme:{}\n", hex::encode(token_hash("t-a"))));
+        let auth = Auth::from_file(&path).unwrap();
+        for value in [
+            "Bearer t-a",
+            "bearer t-a",
+            "BEARER t-a",
+            "bEaReR t-a",
+            "Bearer   t-a ",
+        ] {
+            let tenant = auth.authenticate(&with(&[("authorization", value)]));
+            assert_eq!(tenant.unwrap().0, "acme", "{value:?}");
+        }
+        for value in ["Basic t-a", "Bearert-a", "Bearer", "Bearer  ", "t-a"] {
+            assert!(
+                matches!(
+                    auth.authenticate(&with(&[("authorization", value)])),
+                    Err(ApiError::Unauthenticated(_))
+                ),
+                "{value:?}"
+            );
+        }
     }
 
     #[test]

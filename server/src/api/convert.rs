@@ -70,7 +70,8 @@ fn millis_of(field: &str, d: &Duration) -> Result<Millis, ApiError> {
         .saturating_add(i64::from(d.nanos / 1_000_000)))
 }
 
-/// A duration field within `min..=max`, or `default` when unset.
+/// A duration field within `min..=max`, or `default` when unset. The bounds are exact: a duration
+/// a nanosecond over the maximum is refused, although it counts as the maximum in milliseconds.
 fn bounded(
     field: &str,
     d: Option<&Duration>,
@@ -80,7 +81,8 @@ fn bounded(
 ) -> Result<Millis, ApiError> {
     let Some(d) = d else { return Ok(default) };
     let ms = millis_of(field, d)?;
-    if (min..=max).contains(&ms) {
+    let sub_millisecond = d.nanos % 1_000_000 != 0;
+    if ms >= min && (ms < max || (ms == max && !sub_millisecond)) {
         Ok(ms)
     } else {
         Err(ApiError::invalid(
@@ -220,12 +222,32 @@ pub fn op_result(
             ),
         ));
     }
+    content_type(&result.content_type)?;
     Ok(OpResult {
         code: result.code,
         body: result.body,
         content_type: result.content_type,
         metadata: result.metadata.into_iter().collect(),
     })
+}
+
+/// `result.content_type`: a media type, replayed (by the HTTP gateway, as a header) to later
+/// callers, so short and without control characters (no CR/LF to split a header with).
+fn content_type(value: &str) -> Result<(), ApiError> {
+    const FIELD: &str = "result.content_type";
+    if value.len() > MAX_CONTENT_TYPE_BYTES {
+        return Err(ApiError::too_large(
+            FIELD,
+            format!("at most {MAX_CONTENT_TYPE_BYTES} bytes"),
+        ));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(ApiError::invalid(
+            FIELD,
+            "must not contain control characters (CR, LF, …)",
+        ));
+    }
+    Ok(())
 }
 
 /// A Fail's error (unset means an empty error).
@@ -415,6 +437,54 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn duration_bounds_are_exact_to_the_nanosecond() {
+        let limits = Limits::default();
+        let d = |seconds, nanos| Duration { seconds, nanos };
+        let field_of = |r: Result<Millis, ApiError>| match r {
+            Err(ApiError::InvalidField { field, .. }) => field,
+            other => panic!("accepted: {other:?}"),
+        };
+        // lease_ttl: 1 s ..= 1 h.
+        assert_eq!(lease_ttl(Some(&d(3600, 0)), &limits).unwrap(), MAX_LEASE);
+        assert_eq!(field_of(lease_ttl(Some(&d(3600, 1)), &limits)), "lease_ttl");
+        assert_eq!(
+            field_of(lease_ttl(Some(&d(3600, 999_999)), &limits)),
+            "lease_ttl"
+        );
+        assert_eq!(
+            lease_ttl(Some(&d(3599, 999_999_999)), &limits).unwrap(),
+            MAX_LEASE - 1
+        );
+        assert_eq!(
+            field_of(lease_ttl(Some(&d(0, 999_999_999)), &limits)),
+            "lease_ttl"
+        );
+        assert_eq!(lease_ttl(Some(&d(1, 1)), &limits).unwrap(), MIN_LEASE);
+        // wait: at most 60 s.
+        let claim = |wait| v1::ClaimRequest {
+            namespace: "ns".into(),
+            key: "k".into(),
+            arguments: Some(v1::claim_request::Arguments::PayloadJson("{}".into())),
+            wait: Some(wait),
+            ..Default::default()
+        };
+        assert_eq!(
+            claim_args(&claim(d(60, 0)), &limits).unwrap().1,
+            Some(MAX_WAIT)
+        );
+        assert_eq!(
+            field_of(claim_args(&claim(d(60, 1)), &limits).map(|_| 0)),
+            "wait"
+        );
+        // retention: at most --max-retention.
+        let over = v1::ClaimRequest {
+            retention: Some(d(30 * 86_400, 1)),
+            ..claim(d(0, 0))
+        };
+        assert_eq!(field_of(claim_args(&over, &limits).map(|_| 0)), "retention");
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub const MAX_KEY_BYTES: usize = 256;
 pub const MAX_NAMESPACE_BYTES: usize = 128;
 /// Longest error message, in bytes.
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 16 * 1024;
+/// Longest `result.content_type`, in bytes.
+pub const MAX_CONTENT_TYPE_BYTES: usize = 256;
 
 /// What requests may ask for, and what they get when they do not say.
 #[derive(Debug, Clone, PartialEq, Eq)]

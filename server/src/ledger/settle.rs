@@ -1,6 +1,6 @@
 //! Complete, Fail and Renew: changes only the current fencing token may make (CONTRACT §5).
 
-use super::{expiry, next_version, Change, LedgerError, Transition};
+use super::{expiry, next_version, LedgerError, Transition};
 use super::{EventKind, Lease, Millis, OpError, OpResult, Record, Status};
 
 /// How a Fail settles the operation.
@@ -59,8 +59,9 @@ pub fn complete(
 }
 
 /// Fail: RETRY, FAILED or abandoned (a tombstone the caller never sees); the identical Fail again
-/// is OK, and so is ABANDON of a record that is already gone (the key is claimable, which is all
-/// ABANDON promises).
+/// is OK (for ABANDON: on its tombstone). Like every settlement it needs the current token of a
+/// live record: ABANDON of a key the caller does not hold (absent, expired, never claimed) is
+/// LEASE_LOST.
 pub fn fail(
     current: Option<&Record>,
     token: u64,
@@ -68,12 +69,6 @@ pub fn fail(
     disposition: Disposition,
     now: Millis,
 ) -> Result<Transition, LedgerError> {
-    if disposition == Disposition::Abandon && current.is_none_or(|r| r.is_expired(now)) {
-        return Ok(Transition {
-            record: None,
-            change: Change::Keep,
-        });
-    }
     let current = held(current, token, now)?;
     if open(current) {
         let status = match disposition {

@@ -454,12 +454,46 @@ fn abandon_leaves_a_tombstone_the_key_can_be_claimed_with_another_payload() {
         T0 + 3,
     );
     assert_eq!(stale.unwrap_err(), LedgerError::LeaseLost);
-    // ABANDON of a record already gone is OK: the key is claimable.
+}
+
+#[test]
+fn abandon_of_a_key_not_held_is_lease_lost() {
+    // Never claimed (or another tenant's: the caller's tenant has no record).
     assert_eq!(
-        fail(None, 1, &error("x"), Disposition::Abandon, T0 + 3)
-            .unwrap()
-            .change,
-        Change::Keep
+        fail(None, 1, &error("x"), Disposition::Abandon, T0).unwrap_err(),
+        LedgerError::LeaseLost
+    );
+    // Expired: a settled record past its retention, and the tombstone of an ABANDON past its own.
+    let rec = claimed(&args(1), T0);
+    let done = after(&complete(Some(&rec), 1, &result("ok"), T0 + 1).unwrap());
+    let gone = done.expires_at + 1;
+    assert_eq!(
+        fail(Some(&done), 1, &error("x"), Disposition::Abandon, gone).unwrap_err(),
+        LedgerError::LeaseLost
+    );
+    let tombstone = after(&fail(Some(&rec), 1, &error("x"), Disposition::Abandon, T0 + 1).unwrap());
+    let same = fail(
+        Some(&tombstone),
+        1,
+        &error("x"),
+        Disposition::Abandon,
+        T0 + 2,
+    );
+    assert_eq!(
+        same.unwrap().change,
+        Change::Keep,
+        "a retried ABANDON is OK"
+    );
+    assert_eq!(
+        fail(
+            Some(&tombstone),
+            1,
+            &error("x"),
+            Disposition::Abandon,
+            tombstone.expires_at + 1
+        )
+        .unwrap_err(),
+        LedgerError::LeaseLost
     );
 }
 

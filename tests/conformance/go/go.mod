@@ -1,18 +1,16 @@
 module oncekey.dev/oncekey/tests/conformance/go
 
-go 1.26.0
+go 1.22.0
+
+require oncekey.dev/oncekey/client/go v0.0.0
 
 require (
-	google.golang.org/grpc v1.85.0
-	google.golang.org/protobuf v1.36.12
-	oncekey.dev/oncekey/client/go v0.0.0
-)
-
-require (
-	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
+	golang.org/x/net v0.34.0 // indirect
+	golang.org/x/sys v0.29.0 // indirect
+	golang.org/x/text v0.21.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20250115164207-1a7da9e5054f // indirect
+	google.golang.org/grpc v1.71.3 // indirect
+	google.golang.org/protobuf v1.36.6 // indirect
 )
 
 replace oncekey.dev/oncekey/client/go => ../../../client/go

@@ -13,9 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
-
 	oncekey "oncekey.dev/oncekey/client/go"
 	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
 )
@@ -51,54 +48,47 @@ func claim(ctx context.Context, c *oncekey.Client, ns, key string, a any, owner 
 	})
 }
 
-func resultJSON(r *oncekeyv1.OperationResult) map[string]any {
-	md := r.GetMetadata()
+func resultJSON(r oncekey.Raw) map[string]any {
+	md := r.Metadata
 	if md == nil {
 		md = map[string]string{}
 	}
 	return map[string]any{
-		"code": r.GetCode(), "body": hex.EncodeToString(r.GetBody()),
-		"content_type": r.GetContentType(), "metadata": md,
+		"code": r.Code, "body": hex.EncodeToString(r.Body), "content_type": r.ContentType, "metadata": md,
 	}
 }
 
+// codeName is the canonical upper-snake name of err's gRPC code.
 func codeName(err error) string {
-	// codes.Code.String() is CamelCase; the conformance report uses the canonical upper-snake names.
-	names := map[string]string{"FailedPrecondition": "FAILED_PRECONDITION", "InvalidArgument": "INVALID_ARGUMENT",
-		"NotFound": "NOT_FOUND", "Unavailable": "UNAVAILABLE", "Unauthenticated": "UNAUTHENTICATED",
-		"PermissionDenied": "PERMISSION_DENIED", "Internal": "INTERNAL", "Unknown": "UNKNOWN"}
-	s := status.Code(err).String()
-	if n, ok := names[s]; ok {
-		return n
+	if name := oncekey.CodeName(err); name != "" {
+		return name
 	}
-	return strings.ToUpper(s)
+	return "UNKNOWN"
 }
 
 func scenario(ctx context.Context, c *oncekey.Client, ns, key string, body []byte) map[string]any {
 	out := map[string]any{}
-	req := &oncekeyv1.ClaimRequest{
-		Namespace: ns, Key: key, LeaseTtl: durationpb.New(time.Second),
-		Arguments: &oncekeyv1.ClaimRequest_Fingerprint{Fingerprint: must(oncekey.Fingerprint(sameArgs))},
-	}
-	got := must(c.Run(ctx, req, func(ctx context.Context, lease *oncekeyv1.Lease) (*oncekeyv1.OperationResult, error) {
+	op := oncekey.RawKey(ns, key)
+	got := must(oncekey.Run(ctx, c, op, sameArgs, func(ctx context.Context) (oncekey.Raw, error) {
+		lease := oncekey.LeaseFrom(ctx)
+		granted := lease.ExpiresAt()
 		time.Sleep(2500 * time.Millisecond) // 2.5 lease lengths: only the keep-alive keeps the lease
 		during := must(claim(ctx, c, ns, key, sameArgs, ""))
 		out["during"] = during.GetOutcome().String()
-		out["renewed"] = during.GetRecord().GetLeaseExpiresAt().AsTime().After(lease.GetExpiresAt().AsTime())
-		out["token"] = lease.GetToken()
-		return &oncekeyv1.OperationResult{Code: 201, Body: body, ContentType: "application/octet-stream",
+		out["renewed"] = during.GetRecord().GetLeaseExpiresAt().AsTime().After(granted)
+		out["token"] = lease.Token()
+		return oncekey.Raw{Code: 201, Body: body, ContentType: "application/octet-stream",
 			Metadata: map[string]string{"lang": "go"}}, nil
-	}))
+	}, oncekey.LeaseTTL(time.Second)))
 	out["first_replayed"] = got.Replayed
 
 	called := false
-	req.LeaseTtl = nil
-	again := must(c.Run(ctx, req, func(context.Context, *oncekeyv1.Lease) (*oncekeyv1.OperationResult, error) {
+	again := must(oncekey.Run(ctx, c, op, sameArgs, func(context.Context) (oncekey.Raw, error) {
 		called = true
-		return nil, nil
+		return oncekey.Raw{}, nil
 	}))
 	out["replay_replayed"] = again.Replayed
-	out["replay"] = resultJSON(again.Result)
+	out["replay"] = resultJSON(again.Value)
 	out["fn_called_on_replay"] = called
 
 	if _, err := claim(ctx, c, ns, key, otherArgs, ""); err != nil {
@@ -136,6 +126,9 @@ func race(ctx context.Context, c *oncekey.Client, ns, key string, n int) map[str
 func main() {
 	argv := os.Args[1:]
 	var out any
+	if len(argv) > 0 && argv[0] == "fault" {
+		os.Exit(fault(argv[1:]))
+	}
 	if argv[0] == "fingerprint" {
 		out = map[string]any{"fingerprint": hex.EncodeToString(must(oncekey.Fingerprint(sameArgs)))}
 	} else {
@@ -149,15 +142,17 @@ func main() {
 			out = scenario(ctx, c, ns, key, must(hex.DecodeString(argv[5])))
 		case "complete":
 			body := must(hex.DecodeString(argv[5]))
-			got := must(c.Run(ctx, &oncekeyv1.ClaimRequest{Namespace: ns, Key: key,
-				Arguments: &oncekeyv1.ClaimRequest_Fingerprint{Fingerprint: must(oncekey.Fingerprint(sameArgs))}},
-				func(context.Context, *oncekeyv1.Lease) (*oncekeyv1.OperationResult, error) {
-					return &oncekeyv1.OperationResult{Code: 200, Body: body}, nil
-				}))
-			out = map[string]any{"replayed": got.Replayed, "result": resultJSON(got.Result)}
+			got := must(oncekey.Run(ctx, c, oncekey.RawKey(ns, key), sameArgs, func(context.Context) (oncekey.Raw, error) {
+				return oncekey.Raw{Code: 200, Body: body}, nil
+			}))
+			out = map[string]any{"replayed": got.Replayed, "result": resultJSON(got.Value)}
 		case "replay":
 			r := must(claim(ctx, c, ns, key, sameArgs, ""))
-			out = map[string]any{"outcome": r.GetOutcome().String(), "result": resultJSON(r.GetRecord().GetResult())}
+			result := oncekey.Raw{}
+			if res := r.GetRecord().GetResult(); res != nil {
+				result = oncekey.Raw{Code: res.GetCode(), Body: res.GetBody(), ContentType: res.GetContentType(), Metadata: res.GetMetadata()}
+			}
+			out = map[string]any{"outcome": r.GetOutcome().String(), "result": resultJSON(result)}
 		case "race":
 			out = race(ctx, c, ns, key, must(strconv.Atoi(argv[5])))
 		default:

@@ -1,40 +1,92 @@
 """Python client of Oncekey, the shared idempotency ledger.
 
-``Client.run`` claims a key, runs the side effect only when the claim acquired it (keeping the lease
-alive over the KeepAlive stream meanwhile), then completes or fails the key; later runs with the same
-key get the stored outcome. ``fingerprint`` computes the RFC 8785 fingerprint of an operation's
-arguments; ``reason`` reads the google.rpc.ErrorInfo reason of a ``grpc.RpcError``.
+Make a side effect happen once per key, in one line::
+
+    client = oncekey.Client("127.0.0.1:50051", tenant="demo")
+
+    @client.idempotent("email.send", key=lambda to, subject: f"{to}:{subject}")
+    def send_email(to: str, subject: str, body: str) -> dict: ...
+
+``Client`` is the sync API and ``AsyncClient`` the asyncio one (``@client.idempotent`` works on
+``async def`` functions with either). Calls are retried on transient failures with exponential
+backoff and full jitter; the lease is kept alive by the server while the function runs; the outcome
+is recorded with the client's own deadlines, also when the caller is cancelled. Errors are
+``oncekey.Error`` subclasses: ``KeyReused``, ``LeaseLost``, ``InProgress``,
+``NeedsReconciliation``, ``OperationFailed``, ``Unavailable``, ``RpcError``.
 """
 
-from oncekey.client import Client, Held, Outcome
+from oncekey._core import Done, Options
+from oncekey.aio import AsyncClient
+from oncekey.client import Client
 from oncekey.errors import (
     ERROR_DOMAIN,
+    Abandon,
+    DecodeError,
+    EncodeError,
     Error,
     FinalError,
     InProgress,
+    KeyReused,
+    LeaseLost,
     NeedsReconciliation,
     OperationFailed,
+    RpcError,
+    Unavailable,
     error_info,
     reason,
 )
 from oncekey.fingerprint import InvalidJSON, canonicalize, canonicalize_json, fingerprint, fingerprint_json
-from oncekey.v1.ledger_pb2 import OperationError, OperationResult
+from oncekey.key import InvalidKey, OperationKey
+from oncekey.lease import Lease, current_lease
+from oncekey.retry import BreakerPolicy, RetryPolicy
+from oncekey.types import (
+    Claimed,
+    Disposition,
+    LeaseGrant,
+    Outcome,
+    Record,
+    RecordStatus,
+    Semantics,
+    StoredError,
+    StoredResult,
+)
 
 __all__ = [
     "ERROR_DOMAIN",
+    "Abandon",
+    "AsyncClient",
+    "BreakerPolicy",
+    "Claimed",
     "Client",
+    "DecodeError",
+    "Disposition",
+    "Done",
+    "EncodeError",
     "Error",
     "FinalError",
-    "Held",
     "InProgress",
     "InvalidJSON",
+    "InvalidKey",
+    "KeyReused",
+    "Lease",
+    "LeaseGrant",
+    "LeaseLost",
     "NeedsReconciliation",
-    "OperationError",
     "OperationFailed",
-    "OperationResult",
+    "OperationKey",
+    "Options",
     "Outcome",
+    "Record",
+    "RecordStatus",
+    "RetryPolicy",
+    "RpcError",
+    "Semantics",
+    "StoredError",
+    "StoredResult",
+    "Unavailable",
     "canonicalize",
     "canonicalize_json",
+    "current_lease",
     "error_info",
     "fingerprint",
     "fingerprint_json",

@@ -1,51 +1,49 @@
-"""The connection to an Oncekey server and the claim → run → complete/fail helper."""
+"""The sync ``Client``: one typed method per RPC, each retried on transient failures, and ``run`` /
+``@client.idempotent`` which claim an operation, run its side effect only when acquired (keeping the
+lease alive meanwhile), then complete or fail it, with their own deadlines.
+
+Thread-safe: share one ``Client`` per process. ``@client.idempotent`` on an ``async def`` runs the
+call through an ``AsyncClient`` of the running event loop, made on first use.
+"""
 
 from __future__ import annotations
 
-import collections
+import asyncio
+import inspect
+import logging
 import threading
-from dataclasses import dataclass
+import time
+import weakref
 from typing import Any, Callable, Sequence
 
 import grpc
-from google.protobuf import duration_pb2
 
-from oncekey.errors import FinalError, InProgress, NeedsReconciliation, OperationFailed
-from oncekey.fingerprint import fingerprint
-from oncekey.v1 import ledger_pb2, ledger_pb2_grpc
+from oncekey import _core
+from oncekey._connect import Settings
+from oncekey._core import Done, Options
+from oncekey._wrap import Binder, KeySpec, wrap_async, wrap_sync
+from oncekey.codec import encode_result
+from oncekey.errors import EncodeError, Error, LeaseLost, Unavailable, classify, is_transient
+from oncekey.fingerprint import fingerprint as fingerprint_of
+from oncekey.key import OperationKey
+from oncekey.lease import Lease, SyncKeepAlive, _current
+from oncekey.retry import Breaker, BreakerPolicy, CircuitOpen, RetryPolicy
+from oncekey.types import Claimed, Disposition, LeaseGrant, Record, Semantics, StoredError, StoredResult
+from oncekey.v1 import ledger_pb2_grpc
 
-TENANT_HEADER = "x-oncekey-tenant"
+log = logging.getLogger("oncekey")
 
-_Outcome = ledger_pb2.ClaimOutcome
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What ``Client.run`` returns."""
-
-    result: ledger_pb2.OperationResult
-    """The operation's result: the one the function returned, or the stored one replayed."""
-    replayed: bool
-    """True when the function did not run because the operation had already succeeded."""
-
-
-class Held:
-    """The lease the caller holds while ``run``'s function performs the side effect."""
-
-    def __init__(self, lease: ledger_pb2.Lease):
-        self.lease = lease
-        self.lost = threading.Event()
-
-    @property
-    def token(self) -> int:
-        """The fencing token: pass it to downstream systems that fence."""
-        return self.lease.token
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 
 
 class Client:
-    """A connection to an Oncekey server; thread-safe. Use as a context manager or ``close()`` it.
+    """A connection to an Oncekey server (sync API).
 
-    ``ledger`` is the generated ``oncekey.v1.Ledger`` stub with the credentials attached.
+    ``target`` is ``host:port`` (or ``http://host:port``; ``https://`` uses TLS). ``token`` is the
+    bearer token of servers with a tokens file; ``tenant`` names the tenant of a dev-mode server.
+    ``timeout`` bounds each attempt of a unary call (a Claim that waits gets that much longer);
+    ``connect_timeout`` how long a retry waits for the connection to come back. Use as a context
+    manager or ``close()`` it.
     """
 
     def __init__(
@@ -55,20 +53,27 @@ class Client:
         token: str | None = None,
         tenant: str | None = None,
         credentials: grpc.ChannelCredentials | None = None,
+        timeout: float = 10.0,
+        connect_timeout: float = 5.0,
+        retry: RetryPolicy | None = None,
+        breaker: BreakerPolicy | None = None,
+        owner: str | None = None,
         options: Sequence[tuple[str, Any]] = (),
     ):
-        metadata = []
-        if token:
-            metadata.append(("authorization", f"Bearer {token}"))
-        if tenant:
-            metadata.append((TENANT_HEADER, tenant))
-        options = [("grpc.keepalive_time_ms", 20_000), *options]
-        if credentials is None:
-            self._channel = grpc.insecure_channel(target, options=options)
-        else:
-            self._channel = grpc.secure_channel(target, credentials, options=options)
-        channel = grpc.intercept_channel(self._channel, _Metadata(metadata))
-        self.ledger = ledger_pb2_grpc.LedgerStub(channel)
+        self._settings = Settings(
+            target, token, tenant, credentials, timeout, connect_timeout,
+            retry or RetryPolicy(), breaker or BreakerPolicy(), owner, tuple(options),
+        )  # fmt: skip
+        address, creds = self._settings.address()
+        opts = self._settings.channel_options()
+        self._channel = grpc.insecure_channel(address, opts) if creds is None else grpc.secure_channel(address, creds, opts)
+        self._stub = ledger_pb2_grpc.LedgerStub(self._channel)
+        self._probe = self._channel.unary_unary(HEALTH_CHECK, request_serializer=bytes, response_deserializer=bytes)
+        self._metadata = self._settings.metadata()
+        self._breaker = Breaker(self._settings.breaker)
+        self._owner = owner or _core.default_owner()
+        self._lock = threading.Lock()
+        self._aio_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
     def close(self) -> None:
         self._channel.close()
@@ -79,181 +84,222 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # One method per RPC.
+
     def claim(
         self,
-        namespace: str,
-        key: str,
+        key: OperationKey,
         args: Any = None,
         *,
         payload_json: str | None = None,
         lease_ttl: float | None = None,
         retention: float | None = None,
-        wait: float | None = None,
-        owner: str = "",
-        semantics: int = ledger_pb2.SEMANTICS_UNSPECIFIED,
+        semantics: Semantics = Semantics.AT_LEAST_ONCE,
+        owner: str | None = None,
         reconcile: bool = False,
-        timeout: float | None = None,
-    ) -> ledger_pb2.ClaimResponse:
-        """Claims ``key``: ``args`` are fingerprinted here; or pass ``payload_json`` for the server."""
-        request = ledger_pb2.ClaimRequest(
-            namespace=namespace,
-            key=key,
-            owner=owner,
-            semantics=semantics,
-            reconcile=reconcile,
-            lease_ttl=_duration(lease_ttl),
-            retention=_duration(retention),
-            wait=_duration(wait),
-        )
+        wait: float = 0.0,
+    ) -> Claimed:
+        """``Claim``: may the caller perform ``key`` now? ``args`` are fingerprinted here (or pass
+        ``payload_json`` for the server to fingerprint). Raises ``KeyReused`` when the key was
+        first claimed with other arguments."""
+        options = Options(lease_ttl=lease_ttl, retention=retention, semantics=semantics)
+        request = _core.claim_request(key, b"", options, owner or self._owner, reconcile=reconcile, wait=wait)
         if payload_json is not None:
             request.payload_json = payload_json
         else:
-            request.fingerprint = fingerprint(args)
-        return self.ledger.Claim(request, timeout=timeout)
+            request.fingerprint = fingerprint_of(args)
+        return Claimed.from_wire(self._call("Claim", request, min(wait, _core.MAX_WAIT)))
+
+    def complete(self, key: OperationKey, token: int, result: StoredResult | Any) -> Record:
+        """``Complete``: settles an acquired operation as succeeded (a non-``StoredResult`` result
+        is stored as JSON); returns the SUCCEEDED record."""
+        stored = encode_result(result)
+        return Record.from_wire(self._call("Complete", _core.complete_request(key, token, stored)).record)
+
+    def fail(self, key: OperationKey, token: int, error: StoredError | str, disposition: Disposition) -> Record | None:
+        """``Fail``: settles an acquired operation as failed; None after ``ABANDON`` (deleted)."""
+        error = StoredError(message=error) if isinstance(error, str) else error
+        response = self._call("Fail", _core.fail_request(key, token, error, disposition))
+        return Record.from_wire(response.record) if response.HasField("record") else None
+
+    def renew(self, key: OperationKey, token: int, lease_ttl: float | None = None) -> LeaseGrant:
+        """``Renew``: extends the lease to ``lease_ttl`` seconds from now (server default 30)."""
+        return LeaseGrant.from_wire(self._call("Renew", _core.renew_request(key, token, lease_ttl)).lease)
+
+    def lookup(self, key: OperationKey) -> Record | None:
+        """``Lookup``: the record of ``key``, or None when absent or expired."""
+        try:
+            return Record.from_wire(self._call("Lookup", _core.lookup_request(key)).record)
+        except Error as e:
+            if e.code == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise
+
+    # Running an operation once.
 
     def run(
         self,
-        namespace: str,
-        key: str,
+        key: OperationKey,
         args: Any,
-        fn: Callable[[Held], ledger_pb2.OperationResult],
+        fn: Callable[[Lease], Any],
         *,
-        lease_ttl: float = 30.0,
-        **claim: Any,
-    ) -> Outcome:
-        """Claims ``key`` and calls ``fn`` only when the claim acquired it, keeping the lease alive
-        over the KeepAlive stream meanwhile; then completes the key with ``fn``'s result, or fails it
-        when ``fn`` raises (``FinalError``: for good; anything else: released for a retry).
+        reconcile: bool = False,
+        returns: Any = None,
+        **options: Any,
+    ) -> Done[Any]:
+        """Runs ``fn(lease)`` unless the ledger already knows the outcome of ``key``.
 
-        A key that already succeeded returns its stored result without calling ``fn``; one that
-        failed for good raises ``OperationFailed``; one in flight elsewhere ``InProgress`` (pass
-        ``wait=`` seconds to wait for its outcome instead).
+        ACQUIRED: calls ``fn`` while a background thread keeps the lease alive, then Completes
+        with its return value (JSON; a ``StoredResult`` as is) or Fails when it raises (``FinalError``
+        for good, ``Abandon`` forgets the key, anything else releases it for a retry) and re-raises
+        the function's own exception. COMPLETED: the stored value (decoded into ``returns``) without
+        calling ``fn``. FAILED: ``OperationFailed``. IN_PROGRESS: waits up to ``wait`` seconds
+        (default 60) for the other holder, then ``InProgress``. NEEDS_RECONCILIATION:
+        ``NeedsReconciliation`` (pass ``reconcile=True`` to acquire it and find out).
+
+        Options: ``lease_ttl``, ``retention``, ``semantics``, ``wait``, ``owner``, ``final``,
+        ``abandon`` (see ``oncekey.Options``).
         """
-        claimed = self.claim(namespace, key, args, lease_ttl=lease_ttl, **claim)
-        if claimed.outcome == _Outcome.CLAIM_OUTCOME_COMPLETED:
-            return Outcome(result=claimed.record.result, replayed=True)
-        if claimed.outcome == _Outcome.CLAIM_OUTCOME_FAILED:
-            raise OperationFailed(claimed.record.error)
-        if claimed.outcome == _Outcome.CLAIM_OUTCOME_IN_PROGRESS:
-            raise InProgress(claimed.retry_after.ToTimedelta().total_seconds())
-        if claimed.outcome == _Outcome.CLAIM_OUTCOME_NEEDS_RECONCILIATION:
-            raise NeedsReconciliation(f"{namespace}/{key} needs reconciliation")
-        if claimed.outcome != _Outcome.CLAIM_OUTCOME_ACQUIRED:
-            raise RuntimeError(f"unknown claim outcome {claimed.outcome}")
+        return self._run(key, args, fn, Options(**options), returns, reconcile)
 
-        held = Held(claimed.lease)
-        token = claimed.lease.token
-        keep_alive = _KeepAlive(
-            self.ledger,
-            ledger_pb2.KeepAliveRequest(
-                namespace=namespace, key=key, lease_token=token, lease_ttl=_duration(lease_ttl)
-            ),
-            held,
-        )
+    def idempotent(
+        self,
+        namespace: str,
+        *,
+        key: KeySpec = None,
+        arguments: KeySpec = None,
+        **options: Any,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Makes a function's side effect happen once per key, in one line::
+
+            @client.idempotent("email.send", key=lambda to, subject: f"{to}:{subject}")
+            def send_email(to: str, subject: str, body: str) -> dict: ...
+
+        ``key`` receives the parameters it names and returns a str, a tuple of parts or an
+        ``OperationKey`` (default: a hash of the arguments). ``arguments`` likewise returns the
+        significant arguments to fingerprint (default: every parameter by name). Works on sync and
+        async functions; the rest is as ``run`` (``lease_ttl``, ``semantics``, ``wait``, ...). The
+        running operation's lease is ``oncekey.current_lease()``.
+        """
+        opts = Options(**options)
+
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            binder = Binder(namespace, fn, key, arguments)
+            if inspect.iscoroutinefunction(fn):
+                return wrap_async(self._aio, fn, binder, opts)
+            return wrap_sync(self, fn, binder, opts)
+
+        return decorate
+
+    # Internals.
+
+    def _aio(self) -> Any:
+        """The AsyncClient of the running event loop, with this client's settings."""
+        from oncekey.aio import AsyncClient
+
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._aio_clients.get(loop)
+            if client is None:
+                client = AsyncClient._from_settings(self._settings)
+                self._aio_clients[loop] = client
+            return client
+
+    def _call(self, name: str, request: Any, extra_timeout: float = 0.0) -> Any:
+        method = getattr(self._stub, name)
+        settings = self._settings
+        attempts = 1
+        while True:
+            try:
+                probe = self._breaker.admit()
+            except CircuitOpen as e:
+                raise Unavailable(str(e)) from None
+            try:
+                response = method(request, timeout=settings.timeout + extra_timeout, metadata=self._metadata)
+            except grpc.RpcError as e:
+                self._breaker.record(is_transient(e))
+                delay = settings.retry.delay(e, attempts)
+                if delay is None:
+                    raise classify(e) from e
+                log.debug("oncekey: %s failed (%s); retry %d in %.2fs", name, e.code().name, attempts, delay)
+                time.sleep(delay)
+                attempts += 1
+                self._wait_ready(settings.connect_timeout)
+                continue
+            except BaseException:
+                if probe:
+                    self._breaker.abandon_probe()
+                raise
+            self._breaker.record(False)
+            return response
+
+    def _wait_ready(self, timeout: float, stop: threading.Event | None = None) -> None:
+        """Waits (at most ``timeout``) for the connection to be up, since a retry sent sooner would
+        only fail fast: a health check that waits for the channel to be ready (any answer will
+        do; no polling thread is left behind)."""
+        deadline = time.monotonic() + timeout
+        while not (stop is not None and stop.is_set()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                self._probe(b"", timeout=min(remaining, 0.5), wait_for_ready=True)
+                return
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                    return  # an answer, even an error, means the connection is up
+
+    def _run(self, key: OperationKey, args: Any, fn: Callable[[Lease], Any], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
+        fp = fingerprint_of(args)
+        owner = _core.run_owner(options, self._owner)
+        deadline = time.monotonic() + options.wait
+        while True:
+            remaining = max(deadline - time.monotonic(), 0.0)
+            request = _core.claim_request(key, fp, options, owner, reconcile=reconcile, wait=remaining)
+            claimed = Claimed.from_wire(self._call("Claim", request, min(remaining, _core.MAX_WAIT)))
+            step = _core.after_claim(claimed, owner, deadline - time.monotonic(), returns)
+            if step.done is not None:
+                return step.done
+            if step.grant is not None:
+                return self._acquired(key, step.grant, fn, options)
+            time.sleep(step.sleep or 0.0)
+
+    def _acquired(self, key: OperationKey, grant: LeaseGrant, fn: Callable[[Lease], Any], options: Options) -> Done[Any]:
+        lease = Lease(key, grant)
+        keep_alive = SyncKeepAlive(self, lease, options.lease_ttl)
+        reset = _current.set(lease)
         try:
-            result = fn(held)
-        except FinalError as e:
-            keep_alive.close()
-            error = ledger_pb2.OperationError(code=e.code, message=e.message, details=e.details)
-            self.ledger.Fail(
-                ledger_pb2.FailRequest(
-                    namespace=namespace,
-                    key=key,
-                    lease_token=token,
-                    error=error,
-                    disposition=ledger_pb2.DISPOSITION_FINAL,
-                )
-            )
-            raise OperationFailed(error) from e
-        except BaseException as e:
-            keep_alive.close()
-            self.ledger.Fail(
-                ledger_pb2.FailRequest(
-                    namespace=namespace,
-                    key=key,
-                    lease_token=token,
-                    error=ledger_pb2.OperationError(message=f"{type(e).__name__}: {e}"),
-                    disposition=ledger_pb2.DISPOSITION_RETRYABLE,
-                )
-            )
+            value = fn(lease)
+        except BaseException as exc:
+            keep_alive.stop()
+            self._settle_failure(lease, exc, options)
             raise
-        keep_alive.close()
-        result = result if result is not None else ledger_pb2.OperationResult()
-        self.ledger.Complete(
-            ledger_pb2.CompleteRequest(namespace=namespace, key=key, lease_token=token, result=result)
-        )
-        return Outcome(result=result, replayed=False)
+        finally:
+            _current.reset(reset)
+        keep_alive.stop()
+        return self._settle_success(lease, value)
 
-
-class _KeepAlive:
-    """Holds a KeepAlive stream open on a background thread until ``close``; records each renewed
-    lease in ``held`` and sets ``held.lost`` if the server ends the stream first."""
-
-    def __init__(self, ledger: ledger_pb2_grpc.LedgerStub, request: ledger_pb2.KeepAliveRequest, held: Held):
-        self._closed = threading.Event()
-        self._held = held
-
-        def requests():
-            yield request
-            self._closed.wait()
-
-        self._call = ledger.KeepAlive(requests())
-        self._thread = threading.Thread(target=self._read, name="oncekey-keepalive", daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
+    def _settle_failure(self, lease: Lease, exc: BaseException, options: Options) -> None:
+        """Records the function's failure; never raises (the caller sees the function's error)."""
+        error, disposition = _core.failure(exc, options)
         try:
-            for lease in self._call:
-                self._held.lease = lease
-        except grpc.RpcError:
-            pass
-        if not self._closed.is_set():
-            self._held.lost.set()
+            self._call("Fail", _core.fail_request(lease.key, lease.token, error, disposition))
+        except Error as e:
+            why = "the lease was lost" if isinstance(e, LeaseLost) else f"Fail failed: {e}"
+            log.warning("oncekey: the failure of %s was not recorded: %s", lease.key.namespace, why)
+            _core.note(exc, f"oncekey: this failure was not recorded ({why})")
 
-    def close(self) -> None:
-        self._closed.set()
-        self._call.cancel()
-        self._thread.join()
-
-
-def _duration(seconds: float | None) -> duration_pb2.Duration | None:
-    if seconds is None:
-        return None
-    d = duration_pb2.Duration()
-    d.FromNanoseconds(round(seconds * 1e9))
-    return d
-
-
-class _CallDetails(
-    collections.namedtuple(
-        "_CallDetails", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
-    ),
-    grpc.ClientCallDetails,
-):
-    pass
-
-
-class _Metadata(
-    grpc.UnaryUnaryClientInterceptor,
-    grpc.StreamStreamClientInterceptor,
-):
-    """Adds the credentials headers to every call."""
-
-    def __init__(self, metadata: list[tuple[str, str]]):
-        self._metadata = metadata
-
-    def _details(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
-        return _CallDetails(
-            details.method,
-            details.timeout,
-            [*(details.metadata or ()), *self._metadata],
-            details.credentials,
-            details.wait_for_ready,
-            details.compression,
-        )
-
-    def intercept_unary_unary(self, continuation, details, request):
-        return continuation(self._details(details), request)
-
-    def intercept_stream_stream(self, continuation, details, request_iterator):
-        return continuation(self._details(details), request_iterator)
+    def _settle_success(self, lease: Lease, value: Any) -> Done[Any]:
+        try:
+            result = encode_result(value)
+        except EncodeError as e:
+            self._settle_failure(lease, e, Options(final=(EncodeError,)))
+            raise
+        try:
+            response = self._call("Complete", _core.complete_request(lease.key, lease.token, result))
+        except LeaseLost as e:
+            raise LeaseLost(lease.token, e.reason) from None
+        except Error as e:
+            _core.note(e, "oncekey: the operation ran but its outcome was not recorded")
+            raise
+        return Done(value, False, result, Record.from_wire(response.record))

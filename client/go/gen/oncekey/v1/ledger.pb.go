@@ -1815,10 +1815,8 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x04Fail\x12\x17.oncekey.v1.FailRequest\x1a\x18.oncekey.v1.FailResponse\x12<\n" +
 	"\x05Renew\x12\x18.oncekey.v1.RenewRequest\x1a\x19.oncekey.v1.RenewResponse\x12@\n" +
 	"\tKeepAlive\x12\x1c.oncekey.v1.KeepAliveRequest\x1a\x11.oncekey.v1.Lease(\x010\x01\x12?\n" +
-	"\x06Lookup\x12\x19.oncekey.v1.LookupRequest\x1a\x1a.oncekey.v1.LookupResponseB\x9e\x01\n" +
-	"\x0ecom.oncekey.v1B\vLedgerProtoP\x01Z6oncekey.dev/oncekey/client/go/gen/oncekey/v1;oncekeyv1\xa2\x02\x03OXX\xaa\x02\n" +
-	"Oncekey.V1\xca\x02\n" +
-	"Oncekey\\V1\xe2\x02\x16Oncekey\\V1\\GPBMetadata\xea\x02\vOncekey::V1b\x06proto3"
+	"\x06Lookup\x12\x19.oncekey.v1.LookupRequest\x1a\x1a.oncekey.v1.LookupResponseBJ\n" +
+	"\x0edev.oncekey.v1P\x01Z6oncekey.dev/oncekey/client/go/gen/oncekey/v1;oncekeyv1b\x06proto3"
 
 var (
 	file_oncekey_v1_ledger_proto_rawDescOnce sync.Once

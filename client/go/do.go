@@ -1,0 +1,228 @@
+package oncekey
+
+// The one-call API: Do, Run and Reconcile claim an operation, run the side effect only when the
+// claim acquired it (keeping the lease alive meanwhile), then record its outcome; every other
+// outcome comes back without running it. The key and the arguments never change between attempts.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+)
+
+// DefaultWaitTimeout is how long Do waits, by default, for an operation another holder is
+// performing before returning an error matching ErrInProgress.
+const DefaultWaitTimeout = 60 * time.Second
+
+// maxWait is the longest wait the server holds a Claim.
+const maxWait = 60 * time.Second
+
+// maxOwnerBytes is the longest Claim.owner the server accepts.
+const maxOwnerBytes = 256
+
+// Result is the outcome of Run: the value, and where it came from.
+type Result[T any] struct {
+	// Value is the operation's result: the one the function returned, or the stored one replayed.
+	Value T
+	// Replayed is true when the function did not run because the operation had already succeeded.
+	Replayed bool
+	// Record is the SUCCEEDED record.
+	Record *Record
+}
+
+// RunOption configures one Do, Run or Reconcile.
+type RunOption func(*runOptions)
+
+type runOptions struct {
+	leaseTTL, retention, wait time.Duration
+	semantics                 Semantics
+	owner                     string
+}
+
+// LeaseTTL sets the lease length (1 s ..= 1 h; server default 30 s); the server renews it every
+// third of that while the function runs. A shorter lease lets another caller take over sooner
+// after this process dies.
+func LeaseTTL(d time.Duration) RunOption { return func(o *runOptions) { o.leaseTTL = d } }
+
+// Retention sets how long the outcome is kept after it settles (server default 24 h). It must
+// outlast the longest time anyone may retry the operation.
+func Retention(d time.Duration) RunOption { return func(o *runOptions) { o.retention = d } }
+
+// AtMostOnce never runs the side effect twice: if a holder vanishes mid-run, later runs get an
+// error matching ErrNeedsReconciliation instead of running it again. The first Claim of a key
+// fixes the semantics.
+func AtMostOnce() RunOption { return func(o *runOptions) { o.semantics = SemanticsAtMostOnce } }
+
+// WaitTimeout sets how long to wait for an operation another holder is performing (default
+// DefaultWaitTimeout) before returning an *InProgressError; zero returns at once.
+func WaitTimeout(d time.Duration) RunOption { return func(o *runOptions) { o.wait = d } }
+
+// Owner names the holder in the record's lease_owner (default: the client's owner). A per-run
+// suffix is added so that a Claim whose answer was lost can recognize its own lease.
+func Owner(owner string) RunOption { return func(o *runOptions) { o.owner = owner } }
+
+// Do runs fn unless the ledger already knows the outcome of key, and returns fn's result or the
+// stored one: the one-line way to make a side effect idempotent.
+//
+//	receipt, err := oncekey.Do(ctx, client, oncekey.Key("email.send", ticketID, "notify", "v1"), email,
+//		func(ctx context.Context) (Receipt, error) { return send(ctx, email) })
+//
+// args are the operation's significant arguments (any value encoding/json marshals), fingerprinted
+// with RFC 8785 + SHA-256: the same key with other arguments is refused with ErrKeyReused. Keep
+// attempt numbers, timestamps and trace ids out of them. The result is stored as JSON (or as is,
+// when T is Raw) and replayed to every later run of the key.
+//
+// fn runs only when the claim acquired the key. Its context is cancelled when ctx is, or when the
+// lease is lost (context.Cause is then ErrLeaseLost); LeaseFrom(ctx) gives its lease (fencing
+// token). An error from fn releases the key for a retry, and is what Do returns; wrap it with
+// Final to fail the key for good, or Abandon to forget it. The outcome is recorded with its own
+// deadline (the client's settle timeout), so a cancelled call still releases its key.
+//
+// Errors: ErrKeyReused, ErrInProgress (*InProgressError), ErrNeedsReconciliation,
+// ErrOperationFailed (*OperationFailedError, the stored error), ErrLeaseLost (*LeaseLostError),
+// ErrUnavailable (the server stayed unreachable through every retry), ctx's own error, or fn's.
+func Do[T any](ctx context.Context, c *Client, key OperationKey, args any, fn func(context.Context) (T, error), opts ...RunOption) (T, error) {
+	r, err := Run(ctx, c, key, args, fn, opts...)
+	return r.Value, err
+}
+
+// Run is Do, also telling whether the value was replayed and giving the record.
+func Run[T any](ctx context.Context, c *Client, key OperationKey, args any, fn func(context.Context) (T, error), opts ...RunOption) (Result[T], error) {
+	return execute(ctx, c, key, args, false, fn, opts)
+}
+
+// Reconcile settles an at-most-once operation whose outcome is unknown: it claims the key with
+// reconcile and runs fn, which must find out from the outside world (by the key) what happened and
+// return the result (recorded as the outcome), or an error: plain when the effect did not happen
+// and may run again, Final when it failed, Abandon to forget the key. If the operation settled
+// meanwhile, its outcome is returned as Run would.
+func Reconcile[T any](ctx context.Context, c *Client, key OperationKey, args any, fn func(context.Context) (T, error), opts ...RunOption) (Result[T], error) {
+	return execute(ctx, c, key, args, true, fn, opts)
+}
+
+func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, reconcile bool,
+	fn func(context.Context) (T, error), opts []RunOption) (Result[T], error) {
+	var zero Result[T]
+	if key.err != nil {
+		return zero, key.err
+	}
+	fp, err := Fingerprint(args)
+	if err != nil {
+		return zero, err
+	}
+	o := runOptions{wait: DefaultWaitTimeout, semantics: SemanticsAtLeastOnce, owner: c.owner}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	// A per-run suffix lets a retried Claim whose first answer was lost recognize its own lease.
+	base := o.owner
+	if len(base) > maxOwnerBytes-17 {
+		base = truncate(base, maxOwnerBytes-17)
+	}
+	owner := fmt.Sprintf("%s#%016x", base, rand.Uint64())
+	req := &oncekeyv1.ClaimRequest{
+		Namespace: key.namespace, Key: key.key,
+		Arguments: &oncekeyv1.ClaimRequest_Fingerprint{Fingerprint: fp},
+		Semantics: oncekeyv1.Semantics(o.semantics), Owner: owner, Reconcile: reconcile,
+	}
+	if o.leaseTTL > 0 {
+		req.LeaseTtl = durationpb.New(o.leaseTTL)
+	}
+	if o.retention > 0 {
+		req.Retention = durationpb.New(o.retention)
+	}
+	if p := key.parent; p != nil {
+		req.Parent = &oncekeyv1.OperationRef{Namespace: p.Namespace, Key: p.Key}
+	}
+	// Duplicates wait for an in-flight run at most o.wait, and never past the caller's deadline:
+	// the answer is then InProgressError rather than the caller's timeout.
+	deadline := time.Now().Add(o.wait)
+	if d, ok := ctx.Deadline(); ok && d.Add(-time.Second).Before(deadline) {
+		deadline = d.Add(-time.Second)
+	}
+	// The first Claim does not wait: were its answer lost, its retry would otherwise be held
+	// waiting on this run's own lease. Only once another holder is seen do Claims wait.
+	waiting := false
+	for {
+		req.Wait = nil
+		if remaining := min(time.Until(deadline), maxWait); waiting && remaining > 0 {
+			req.Wait = durationpb.New(remaining.Round(time.Millisecond))
+		}
+		res, err := c.Claim(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				c.release(ctx, key, owner)
+			}
+			return zero, err
+		}
+		switch res.GetOutcome() {
+		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_ACQUIRED:
+			return acquired(ctx, c, key, newLease(key, res.GetLease()), o.leaseTTL, fn)
+		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_COMPLETED:
+			result := rawFromProto(res.GetRecord().GetResult())
+			if result == nil {
+				result = &Raw{}
+			}
+			v, err := decode[T](*result)
+			if err != nil {
+				return zero, err
+			}
+			return Result[T]{Value: v, Replayed: true, Record: recordFromProto(res.GetRecord())}, nil
+		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_FAILED:
+			if e := failedFromProto(res.GetRecord().GetError()); e != nil {
+				return zero, e
+			}
+			return zero, &OperationFailedError{}
+		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_NEEDS_RECONCILIATION:
+			return zero, &NeedsReconciliationError{Record: recordFromProto(res.GetRecord())}
+		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_IN_PROGRESS:
+			rec := res.GetRecord()
+			// Our own earlier attempt acquired it, but its answer was lost and the retry claimed
+			// again: the lease is ours.
+			if rec.GetLeaseOwner() == owner && rec.GetStatus() == oncekeyv1.RecordStatus_RECORD_STATUS_PROCESSING {
+				lease := &Lease{key: key, token: rec.GetFencingToken(), attempt: rec.GetAttempt(),
+					expiresAt: toTime(rec.GetLeaseExpiresAt()), lost: make(chan struct{})}
+				return acquired(ctx, c, key, lease, o.leaseTTL, fn)
+			}
+			retryAfter := res.GetRetryAfter().AsDuration()
+			remaining := time.Until(deadline)
+			if remaining <= 0 {
+				return zero, &InProgressError{RetryAfter: retryAfter, Record: recordFromProto(rec)}
+			}
+			if !waiting {
+				waiting = true // claim again at once, held by the server until the holder settles
+				continue
+			}
+			if retryAfter <= 0 {
+				retryAfter = 100 * time.Millisecond
+			}
+			if err := sleep(ctx, min(retryAfter, remaining)); err != nil {
+				return zero, err
+			}
+		default:
+			return zero, fmt.Errorf("oncekey: unknown claim outcome %v", res.GetOutcome())
+		}
+	}
+}
+
+// release gives back a key whose Claim the caller cancelled while it was in flight: the server may
+// have acquired it (under this run's unique owner) without the answer arriving. Best effort, on
+// its own deadline; the lease runs out anyway if this fails.
+func (c *Client) release(ctx context.Context, key OperationKey, owner string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout+c.connectTimeout)
+	defer cancel()
+	rec, err := c.Lookup(ctx, key)
+	if err != nil || rec.Status != StatusProcessing || rec.LeaseOwner != owner {
+		return
+	}
+	_, _ = c.Fail(ctx, &oncekeyv1.FailRequest{
+		Namespace: key.namespace, Key: key.key, LeaseToken: rec.FencingToken,
+		Error:       &oncekeyv1.OperationError{Message: "the caller cancelled before the operation started"},
+		Disposition: oncekeyv1.Disposition_DISPOSITION_RETRYABLE,
+	})
+}

@@ -1,0 +1,61 @@
+package oncekey
+
+// The README's example, run as written (only the server address changed) in a scratch module that
+// uses this client through a replace directive, as the README's install section says.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReadmeExampleRunsAsWritten(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "```go\n")
+	code, _, ok2 := strings.Cut(rest, "```\n")
+	if !ok || !ok2 || !strings.Contains(code, `"127.0.0.1:50051"`) {
+		t.Fatal("README.md has no Go example dialing 127.0.0.1:50051")
+	}
+	code = strings.Replace(code, "127.0.0.1:50051", sharedServer.addr(), 1)
+	self, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"mod", "init", "example.com/readme"},
+		{"mod", "edit", "-replace", "oncekey.dev/oncekey/client/go=" + self},
+		{"mod", "tidy"},
+	} {
+		goCmd(t, dir, args...)
+	}
+	want := "sending to ada@example.com\n1 msg-1 <nil>\n2 msg-1 <nil>\n"
+	if got := goCmd(t, dir, "run", "."); got != want {
+		t.Fatalf("first run printed\n%s\nwant\n%s", got, want)
+	}
+	if got := goCmd(t, dir, "run", "."); got != "1 msg-1 <nil>\n2 msg-1 <nil>\n" {
+		t.Fatalf("second run printed\n%s", got)
+	}
+}
+
+func goCmd(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}

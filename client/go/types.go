@@ -1,0 +1,149 @@
+package oncekey
+
+// Native Go views of the ledger's messages (records, results, errors), converted from the
+// generated oncekey.v1 types so that user code never handles protobuf on the common path.
+
+import (
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+)
+
+// Status is where an operation stands.
+type Status int
+
+// Record statuses.
+const (
+	StatusUnspecified Status = iota
+	// StatusProcessing: acquired by a holder whose side effect is under way.
+	StatusProcessing
+	// StatusSucceeded: completed; the result is replayed to later runs.
+	StatusSucceeded
+	// StatusFailed: failed for good; the error is replayed to later runs.
+	StatusFailed
+	// StatusRetry: released after a retryable failure; the next run acquires it.
+	StatusRetry
+	// StatusUnknown: an at-most-once operation whose lease ran out; it needs reconciliation.
+	StatusUnknown
+)
+
+// String is the status as the server spells it, e.g. "PROCESSING".
+func (s Status) String() string {
+	return strings.TrimPrefix(oncekeyv1.RecordStatus(s).String(), "RECORD_STATUS_")
+}
+
+// Semantics says what a lost lease means for an operation; fixed by the first Claim of a key.
+type Semantics int
+
+// Semantics values.
+const (
+	// SemanticsAtLeastOnce (default): another caller may take over once the lease runs out.
+	SemanticsAtLeastOnce Semantics = 1
+	// SemanticsAtMostOnce: never run twice; a lease that ran out makes the outcome unknown until
+	// reconciled.
+	SemanticsAtMostOnce Semantics = 2
+)
+
+// Disposition says how a failed run settles the operation.
+type Disposition int
+
+// Dispositions.
+const (
+	// DispositionRetryable (the default for any error): released; the next run acquires it again.
+	DispositionRetryable Disposition = 1
+	// DispositionFinal: failed for good; the error is replayed to every later run.
+	DispositionFinal Disposition = 2
+	// DispositionAbandon: deleted; nothing happened outside, and the key may be claimed again,
+	// even with other arguments (e.g. validation failed before any side effect).
+	DispositionAbandon Disposition = 3
+)
+
+// Raw is a stored result as the ledger keeps it. Use it as the result type of Do or Run to store
+// and replay bytes (an HTTP response, say) instead of JSON.
+type Raw struct {
+	// Code is the caller's own status code (e.g. an HTTP status).
+	Code int32
+	// Body is replayed byte for byte (at most the server's --max-result-bytes, default 1 MiB).
+	Body []byte
+	// ContentType is the media type of Body.
+	ContentType string
+	// Metadata holds extra string pairs (at most 32 entries of at most 1 KiB).
+	Metadata map[string]string
+}
+
+// OperationRef names another operation of the same tenant.
+type OperationRef struct {
+	Namespace, Key string
+}
+
+// Record is one operation's entry in the ledger.
+type Record struct {
+	Namespace, Key string
+	Status         Status
+	// Fingerprint is the SHA-256 of the arguments of the first Claim.
+	Fingerprint []byte
+	Semantics   Semantics
+	// FencingToken is the current fencing token: +1 on every acquisition.
+	FencingToken uint64
+	// Attempt counts the acquisitions so far.
+	Attempt uint32
+	// DedupHits counts the Claims answered from the record instead of acquiring it.
+	DedupHits uint64
+	// LeaseOwner is who holds (or last held) the lease.
+	LeaseOwner string
+	// LeaseExpiresAt is when the current lease runs out; zero once settled.
+	LeaseExpiresAt time.Time
+	// Result is the stored outcome when Status is StatusSucceeded.
+	Result *Raw
+	// Error is the stored error when Status is StatusFailed (and the last one on StatusRetry).
+	Error *OperationFailedError
+	// Parent is the parent operation named by the first Claim, if any.
+	Parent                          *OperationRef
+	CreatedAt, UpdatedAt, ExpiresAt time.Time
+}
+
+func toTime(t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime()
+}
+
+func rawFromProto(r *oncekeyv1.OperationResult) *Raw {
+	if r == nil {
+		return nil
+	}
+	return &Raw{Code: r.GetCode(), Body: r.GetBody(), ContentType: r.GetContentType(), Metadata: r.GetMetadata()}
+}
+
+func (r Raw) toProto() *oncekeyv1.OperationResult {
+	return &oncekeyv1.OperationResult{Code: r.Code, Body: r.Body, ContentType: r.ContentType, Metadata: r.Metadata}
+}
+
+func failedFromProto(e *oncekeyv1.OperationError) *OperationFailedError {
+	if e == nil {
+		return nil
+	}
+	return &OperationFailedError{Code: e.GetCode(), Message: e.GetMessage(), Details: e.GetDetails()}
+}
+
+func recordFromProto(r *oncekeyv1.Record) *Record {
+	if r == nil {
+		return nil
+	}
+	rec := &Record{
+		Namespace: r.GetNamespace(), Key: r.GetKey(), Status: Status(r.GetStatus()),
+		Fingerprint: r.GetFingerprint(), Semantics: Semantics(r.GetSemantics()),
+		FencingToken: r.GetFencingToken(), Attempt: r.GetAttempt(), DedupHits: r.GetDedupHits(),
+		LeaseOwner: r.GetLeaseOwner(), LeaseExpiresAt: toTime(r.GetLeaseExpiresAt()),
+		Result: rawFromProto(r.GetResult()), Error: failedFromProto(r.GetError()),
+		CreatedAt: toTime(r.GetCreatedAt()), UpdatedAt: toTime(r.GetUpdatedAt()), ExpiresAt: toTime(r.GetExpiresAt()),
+	}
+	if p := r.GetParent(); p != nil {
+		rec.Parent = &OperationRef{Namespace: p.GetNamespace(), Key: p.GetKey()}
+	}
+	return rec
+}

@@ -1,0 +1,183 @@
+"""What the sync and async clients share: the options of one operation, the requests they send,
+how a Claim's answer decides what happens next, and how an exception settles the operation.
+
+Plain decisions only: no I/O here.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from oncekey.codec import decode_result
+from oncekey.errors import Abandon, FinalError, InProgress, NeedsReconciliation, OperationFailed
+from oncekey.key import OperationKey
+from oncekey.types import (
+    Claimed,
+    Disposition,
+    LeaseGrant,
+    Outcome,
+    Record,
+    RecordStatus,
+    Semantics,
+    StoredError,
+    StoredResult,
+    duration,
+)
+from oncekey.v1 import ledger_pb2 as pb
+
+T = TypeVar("T")
+
+MAX_WAIT = 60.0
+"""The longest ``wait`` the server honours per Claim, in seconds."""
+DEFAULT_WAIT = 60.0
+"""How long a run waits, by default, for an operation another holder is performing."""
+MAX_MESSAGE_BYTES = 16 * 1024
+
+
+def default_owner() -> str:
+    return f"python-client/{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Options:
+    """How one operation is claimed and settled."""
+
+    lease_ttl: float | None = None
+    """Lease length in seconds (server default 30); the server renews it every third of that."""
+    retention: float | None = None
+    """Seconds the outcome is kept after it settles (server default 24 h): outlast every retry."""
+    semantics: Semantics = Semantics.AT_LEAST_ONCE
+    wait: float = DEFAULT_WAIT
+    """Seconds to wait for an operation another holder is performing before ``InProgress``."""
+    owner: str | None = None
+    final: tuple[type[BaseException], ...] = ()
+    """Exception classes that fail the operation for good (besides ``FinalError``)."""
+    abandon: tuple[type[BaseException], ...] = ()
+    """Exception classes meaning nothing happened outside (besides ``Abandon``): forget the key."""
+
+
+@dataclass(frozen=True)
+class Done(Generic[T]):
+    """The output of an operation and where it came from."""
+
+    value: T
+    """The function's return value, or the stored one decoded (the function did not run)."""
+    replayed: bool
+    """True when the value is a stored result replayed from an earlier run."""
+    result: StoredResult
+    """The result as stored."""
+    record: Record | None
+    """The SUCCEEDED record."""
+
+
+def run_owner(options: Options, client_owner: str) -> str:
+    """The owner of one run: a random suffix lets a retried Claim recognize its own lease."""
+    return f"{options.owner or client_owner}#{secrets.token_hex(8)}"
+
+
+def claim_request(
+    key: OperationKey,
+    fingerprint: bytes,
+    options: Options,
+    owner: str,
+    *,
+    reconcile: bool = False,
+    wait: float = 0.0,
+) -> pb.ClaimRequest:
+    request = pb.ClaimRequest(
+        namespace=key.namespace,
+        key=key.key,
+        fingerprint=fingerprint,
+        lease_ttl=duration(options.lease_ttl),
+        retention=duration(options.retention),
+        semantics=options.semantics.wire(),
+        owner=owner,
+        reconcile=reconcile,
+        wait=duration(min(wait, MAX_WAIT)) if wait > 0 else None,
+    )
+    if key.parent is not None:
+        request.parent.namespace = key.parent.namespace
+        request.parent.key = key.parent.key
+    return request
+
+
+def complete_request(key: OperationKey, token: int, result: StoredResult) -> pb.CompleteRequest:
+    return pb.CompleteRequest(namespace=key.namespace, key=key.key, lease_token=token, result=result.to_wire())
+
+
+def fail_request(key: OperationKey, token: int, error: StoredError, disposition: Disposition) -> pb.FailRequest:
+    return pb.FailRequest(
+        namespace=key.namespace, key=key.key, lease_token=token, error=error.to_wire(), disposition=disposition.wire()
+    )
+
+
+def lookup_request(key: OperationKey) -> pb.LookupRequest:
+    return pb.LookupRequest(namespace=key.namespace, key=key.key)
+
+
+def renew_request(key: OperationKey, token: int, lease_ttl: float | None) -> pb.RenewRequest:
+    return pb.RenewRequest(namespace=key.namespace, key=key.key, lease_token=token, lease_ttl=duration(lease_ttl))
+
+
+@dataclass(frozen=True)
+class Next:
+    """What to do after a Claim: run with ``grant``, return ``done``, or claim again after ``sleep``."""
+
+    grant: LeaseGrant | None = None
+    done: Done[Any] | None = None
+    sleep: float | None = None
+
+
+def after_claim(claimed: Claimed, owner: str, remaining: float, annotation: Any) -> Next:
+    """Decides what a Claim's answer means for the run; raises the typed exception for the
+    outcomes that end it without a result."""
+    record = claimed.record
+    if claimed.outcome is Outcome.ACQUIRED and claimed.lease is not None:
+        return Next(grant=claimed.lease)
+    if claimed.outcome is Outcome.COMPLETED:
+        result = record.result if record is not None and record.result is not None else StoredResult()
+        return Next(done=Done(decode_result(result, annotation), True, result, record))
+    if claimed.outcome is Outcome.FAILED:
+        error = record.error if record is not None and record.error is not None else StoredError()
+        raise OperationFailed(error, record)
+    if claimed.outcome is Outcome.NEEDS_RECONCILIATION:
+        where = f"{record.namespace}/{record.key}" if record else "the operation"
+        raise NeedsReconciliation(f"{where}: outcome unknown; check the outside world, then reconcile", record)
+    if claimed.outcome is Outcome.IN_PROGRESS:
+        # Our own earlier Claim acquired it but its answer was lost, and a retry claimed again.
+        if record is not None and record.lease_owner == owner and record.status is RecordStatus.PROCESSING:
+            return Next(grant=LeaseGrant(record.fencing_token, record.lease_expires_at, record.attempt))
+        if remaining <= 0:
+            raise InProgress(claimed.retry_after, record)
+        return Next(sleep=min(max(claimed.retry_after, 0.05), remaining))
+    raise RuntimeError(f"unexpected Claim outcome {claimed.outcome}")
+
+
+def failure(exc: BaseException, options: Options) -> tuple[StoredError, Disposition]:
+    """How an exception raised by the function settles the operation."""
+    if isinstance(exc, Abandon) or (options.abandon and isinstance(exc, options.abandon)):
+        disposition = Disposition.ABANDON
+    elif isinstance(exc, FinalError) or (options.final and isinstance(exc, options.final)):
+        disposition = Disposition.FINAL
+    else:
+        disposition = Disposition.RETRYABLE
+    if isinstance(exc, FinalError):
+        return StoredError(exc.code, _truncate(exc.message), exc.details), disposition
+    return StoredError(0, _truncate(f"{type(exc).__name__}: {exc}")), disposition
+
+
+def _truncate(text: str) -> str:
+    data = text.encode("utf-8", "replace")
+    if len(data) <= MAX_MESSAGE_BYTES:
+        return text
+    return data[:MAX_MESSAGE_BYTES].decode("utf-8", "ignore")
+
+
+def note(exc: BaseException, text: str) -> None:
+    """Adds ``text`` to the exception's traceback notes (Python 3.11+)."""
+    add = getattr(exc, "add_note", None)
+    if add is not None:
+        add(text)

@@ -1,0 +1,209 @@
+"""Plain Python types for the ledger's messages (records, stored results and errors, leases,
+Claim answers) and their conversions from and to the generated ``oncekey.v1`` messages.
+
+Plain data only: no I/O here. User code never needs the generated protobuf classes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from dataclasses import dataclass, field
+
+from google.protobuf import duration_pb2
+
+from oncekey.v1 import ledger_pb2 as pb
+
+
+class Semantics(str, enum.Enum):
+    """What a lost lease means for an operation; fixed by its first Claim."""
+
+    AT_LEAST_ONCE = "at_least_once"
+    """Another caller may take over once the lease runs out (the effect may run again)."""
+    AT_MOST_ONCE = "at_most_once"
+    """Never run twice: a lease that ran out makes the outcome unknown until reconciled."""
+
+    def wire(self) -> int:
+        return pb.SEMANTICS_AT_MOST_ONCE if self is Semantics.AT_MOST_ONCE else pb.SEMANTICS_AT_LEAST_ONCE
+
+
+class Disposition(str, enum.Enum):
+    """How a failed attempt settles the operation."""
+
+    RETRYABLE = "retryable"
+    """Released: the next Claim acquires it again (the error is kept but not replayed)."""
+    FINAL = "final"
+    """Failed for good: the error is replayed to later Claims."""
+    ABANDON = "abandon"
+    """Forgotten: nothing happened outside; the key may be claimed again, even with other arguments."""
+
+    def wire(self) -> int:
+        return {
+            Disposition.RETRYABLE: pb.DISPOSITION_RETRYABLE,
+            Disposition.FINAL: pb.DISPOSITION_FINAL,
+            Disposition.ABANDON: pb.DISPOSITION_ABANDON,
+        }[self]
+
+
+class RecordStatus(str, enum.Enum):
+    """Where an operation stands."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    PROCESSING = "PROCESSING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    RETRY = "RETRY"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def from_wire(cls, value: int) -> RecordStatus:
+        name = pb.RecordStatus.Name(value).removeprefix("RECORD_STATUS_") if value in pb.RecordStatus.values() else ""
+        return cls.__members__.get(name, cls.UNSPECIFIED)
+
+
+class Outcome(str, enum.Enum):
+    """The answer to a Claim."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    ACQUIRED = "ACQUIRED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    IN_PROGRESS = "IN_PROGRESS"
+    NEEDS_RECONCILIATION = "NEEDS_RECONCILIATION"
+
+    @classmethod
+    def from_wire(cls, value: int) -> Outcome:
+        name = pb.ClaimOutcome.Name(value).removeprefix("CLAIM_OUTCOME_") if value in pb.ClaimOutcome.values() else "UNSPECIFIED"
+        return cls.__members__.get(name, cls.UNSPECIFIED)
+
+
+JSON_CONTENT_TYPE = "application/json"
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """The successful outcome of an operation as stored by Complete and replayed byte for byte.
+
+    Return one from a wrapped function to store exactly these bytes instead of JSON."""
+
+    body: bytes = b""
+    code: int = 0
+    content_type: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    def to_wire(self) -> pb.OperationResult:
+        return pb.OperationResult(code=self.code, body=self.body, content_type=self.content_type, metadata=self.metadata)
+
+    @classmethod
+    def from_wire(cls, r: pb.OperationResult) -> StoredResult:
+        return cls(body=bytes(r.body), code=r.code, content_type=r.content_type, metadata=dict(r.metadata))
+
+
+@dataclass(frozen=True)
+class StoredError:
+    """The error of a failed attempt, as stored in the ledger."""
+
+    code: int = 0
+    message: str = ""
+    details: bytes = b""
+
+    def to_wire(self) -> pb.OperationError:
+        return pb.OperationError(code=self.code, message=self.message, details=self.details)
+
+    @classmethod
+    def from_wire(cls, e: pb.OperationError) -> StoredError:
+        return cls(code=e.code, message=e.message, details=bytes(e.details))
+
+
+@dataclass(frozen=True)
+class LeaseGrant:
+    """A lease on an acquired operation."""
+
+    token: int
+    """The fencing token: +1 on every acquisition; pass it to downstream systems that fence."""
+    expires_at: dt.datetime | None
+    attempt: int
+
+    @classmethod
+    def from_wire(cls, lease: pb.Lease) -> LeaseGrant:
+        return cls(token=lease.token, expires_at=_time(lease, "expires_at"), attempt=lease.attempt)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One operation's entry in the ledger."""
+
+    namespace: str
+    key: str
+    status: RecordStatus
+    fingerprint: bytes
+    semantics: Semantics
+    fencing_token: int
+    attempt: int
+    dedup_hits: int
+    lease_owner: str
+    lease_expires_at: dt.datetime | None
+    result: StoredResult | None
+    error: StoredError | None
+    parent: tuple[str, str] | None
+    created_at: dt.datetime | None
+    updated_at: dt.datetime | None
+    expires_at: dt.datetime | None
+
+    @classmethod
+    def from_wire(cls, r: pb.Record) -> Record:
+        return cls(
+            namespace=r.namespace,
+            key=r.key,
+            status=RecordStatus.from_wire(r.status),
+            fingerprint=bytes(r.fingerprint),
+            semantics=Semantics.AT_MOST_ONCE if r.semantics == pb.SEMANTICS_AT_MOST_ONCE else Semantics.AT_LEAST_ONCE,
+            fencing_token=r.fencing_token,
+            attempt=r.attempt,
+            dedup_hits=r.dedup_hits,
+            lease_owner=r.lease_owner,
+            lease_expires_at=_time(r, "lease_expires_at"),
+            result=StoredResult.from_wire(r.result) if r.HasField("result") else None,
+            error=StoredError.from_wire(r.error) if r.HasField("error") else None,
+            parent=(r.parent.namespace, r.parent.key) if r.HasField("parent") else None,
+            created_at=_time(r, "created_at"),
+            updated_at=_time(r, "updated_at"),
+            expires_at=_time(r, "expires_at"),
+        )
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """The answer to a Claim: ``outcome`` says which of the other fields are set."""
+
+    outcome: Outcome
+    record: Record | None
+    lease: LeaseGrant | None
+    retry_after: float
+    """Seconds to wait before claiming again (IN_PROGRESS)."""
+
+    @classmethod
+    def from_wire(cls, r: pb.ClaimResponse) -> Claimed:
+        return cls(
+            outcome=Outcome.from_wire(r.outcome),
+            record=Record.from_wire(r.record) if r.HasField("record") else None,
+            lease=LeaseGrant.from_wire(r.lease) if r.HasField("lease") else None,
+            retry_after=r.retry_after.ToTimedelta().total_seconds() if r.HasField("retry_after") else 0.0,
+        )
+
+
+def duration(seconds: float | None) -> duration_pb2.Duration | None:
+    """A protobuf Duration of ``seconds`` (None stays None: the server's default)."""
+    if seconds is None:
+        return None
+    if seconds < 0:
+        raise ValueError(f"a duration cannot be negative: {seconds}")
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(round(seconds * 1e9))
+    return d
+
+
+def _time(message: object, name: str) -> dt.datetime | None:
+    if not message.HasField(name):  # type: ignore[attr-defined]
+        return None
+    return getattr(message, name).ToDatetime(tzinfo=dt.timezone.utc)
