@@ -90,7 +90,7 @@ Pull secrets: global.imagePullSecrets, then imagePullSecrets.
 */}}
 {{- define "oncekey.imagePullSecrets" -}}
 {{- $secrets := concat ((.Values.global).imagePullSecrets | default list) .Values.imagePullSecrets }}
-{{- with $secrets }}
+{{- with $secrets -}}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
