@@ -202,10 +202,29 @@ impl Reloader {
             tokens_files,
             tls_files,
         };
+        reloader.catch_up();
         if let Some((_, cert)) = &reloader.tls {
             reloader.export_expiry(cert);
         }
         reloader
+    }
+
+    /// Loads the files once more, now that their digests are taken: the server read them at
+    /// start, possibly long before (opening the store can take a while), and a change in between
+    /// would otherwise go unnoticed until the next one. Only a failure is logged and counted.
+    fn catch_up(&self) {
+        if self.tokens_files.is_some() {
+            if let Err(e) = self.auth.reload() {
+                self.metrics.outcome("tokens", false);
+                tracing::error!(error = %e, "tokens file reload failed; keeping the previous tokens");
+            }
+        }
+        if let Some((tls, _)) = &self.tls {
+            if let Err(e) = tls.reload() {
+                self.metrics.outcome("tls", false);
+                tracing::error!(error = %e, "TLS reload failed; keeping the previous certificate");
+            }
+        }
     }
 
     /// Reloads whatever changed on disk since the last look.

@@ -188,3 +188,21 @@ fn expiry_is_the_certificates_not_after() {
     );
     assert!(certificate_expiry(b"not a certificate").is_err());
 }
+
+#[test]
+fn a_change_while_the_server_was_starting_is_not_missed() {
+    // The server loaded the tokens at start; the file changed before the reloader took its first
+    // look (opening the store can take a while).
+    let mut mounted = SecretMount::new(&[("tokens", tokens_line("acme", "first").as_bytes())]);
+    let path = mounted.path("tokens");
+    let auth = Arc::new(Auth::from_file(&path).unwrap());
+    mounted.update(&[("tokens", tokens_line("acme", "second").as_bytes())]);
+    let metrics = ReloadMetrics::default();
+    let args = serve_args(&["--tokens-file", path.to_str().unwrap()]);
+    let _reloader = Reloader::new(&args, auth.clone(), None, metrics.clone());
+    assert!(accepts(&auth, "second") && !accepts(&auth, "first"));
+    assert_eq!(
+        (metrics.reloads("tokens"), metrics.failures("tokens")),
+        (0, 0)
+    );
+}
