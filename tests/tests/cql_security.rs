@@ -186,3 +186,46 @@ fn local_serial_needs_a_local_dc_and_pinned_keys() {
     assert_eq!(code, 64, "{stderr}");
     assert!(stderr.contains("needs --cql-local-dc"), "{stderr}");
 }
+
+/// `--cql-tls` without `--cql-tls-ca` trusts the system's CAs, which OpenSSL takes from
+/// `SSL_CERT_FILE` (the image sets it to its CA bundle).
+#[test]
+fn without_a_ca_flag_the_system_cas_are_trusted() {
+    let (node, dir) = cql_tls_node();
+    let file = |name: &str| dir.join(name).display().to_string();
+    let migrate = |cas: &str| {
+        std::process::Command::new(binary())
+            .args([
+                "migrate",
+                "--cql-nodes",
+                node,
+                "--cql-keyspace",
+                "oncekey_tls_system_cas",
+                "--cql-replication",
+                "SimpleStrategy:1",
+                "--cql-tls",
+                "--cql-tls-cert",
+                &file("client.pem"),
+                "--cql-tls-key",
+                &file("client.key"),
+                "--cql-tls-server-name",
+                NODE_NAME,
+            ])
+            .env("SSL_CERT_FILE", file(cas))
+            .output()
+            .expect("run oncekey migrate")
+    };
+    let trusted = migrate("ca.pem");
+    assert!(
+        trusted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&trusted.stderr)
+    );
+    let untrusted = migrate("other-ca.pem");
+    assert_eq!(
+        untrusted.status.code(),
+        Some(64),
+        "{}",
+        String::from_utf8_lossy(&untrusted.stderr)
+    );
+}
