@@ -137,7 +137,7 @@ pub struct BenchArgs {
         value_name = "KEYSPACE"
     )]
     pub cql_raw_keyspace: String,
-    /// Local datacenter for --cql-raw (LOCAL_QUORUM / LOCAL_SERIAL, like `serve --cql-local-dc`).
+    /// Local datacenter for --cql-raw (LOCAL_QUORUM, Paxos at SERIAL, like `serve --cql-local-dc`).
     #[arg(long, env = "ONCEKEY_CQL_RAW_LOCAL_DC", value_name = "DC")]
     pub cql_raw_local_dc: Option<String>,
     /// CQL user name for --cql-raw.
@@ -238,6 +238,9 @@ impl BenchArgs {
             cql_local_dc: self.cql_raw_local_dc.clone(),
             cql_username: self.cql_raw_username.clone(),
             cql_password: self.cql_raw_password.clone(),
+            cql_serial_consistency: Default::default(),
+            cql_keys_dc_pinned: false,
+            cql_tls: Default::default(),
         })
     }
 }
