@@ -31,7 +31,7 @@ pub fn binary() -> PathBuf {
         .join("oncekey");
     assert!(
         path.exists(),
-        "the oncekey binary is missing at {}: build it first (cargo build -p oncekey-server) or set ONCEKEY_BIN",
+        "the oncekey binary is missing at {}: build it first (cargo build -p oncekey) or set ONCEKEY_BIN",
         path.display()
     );
     path

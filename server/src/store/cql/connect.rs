@@ -1,11 +1,12 @@
-//! Opens a driver session from the `--cql-*` flags: contact points, credentials, consistency levels
-//! and the driver's default load-balancing policy (token-aware; DC-aware with `--cql-local-dc`).
+//! Opens a driver session from the `--cql-*` settings (`CqlConfig`): contact points, credentials,
+//! consistency levels and the driver's default load-balancing policy (token-aware; DC-aware with
+//! `--cql-local-dc`).
 //!
 //! Errors here are startup errors, worded for the operator and naming the flag to fix. Nothing here
 //! touches the ledger table.
 
 use super::statements::Levels;
-use crate::config::CqlArgs;
+use super::CqlConfig;
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -65,10 +66,10 @@ pub fn check_keyspace(name: &str) -> Result<(), ConnectError> {
 }
 
 /// Opens a session to the cluster (no keyspace selected).
-pub async fn session(args: &CqlArgs) -> Result<Session, ConnectError> {
-    check_keyspace(&args.cql_keyspace)?;
-    let nodes: Vec<&str> = args
-        .cql_nodes
+pub async fn session(config: &CqlConfig) -> Result<Session, ConnectError> {
+    check_keyspace(&config.keyspace)?;
+    let nodes: Vec<&str> = config
+        .nodes
         .iter()
         .map(|n| n.trim())
         .filter(|n| !n.is_empty())
@@ -78,9 +79,9 @@ pub async fn session(args: &CqlArgs) -> Result<Session, ConnectError> {
             "--cql-nodes: give at least one host:port".into(),
         ));
     }
-    let levels = Levels::new(args.cql_local_dc.is_some());
+    let levels = Levels::new(config.local_dc.is_some());
     let mut policy = DefaultPolicy::builder().token_aware(true);
-    if let Some(dc) = &args.cql_local_dc {
+    if let Some(dc) = &config.local_dc {
         // LOCAL_QUORUM / LOCAL_SERIAL only mean something if requests stay in the local DC.
         policy = policy
             .prefer_datacenter(dc.clone())
@@ -96,7 +97,7 @@ pub async fn session(args: &CqlArgs) -> Result<Session, ConnectError> {
         .known_nodes(&nodes)
         .connection_timeout(CONNECT_TIMEOUT)
         .default_execution_profile_handle(profile.into_handle());
-    match (&args.cql_username, &args.cql_password) {
+    match (&config.username, &config.password) {
         (Some(user), Some(password)) => builder = builder.user(user, password),
         (None, None) => {}
         _ => {

@@ -8,8 +8,8 @@
 //! tables slows down).
 
 use super::*;
-use crate::config::{CqlArgs, MigrateArgs};
 use crate::ledger::{OpError, OpResult, ParentRef};
+use migrate::MigrateConfig;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -29,20 +29,14 @@ fn unix_secs() -> u64 {
         .as_secs()
 }
 
-fn cql_args(keyspace: &str) -> CqlArgs {
-    CqlArgs {
-        cql_nodes: vec![node().to_owned()],
-        cql_keyspace: keyspace.to_owned(),
-        cql_local_dc: None,
-        cql_username: None,
-        cql_password: None,
-    }
+fn cql_args(keyspace: &str) -> CqlConfig {
+    CqlConfig::new(&[node()], keyspace)
 }
 
-fn migrate_args(keyspace: &str) -> MigrateArgs {
-    MigrateArgs {
+fn migrate_args(keyspace: &str) -> MigrateConfig {
+    MigrateConfig {
         cql: cql_args(keyspace),
-        cql_replication: Some(migrate::parse_replication("SimpleStrategy:1").unwrap()),
+        replication: Some(migrate::parse_replication("SimpleStrategy:1").unwrap()),
     }
 }
 
@@ -341,7 +335,7 @@ async fn migrate_twice_is_a_no_op() {
     assert!(second.iter().all(|o| !o.applied_now), "{second:?}");
     // Once the keyspace exists, replication is not needed.
     let mut no_replication = migrate_args(&keyspace);
-    no_replication.cql_replication = None;
+    no_replication.replication = None;
     migrate::run(&no_replication).await.unwrap();
     CqlStore::connect(&cql_args(&keyspace)).await.unwrap();
 }
@@ -373,7 +367,7 @@ async fn startup_errors_say_what_to_do() {
         format!("keyspace {missing} has no ledger tables: run `oncekey migrate`")
     );
     let mut no_replication = migrate_args(&missing);
-    no_replication.cql_replication = None;
+    no_replication.replication = None;
     let err = migrate::run(&no_replication).await.unwrap_err();
     assert!(
         err.is_config() && err.to_string().contains("--cql-replication"),
@@ -381,7 +375,7 @@ async fn startup_errors_say_what_to_do() {
     );
 
     let mut unreachable = cql_args("oncekey");
-    unreachable.cql_nodes = vec!["127.0.0.1:1".into()];
+    unreachable.nodes = vec!["127.0.0.1:1".into()];
     let err = CqlStore::connect(&unreachable).await.err().unwrap();
     assert!(
         err.to_string().starts_with("--cql-nodes 127.0.0.1:1: "),

@@ -1,8 +1,13 @@
-//! The `oncekey` command line (CONTRACT §8): every flag also as `ONCEKEY_<FLAG>`.
+//! The `oncekey` command line: every flag also as `ONCEKEY_<FLAG>`. Parsing only: the flags
+//! become the server library's plain settings (`ServeConfig`, `CqlConfig`, `MigrateConfig`),
+//! which check and use them.
 
-use crate::api::limits::Limits;
-use crate::ledger::Millis;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use oncekey_server::ledger::Millis;
+use oncekey_server::settings::{parse_duration, ServeConfig};
+use oncekey_server::store::cql::migrate::{parse_replication, MigrateConfig, Replication};
+use oncekey_server::store::cql::CqlConfig;
+use oncekey_server::testing::TestKnobs;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -26,17 +31,17 @@ pub enum Command {
     #[command(subcommand)]
     Token(TokenCommand),
     /// Claim a key (client side).
-    Claim(crate::cli::client::ClaimCmd),
+    Claim(crate::client::ClaimCmd),
     /// Complete an acquired key (client side).
-    Complete(crate::cli::client::CompleteCmd),
+    Complete(crate::client::CompleteCmd),
     /// Fail an acquired key (client side).
-    Fail(crate::cli::client::FailCmd),
+    Fail(crate::client::FailCmd),
     /// Show a key's record (client side).
-    Lookup(crate::cli::client::LookupCmd),
+    Lookup(crate::client::LookupCmd),
     /// Ask a server's grpc.health.v1 service; exit 0 only when SERVING (for probes and helm test).
-    Health(crate::cli::client::HealthCmd),
+    Health(crate::client::HealthCmd),
     /// Load-test a running server (and optionally the PostgreSQL design) over real gRPC.
-    Bench(Box<crate::bench::BenchArgs>),
+    Bench(Box<crate::bench::BenchCmd>),
 }
 
 /// `oncekey token …`
@@ -102,8 +107,8 @@ pub struct MigrateArgs {
     /// Replication of the keyspace when migrate creates it (ignored once it exists):
     /// `NetworkTopologyStrategy:dc1=3[,dc2=3…]` for production, `SimpleStrategy:1` for a local
     /// single node only. The migrations themselves are built into the binary.
-    #[arg(long, env = "ONCEKEY_CQL_REPLICATION", value_parser = crate::store::cql::migrate::parse_replication)]
-    pub cql_replication: Option<crate::store::cql::migrate::Replication>,
+    #[arg(long, env = "ONCEKEY_CQL_REPLICATION", value_parser = parse_replication)]
+    pub cql_replication: Option<Replication>,
 }
 
 /// `oncekey serve`
@@ -175,16 +180,6 @@ pub struct ServeArgs {
     /// Most streams (concurrent RPCs) one HTTP/2 connection may have open; HTTP/2 refuses more.
     #[arg(long, env = "ONCEKEY_MAX_CONCURRENT_STREAMS", default_value_t = 1024)]
     pub max_concurrent_streams: u32,
-    /// Test only: shift this server's clock by this many milliseconds (may be negative), to test
-    /// replicas whose clocks disagree.
-    #[arg(
-        long,
-        env = "ONCEKEY_CLOCK_SKEW_MS",
-        default_value_t = 0,
-        allow_negative_numbers = true,
-        hide = true
-    )]
-    pub clock_skew_ms: Millis,
     /// Start the embedded store even when opening it finds acknowledged writes lost (a missing,
     /// emptied or replaced oncekey.redb, a write-ahead log damaged before intact frames), which
     /// otherwise stops the server with exit code 65: drops what is damaged, keeps damaged files
@@ -192,146 +187,143 @@ pub struct ServeArgs {
     /// (docs/operations.md, "Recovering the embedded store").
     #[arg(long, env = "ONCEKEY_ACCEPT_DATA_LOSS")]
     pub accept_data_loss: bool,
-    /// Test only: the embedded store's longest time between checkpoints (its write-ahead log then
-    /// keeps every write since the last one, e.g. to build a damaged log).
-    #[arg(
-        long,
-        env = "ONCEKEY_EMBEDDED_CHECKPOINT_INTERVAL",
-        default_value = "50ms",
-        value_parser = parse_duration,
-        hide = true
-    )]
-    pub embedded_checkpoint_interval: Millis,
 }
 
-/// A configuration mistake: the message names the flag; `oncekey` exits 64.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+impl From<StoreKind> for oncekey_server::settings::StoreKind {
+    fn from(kind: StoreKind) -> Self {
+        match kind {
+            StoreKind::Embedded => Self::Embedded,
+            StoreKind::Cql => Self::Cql,
+        }
+    }
+}
+
+impl From<LogFormat> for oncekey_server::telemetry::LogFormat {
+    fn from(format: LogFormat) -> Self {
+        match format {
+            LogFormat::Text => Self::Text,
+            LogFormat::Json => Self::Json,
+        }
+    }
+}
+
+impl CqlArgs {
+    /// The CQL store's settings these flags give.
+    pub fn config(&self) -> CqlConfig {
+        CqlConfig {
+            nodes: self.cql_nodes.clone(),
+            keyspace: self.cql_keyspace.clone(),
+            local_dc: self.cql_local_dc.clone(),
+            username: self.cql_username.clone(),
+            password: self.cql_password.clone(),
+        }
+    }
+}
+
+impl MigrateArgs {
+    /// What `oncekey migrate` runs with.
+    pub fn config(&self) -> MigrateConfig {
+        MigrateConfig {
+            cql: self.cql.config(),
+            replication: self.cql_replication.clone(),
+        }
+    }
+}
 
 impl ServeArgs {
-    /// Checks the flags against each other and the contract's bounds.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |msg: String| Err(ConfigError(msg));
-        if !(1_000..=3_600_000).contains(&self.default_lease) {
-            return bad("--default-lease must be between 1s and 1h".into());
-        }
-        if self.max_retention < 60_000 {
-            return bad("--max-retention must be at least 1m".into());
-        }
-        if !(60_000..=self.max_retention).contains(&self.default_retention) {
-            return bad("--default-retention must be between 1m and --max-retention".into());
-        }
-        if self.max_result_bytes == 0 || self.max_result_bytes > 64 * 1024 * 1024 {
-            return bad("--max-result-bytes must be between 1 and 67108864".into());
-        }
-        if !(16..=1 << 20).contains(&self.embedded_cache_mib) {
-            return bad("--embedded-cache-mib must be between 16 and 1048576".into());
-        }
-        if self.max_connections == Some(0) {
-            return bad("--max-connections must be at least 1".into());
-        }
-        if self.max_concurrent_streams == 0 {
-            return bad("--max-concurrent-streams must be at least 1".into());
-        }
-        if !(1..=3_600_000).contains(&self.embedded_checkpoint_interval) {
-            return bad("--embedded-checkpoint-interval must be between 1ms and 1h".into());
-        }
-        let loopback = self.listen.ip().is_loopback();
-        if self.tokens_file.is_none() && !loopback && !self.allow_unauthenticated {
-            return bad(format!(
-                "--listen {} is not a loopback address and no --tokens-file is set: add --tokens-file, or --allow-unauthenticated to accept anyone",
-                self.listen
-            ));
-        }
-        Ok(())
-    }
-
-    /// The gRPC port's connection limit: `--max-connections`, or its default under the
-    /// process's descriptor soft limit.
-    pub fn max_connections(&self) -> usize {
-        self.max_connections.unwrap_or_else(|| {
-            crate::conn::default_max_connections(crate::conn::descriptor_soft_limit())
-        })
-    }
-
-    /// The request limits these flags set.
-    pub fn limits(&self) -> Limits {
-        Limits {
+    /// The server's settings: these flags, with the test-only knobs `testing` (from the
+    /// `ONCEKEY_TEST_*` variables; production values unless a test sets them).
+    pub fn config(&self, testing: TestKnobs) -> ServeConfig {
+        ServeConfig {
+            listen: self.listen,
+            admin_listen: self.admin_listen,
+            store: self.store.into(),
+            data_dir: self.data_dir.clone(),
+            cql: self.cql.config(),
+            tokens_file: self.tokens_file.clone(),
+            allow_unauthenticated: self.allow_unauthenticated,
             default_lease: self.default_lease,
             default_retention: self.default_retention,
             max_retention: self.max_retention,
             max_result_bytes: self.max_result_bytes,
-            ..Limits::default()
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            tls_client_ca: self.tls_client_ca.clone(),
+            drain_timeout: self.drain_timeout,
+            sweep_interval: self.sweep_interval,
+            embedded_cache_mib: self.embedded_cache_mib,
+            max_connections: self.max_connections,
+            max_concurrent_streams: self.max_concurrent_streams,
+            accept_data_loss: self.accept_data_loss,
+            testing,
         }
     }
-}
-
-/// Parses `500ms`, `30s`, `5m`, `24h`, `30d` (or a bare number of seconds) into milliseconds.
-pub fn parse_duration(text: &str) -> Result<Millis, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let n: i64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 30s, 5m, 24h or 30d"))?;
-    let scale = match unit {
-        "ms" => 1,
-        "" | "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
-            ))
-        }
-    };
-    n.checked_mul(scale)
-        .ok_or_else(|| format!("{text:?} is too long"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("30s"), Ok(30_000));
-        assert_eq!(parse_duration("500ms"), Ok(500));
-        assert_eq!(parse_duration("24h"), Ok(86_400_000));
-        assert_eq!(parse_duration("30d"), Ok(2_592_000_000));
-        assert_eq!(parse_duration("7"), Ok(7_000));
-        assert!(parse_duration("3 weeks").is_err());
-        assert!(parse_duration("").is_err());
+    fn serve(extra: &[&str]) -> ServeConfig {
+        let mut argv = vec!["oncekey", "serve"];
+        argv.extend_from_slice(extra);
+        match Cli::parse_from(argv).command {
+            Command::Serve(args) => args.config(TestKnobs::default()),
+            _ => unreachable!(),
+        }
     }
 
     #[test]
     fn non_loopback_needs_tokens_or_explicit_opt_in() {
-        let parse = |extra: &[&str]| {
-            let mut argv = vec!["oncekey", "serve"];
-            argv.extend_from_slice(extra);
-            match Cli::parse_from(argv).command {
-                Command::Serve(args) => args,
-                _ => unreachable!(),
-            }
-        };
-        assert!(parse(&[]).validate().is_ok());
-        let err = parse(&["--listen", "0.0.0.0:50051"])
+        assert!(serve(&[]).validate().is_ok());
+        let err = serve(&["--listen", "0.0.0.0:50051"])
             .validate()
             .unwrap_err();
         assert!(err.0.contains("--tokens-file"), "{err}");
         assert!(
-            parse(&["--listen", "0.0.0.0:50051", "--allow-unauthenticated"])
+            serve(&["--listen", "0.0.0.0:50051", "--allow-unauthenticated"])
                 .validate()
                 .is_ok()
         );
-        assert!(parse(&["--default-lease", "2h"])
+        assert!(serve(&["--default-lease", "2h"])
             .validate()
             .unwrap_err()
             .0
             .contains("--default-lease"));
+    }
+
+    #[test]
+    fn every_flag_reaches_the_settings() {
+        let config = serve(&[
+            "--store",
+            "cql",
+            "--cql-nodes",
+            "10.0.0.1:9042,10.0.0.2:9042",
+            "--cql-keyspace",
+            "ledger",
+            "--cql-local-dc",
+            "dc1",
+            "--default-lease",
+            "10s",
+            "--max-connections",
+            "7",
+            "--accept-data-loss",
+        ]);
+        assert_eq!(config.store, oncekey_server::settings::StoreKind::Cql);
+        assert_eq!(config.cql.nodes, ["10.0.0.1:9042", "10.0.0.2:9042"]);
+        assert_eq!(config.cql.keyspace, "ledger");
+        assert_eq!(config.cql.local_dc.as_deref(), Some("dc1"));
+        assert_eq!(config.default_lease, 10_000);
+        assert_eq!(config.max_connections, Some(7));
+        assert!(config.accept_data_loss);
+        assert_eq!(config.testing, TestKnobs::default());
+    }
+
+    #[test]
+    fn test_only_knobs_are_not_flags() {
+        for flag in ["--clock-skew-ms", "--embedded-checkpoint-interval"] {
+            let parsed = Cli::try_parse_from(["oncekey", "serve", flag, "1"]);
+            assert!(parsed.is_err(), "{flag} is accepted as a flag");
+        }
     }
 }
