@@ -53,9 +53,15 @@ pub struct Server {
 impl Server {
     /// Starts a server on a fresh data directory with extra flags.
     pub fn start(extra: &[&str]) -> Server {
+        Self::start_with(extra, &[])
+    }
+
+    /// Starts a server on a fresh data directory with extra flags and environment variables
+    /// (e.g. the test-only `ONCEKEY_TEST_*` knobs).
+    pub fn start_with(extra: &[&str], env: &[(&str, &str)]) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let data_dir = dir.path().join("data");
-        let mut server = Self::start_on(&data_dir, extra);
+        let mut server = Self::spawn(&data_dir, extra, env, None);
         server._dir = Some(dir);
         server
     }

@@ -7,7 +7,7 @@
 //!   node's answers to conditional writes: the LWT may have applied though no answer came back;
 //! - two servers on one keyspace: concurrent Claims of one key acquire once (300, or
 //!   `$ONCEKEY_FAULT_CLAIMS`; the full run sends 1000); takeovers across
-//!   servers whose clocks are 2 s apart (hidden `--clock-skew-ms`).
+//!   servers whose clocks are 2 s apart (the test-only `ONCEKEY_TEST_CLOCK_SKEW_MS`).
 //!
 //! Every verdict comes from the external effect file and final Lookups (faults/workload.rs).
 
@@ -26,6 +26,10 @@ use std::time::{Duration, Instant};
 use tonic::Code;
 
 fn cql_server(node: &str, keyspace: &str, extra: &[&str]) -> Server {
+    cql_server_with_env(node, keyspace, extra, &[])
+}
+
+fn cql_server_with_env(node: &str, keyspace: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let mut flags = vec![
         "--store",
         "cql",
@@ -35,7 +39,7 @@ fn cql_server(node: &str, keyspace: &str, extra: &[&str]) -> Server {
         keyspace,
     ];
     flags.extend_from_slice(extra);
-    tokio::task::block_in_place(|| Server::start(&flags))
+    tokio::task::block_in_place(|| Server::start_with(&flags, env))
 }
 
 async fn finish(load: &Workload, workers: Vec<tokio::task::JoinHandle<()>>, endpoint: &str) {
@@ -269,8 +273,9 @@ async fn takeover_across_servers_with_clocks_two_seconds_apart() {
     let node = cql::shared_node();
     let keyspace = cql::migrated_keyspace(node);
     let a = cql_server(node, &keyspace, &[]);
-    let behind = cql_server(node, &keyspace, &["--clock-skew-ms", "-2000"]);
-    let ahead = cql_server(node, &keyspace, &["--clock-skew-ms", "2000"]);
+    let skewed = |ms| [("ONCEKEY_TEST_CLOCK_SKEW_MS", ms)];
+    let behind = cql_server_with_env(node, &keyspace, &[], &skewed("-2000"));
+    let ahead = cql_server_with_env(node, &keyspace, &[], &skewed("2000"));
     let (ca, c_behind, c_ahead) = (
         Client::connect(&a.grpc, workload::options()).await.unwrap(),
         Client::connect(&behind.grpc, workload::options())
