@@ -32,6 +32,9 @@ pub enum Reason {
     PermissionDenied,
     /// UNAVAILABLE: the server's store cannot answer; safe to retry with the same key.
     StoreUnavailable,
+    /// ABORTED: a newer KeepAlive stream for the same lease replaced this one. The lease is not
+    /// lost (the newer stream keeps it alive); the replaced stream must not be reopened.
+    KeepaliveReplaced,
     /// A reason this client version does not know.
     Other(String),
 }
@@ -49,6 +52,7 @@ impl Reason {
             "UNAUTHENTICATED" => Reason::Unauthenticated,
             "PERMISSION_DENIED" => Reason::PermissionDenied,
             "STORE_UNAVAILABLE" => Reason::StoreUnavailable,
+            "KEEPALIVE_REPLACED" => Reason::KeepaliveReplaced,
             other => Reason::Other(other.to_owned()),
         }
     }
@@ -65,6 +69,7 @@ impl Reason {
             Reason::Unauthenticated => "UNAUTHENTICATED",
             Reason::PermissionDenied => "PERMISSION_DENIED",
             Reason::StoreUnavailable => "STORE_UNAVAILABLE",
+            Reason::KeepaliveReplaced => "KEEPALIVE_REPLACED",
             Reason::Other(other) => other,
         }
     }
@@ -221,6 +226,10 @@ mod tests {
         assert_eq!(e.code(), Code::FailedPrecondition);
         assert_eq!(e.reason(), Some(Reason::LeaseLost));
         assert!(e.is_lease_lost() && !e.is_transient());
+        let replaced = with_reason(Code::Aborted, "KEEPALIVE_REPLACED");
+        assert_eq!(replaced.reason(), Some(Reason::KeepaliveReplaced));
+        assert!(!replaced.is_lease_lost() && !replaced.is_transient());
+        assert_eq!(Reason::KeepaliveReplaced.as_str(), "KEEPALIVE_REPLACED");
         assert_eq!(
             with_reason(Code::NotFound, "SOMETHING_NEW").reason(),
             Some(Reason::Other("SOMETHING_NEW".into()))

@@ -3,9 +3,11 @@
 //!
 //! The task reopens the stream after a transport failure or a server restart (the server's first
 //! renewal then says whether the lease still holds), and marks the lease lost when the server
-//! answers LEASE_LOST (or ALREADY_SETTLED: someone settled it with this token). It never retries
-//! anything else blindly, and it stops the moment its guard is dropped, so a caller that goes away
-//! lets the lease run out.
+//! answers LEASE_LOST (or ALREADY_SETTLED: someone settled it with this token). When the server
+//! ends the stream with KEEPALIVE_REPLACED, a newer stream on the same lease (another keep-alive
+//! of this operation) keeps it alive: the task stops without reopening, and the lease is not lost.
+//! It never retries anything else blindly, and it stops the moment its guard is dropped, so a
+//! caller that goes away lets the lease run out.
 
 use crate::connect::Client;
 use crate::error::{Error, Reason};
@@ -142,6 +144,12 @@ async fn run(
                 Some(Reason::LeaseLost) | Some(Reason::AlreadySettled) => {
                     tracing::warn!(namespace = %key.namespace(), token, "lease lost");
                     state.send_modify(|s| s.lost = true);
+                    return;
+                }
+                Some(Reason::KeepaliveReplaced) => {
+                    // Another stream keeps this lease alive now; reopening would only replace it
+                    // in turn. Not a loss: the lease holds.
+                    tracing::info!(namespace = %key.namespace(), token, "keep-alive handed over to a newer stream");
                     return;
                 }
                 _ if !reopenable(&e) => {

@@ -137,3 +137,44 @@ async fn a_lost_lease_is_reported_to_the_closure_and_the_caller() {
     );
     thief.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_replaced_keep_alive_stops_without_reopening_or_losing_the_lease() {
+    let server = Server::start(&[]);
+    let client = client(&server.grpc).await;
+    let key = key("replaced");
+    let other = client.clone();
+    let other_key = key.clone();
+    let done = client
+        .once(&key, &args("x"))
+        .lease_ttl(Duration::from_secs(1))
+        .run_detailed(|lease| async move {
+            // Let the run's own keep-alive open, then open another stream on the same lease:
+            // the server replaces the run's stream with it.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let token = lease.fencing_token();
+            let mut newer = other
+                .keep_alive(&other_key, token, Some(Duration::from_secs(1)))
+                .await
+                .unwrap();
+            // Several renewal periods: had the run reopened its stream, it would have replaced
+            // this one in turn.
+            for _ in 0..6 {
+                let renewed = tokio::time::timeout(Duration::from_secs(10), newer.next())
+                    .await
+                    .expect("renewals continue");
+                match renewed {
+                    Some(Ok(grant)) => assert_eq!(grant.token, token),
+                    other => panic!("the newer stream ended: {other:?}"),
+                }
+            }
+            assert!(
+                !lease.is_lost(),
+                "a replaced keep-alive is not a lost lease"
+            );
+            Ok::<_, TestError>(token)
+        })
+        .await
+        .unwrap();
+    assert_eq!(done.value, 1);
+}

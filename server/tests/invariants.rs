@@ -5,7 +5,12 @@
 //! - fencing tokens strictly increase within a record's life (a new life starts only after the
 //!   record was abandoned or expired);
 //! - a SUCCEEDED record never changes its result;
-//! - no operation of one tenant observes another tenant's record.
+//! - no operation of one tenant observes another tenant's record;
+//! - every answered Claim, settle and renewal leaves its receipt in the record's history (also
+//!   when the key is abandoned and claimed again before parked dedup hits are written: the new
+//!   record carries the old one's history), exactly once, and `dedup_hits` counts exactly the
+//!   Claims answered from the record's own life, in every answer, in Lookup, and in the store
+//!   once the parked hits are written (`receipts.rs`).
 //!
 //! Clients follow the documented operating rule that retention outlasts every retry: once a record
 //! may have expired, its old holders give up their leases (a holder stalled past the record's
@@ -15,8 +20,14 @@ use oncekey_server::engine::{Clock, Engine, EngineError};
 use oncekey_server::ledger::{ClaimArgs, ClaimOutcome, Disposition, Lease, LedgerError, Millis};
 use oncekey_server::ledger::{OpError, OpResult, RecordId, Semantics, Status};
 use oncekey_server::store::embedded::EmbeddedStore;
+use oncekey_server::store::Store;
 use proptest::prelude::*;
 use std::collections::HashMap;
+
+#[path = "invariants/receipts.rs"]
+mod receipts;
+use oncekey_server::ledger::EventKind;
+use receipts::Trail;
 
 const TENANTS: [&str; 2] = ["acme", "globex"];
 const KEYS: [&str; 2] = ["k1", "k2"];
@@ -85,10 +96,16 @@ struct World {
     /// (client, tenant, key) → the lease that client believes it holds.
     leases: HashMap<(usize, usize, usize), Lease>,
     models: HashMap<(usize, usize), Model>,
+    /// (tenant, key) → the receipts and hits its record must show.
+    trails: HashMap<(usize, usize), Trail>,
 }
 
 fn id(tenant: usize, key: usize) -> RecordId {
     RecordId::new(TENANTS[tenant], "prop.ns", KEYS[key])
+}
+
+fn owner(client: usize) -> String {
+    format!("client-{client}")
 }
 
 fn result_for(tenant: usize, client: usize, token: u64) -> OpResult {
@@ -129,13 +146,18 @@ impl World {
                     } else {
                         Semantics::AtLeastOnce
                     },
-                    owner: format!("client-{client}"),
+                    owner: owner(client),
                     parent: None,
                     reconcile,
                 };
                 match self.engine.claim(&id(tenant, key), &args, None).await {
                     Ok(reply) => {
                         assert_eq!(reply.record.id.tenant, TENANTS[tenant], "tenant isolation");
+                        self.trails.entry((tenant, key)).or_default().claimed(
+                            reply.outcome,
+                            &reply.record,
+                            &args.owner,
+                        );
                         let model = self.models.entry((tenant, key)).or_default();
                         model.expires_at = model.expires_at.max(reply.record.expires_at);
                         if reply.outcome == ClaimOutcome::Acquired {
@@ -180,6 +202,12 @@ impl World {
                 {
                     Ok(record) => {
                         assert_eq!(record.status, Status::Succeeded);
+                        self.trails.entry((tenant, key)).or_default().settled(
+                            EventKind::Complete,
+                            "SUCCEEDED",
+                            &owner(client),
+                            Some(&record),
+                        );
                         let model = self.models.entry((tenant, key)).or_default();
                         check_result(model, record.result.as_ref(), tenant);
                         model.result = record.result.clone();
@@ -219,6 +247,13 @@ impl World {
                     .await;
                 match outcome {
                     Ok(record) => {
+                        let name = ["RETRYABLE", "FINAL", "ABANDON"][disposition as usize];
+                        self.trails.entry((tenant, key)).or_default().settled(
+                            EventKind::Fail,
+                            name,
+                            &owner(client),
+                            record.as_ref(),
+                        );
                         let model = self.models.entry((tenant, key)).or_default();
                         assert!(
                             model.result.is_none() || model.may_be_gone,
@@ -254,6 +289,10 @@ impl World {
                 {
                     Ok(renewed) => {
                         assert_eq!(renewed.token, lease.token);
+                        self.trails
+                            .entry((tenant, key))
+                            .or_default()
+                            .renewed(&owner(client));
                         let model = self.models.entry((tenant, key)).or_default();
                         model.expires_at = model.expires_at.max(renewed.expires_at);
                         self.leases.insert((client, tenant, key), renewed);
@@ -266,6 +305,36 @@ impl World {
             }
         }
         self.check_single_holder().await;
+        self.check_receipts().await;
+    }
+
+    /// Every record this process shows (parked hits merged) holds what its trail says.
+    async fn check_receipts(&self) {
+        for (&(tenant, key), trail) in &self.trails {
+            if let Ok(record) = self.engine.lookup(&id(tenant, key)).await {
+                trail.check(&record, "Lookup");
+            }
+        }
+    }
+
+    /// Once the parked hits are written, every stored record (tombstones included) holds what
+    /// its trail says.
+    async fn check_stored_receipts(&self) {
+        // As at shutdown: the flushes write what they hold without lingering first.
+        self.engine.begin_shutdown();
+        self.engine.flush_parked_hits().await;
+        let now = self.clock.now();
+        for (&(tenant, key), trail) in &self.trails {
+            if let Some(record) = self
+                .engine
+                .store()
+                .get(&id(tenant, key), now)
+                .await
+                .unwrap()
+            {
+                trail.check(&record, "stored");
+            }
+        }
     }
 
     /// At most one client believes it holds a valid lease on each record, and it is the record's.
@@ -304,19 +373,52 @@ fn check_result(model: &Model, seen: Option<&OpResult>, tenant: usize) {
     }
 }
 
+/// Ops on one record, most of them Claims and ABANDONs, so that keys are abandoned and claimed
+/// again while replays' dedup hits are still parked.
+fn abandon_heavy_op() -> impl Strategy<Value = Op> {
+    let client = 0..CLIENTS;
+    prop_oneof![
+        4 => (client.clone(), any::<bool>()).prop_map(|(client, reconcile)| Op::Claim { client, tenant: 0, key: 0, payload: 0, amo: false, reconcile }),
+        1 => client.clone().prop_map(|client| Op::Complete { client, tenant: 0, key: 0 }),
+        2 => (client.clone(), prop_oneof![1 => Just(0u8), 1 => Just(1), 3 => Just(2)]).prop_map(|(client, disposition)| Op::Fail { client, tenant: 0, key: 0, disposition }),
+        1 => client.prop_map(|client| Op::Renew { client, tenant: 0, key: 0 }),
+        1 => prop_oneof![Just(1), Just(100), Just(1_000)].prop_map(|ms| Op::Advance { ms }),
+    ]
+}
+
+/// Runs `ops` against a fresh engine and store, then checks the stored receipts.
+fn run(ops: &[Op]) {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let clock = Clock::manual(1_700_000_000_000);
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let mut world = World {
+            engine: Engine::new(store, clock.clone()),
+            clock,
+            leases: HashMap::new(),
+            models: HashMap::new(),
+            trails: HashMap::new(),
+        };
+        for op in ops {
+            world.step(op).await;
+        }
+        world.check_stored_receipts().await;
+    });
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
     #[test]
     fn ledger_invariants_hold(ops in proptest::collection::vec(op(), 1..60)) {
-        let dir = tempfile::tempdir().unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(async {
-            let clock = Clock::manual(1_700_000_000_000);
-            let store = EmbeddedStore::open(dir.path()).unwrap();
-            let mut world = World { engine: Engine::new(store, clock.clone()), clock, leases: HashMap::new(), models: HashMap::new() };
-            for op in &ops {
-                world.step(op).await;
-            }
-        });
+        run(&ops);
+    }
+
+    #[test]
+    fn receipts_and_hits_survive_abandon_and_reclaim(ops in proptest::collection::vec(abandon_heavy_op(), 1..60)) {
+        run(&ops);
     }
 }

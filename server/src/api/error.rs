@@ -40,6 +40,10 @@ pub enum ApiError {
     /// The engine refused or failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// A newer KeepAlive stream for the same lease took over from this one: the lease is still
+    /// kept alive, by that stream; this one must not be reopened.
+    #[error("a newer keep-alive stream for this lease replaced this one")]
+    KeepAliveReplaced,
 }
 
 impl ApiError {
@@ -101,6 +105,9 @@ impl From<ApiError> for Status {
                 status(Code::PermissionDenied, "PERMISSION_DENIED", message, None)
             }
             ApiError::Engine(engine) => engine_status(engine, message),
+            ApiError::KeepAliveReplaced => {
+                status(Code::Aborted, "KEEPALIVE_REPLACED", message, None)
+            }
         }
     }
 }

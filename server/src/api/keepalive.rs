@@ -2,22 +2,37 @@
 //!
 //! The first message names the lease; its renewal answers at once (or fails the RPC with the usual
 //! error). Renewals then continue until the caller closes its side or its connection dies, the
-//! record settles (the stream ends OK), the lease is lost (the stream ends with LEASE_LOST), or the
-//! server shuts down. Later messages may change lease_ttl; they must name the same lease.
+//! record settles (the stream ends OK), the lease is lost (the stream ends with LEASE_LOST), a
+//! newer stream for the same lease replaces this one (ABORTED, KEEPALIVE_REPLACED), or the server
+//! shuts down. Later messages may change lease_ttl; they must name the same lease.
+//!
+//! A lease has at most one stream on this server (`registry`), and its streams share their
+//! renewals: a newer stream answers its first message with the last renewal while that is fresh
+//! (younger than a third of the lease), so however many streams a lease gets, it is renewed as
+//! often as by one.
+
+mod registry;
+#[cfg(test)]
+mod tests;
+
+pub use registry::Registry;
 
 use super::convert;
 use super::error::ApiError;
 use super::limits::Limits;
 use crate::engine::{Engine, EngineError};
-use crate::ledger::{LedgerError, Millis, RecordId, Status as RecordStatus};
+use crate::ledger::{Lease, LedgerError, Millis, RecordId, Status as RecordStatus};
 use crate::store::Store;
 use oncekey_api::v1;
+use registry::{Registration, Renewed};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Status, Streaming};
+use tokio_stream::{Stream, StreamExt};
+use tonic::Status;
 
 /// The stream of renewed leases.
 pub type LeaseStream = Pin<Box<dyn tokio_stream::Stream<Item = Result<v1::Lease, Status>> + Send>>;
@@ -36,19 +51,24 @@ fn target(tenant: &str, msg: &v1::KeepAliveRequest, limits: &Limits) -> Result<T
     })
 }
 
-/// Reads the first message, renews once, and starts the renewal task.
-pub async fn start<S: Store>(
+/// Reads the first message, registers the stream (replacing an older one of the same lease),
+/// renews once (or answers with the lease's fresh last renewal), and starts the renewal task.
+pub async fn start<S: Store, In>(
     engine: Arc<Engine<S>>,
+    registry: &Arc<Registry>,
     limits: &Limits,
     tenant: String,
-    mut inbound: Streaming<v1::KeepAliveRequest>,
-) -> Result<LeaseStream, Status> {
-    let first = inbound.message().await?.ok_or_else(|| {
+    mut inbound: In,
+) -> Result<LeaseStream, Status>
+where
+    In: Stream<Item = Result<v1::KeepAliveRequest, Status>> + Send + Unpin + 'static,
+{
+    let first = inbound.next().await.transpose()?.ok_or_else(|| {
         ApiError::invalid("lease_token", "the stream closed before its first message")
     })?;
     let mut target = target(&tenant, &first, limits)?;
-    let lease = engine
-        .renew(&target.id, target.token, target.ttl)
+    let mut registration = registry.register((target.id.clone(), target.token));
+    let lease = renew(&engine, &target, &registration, false)
         .await
         .map_err(ApiError::from)?;
     let (tx, rx) = mpsc::channel(4);
@@ -56,7 +76,18 @@ pub async fn start<S: Store>(
     let limits = limits.clone();
     engine.metrics().keepalive(1);
     tokio::spawn(async move {
-        let end = renew_loop(&engine, &limits, &tenant, &mut target, &mut inbound, &tx).await;
+        let end = renew_loop(
+            &engine,
+            &limits,
+            &tenant,
+            &mut target,
+            &mut inbound,
+            &mut registration,
+            &tx,
+        )
+        .await;
+        // Leave the registry before the caller learns the stream ended.
+        drop(registration);
         engine.metrics().keepalive(-1);
         if let Some(status) = end {
             let _ = tx.send(Err(status)).await;
@@ -65,36 +96,78 @@ pub async fn start<S: Store>(
     Ok(Box::pin(ReceiverStream::new(rx)))
 }
 
+/// When the lease renewed by `last` is due again for a stream renewing to `ttl`: a third of the
+/// shorter of the two lease lengths after that renewal.
+fn due(last: &Renewed, ttl: Millis) -> Instant {
+    last.at + period(last.ttl.min(ttl))
+}
+
+fn period(ttl: Millis) -> Duration {
+    Duration::from_millis(u64::try_from(ttl / 3).unwrap_or(1000).max(1))
+}
+
+/// Renews the lease, unless (without `force`) one of its streams did so recently enough: then
+/// that renewal's lease is the answer. Concurrent callers wait for one another, so a burst of
+/// new streams costs one renewal.
+async fn renew<S: Store>(
+    engine: &Engine<S>,
+    target: &Target,
+    registration: &Registration,
+    force: bool,
+) -> Result<Lease, EngineError> {
+    let mut last = registration.renewals.lock().await;
+    if let Some(fresh) = last.filter(|r| !force && Instant::now() < due(r, target.ttl)) {
+        return Ok(fresh.lease);
+    }
+    let lease = engine.renew(&target.id, target.token, target.ttl).await?;
+    *last = Some(Renewed {
+        lease,
+        at: Instant::now(),
+        ttl: target.ttl,
+    });
+    Ok(lease)
+}
+
 /// Renews until the stream should end; returns the error to end it with, if any.
-async fn renew_loop<S: Store>(
+async fn renew_loop<S: Store, In>(
     engine: &Engine<S>,
     limits: &Limits,
     tenant: &str,
     target: &mut Target,
-    inbound: &mut Streaming<v1::KeepAliveRequest>,
+    inbound: &mut In,
+    registration: &mut Registration,
     tx: &mpsc::Sender<Result<v1::Lease, Status>>,
-) -> Option<Status> {
+) -> Option<Status>
+where
+    In: Stream<Item = Result<v1::KeepAliveRequest, Status>> + Unpin,
+{
     loop {
-        let period = Duration::from_millis(u64::try_from(target.ttl / 3).unwrap_or(1000).max(1));
+        let next = match *registration.renewals.lock().await {
+            Some(last) => due(&last, target.ttl),
+            None => Instant::now() + period(target.ttl),
+        };
         let settled = engine.settle_notify(&target.id).notified();
+        let mut force = false;
         tokio::select! {
-            _ = tokio::time::sleep(period) => {}
+            _ = tokio::time::sleep_until(next) => {}
             _ = settled => match engine.lookup(&target.id).await {
                 Ok(r) if r.fencing_token == target.token && r.status == RecordStatus::Processing => continue,
-                _ => {} // settled, gone or taken: the renewal below says which
+                _ => force = true, // settled, gone or taken: the renewal below says which
             },
-            message = inbound.message() => match message {
-                Ok(Some(msg)) => match target_update(tenant, &msg, limits, target) {
-                    Ok(()) => {}
+            message = inbound.next() => match message {
+                Some(Ok(msg)) => match target_update(tenant, &msg, limits, target) {
+                    Ok(()) => force = true,
                     Err(e) => return Some(e.into()),
                 },
                 // The caller closed its side or the connection died: stop renewing.
-                Ok(None) | Err(_) => return None,
+                None | Some(Err(_)) => return None,
             },
+            // A newer stream keeps this lease alive now (the sender is gone only then, too).
+            _ = &mut registration.replaced => return Some(ApiError::KeepAliveReplaced.into()),
             _ = tx.closed() => return None,
             _ = engine.shutting_down() => return None,
         }
-        match engine.renew(&target.id, target.token, target.ttl).await {
+        match renew(engine, target, registration, force).await {
             Ok(lease) => {
                 if tx.send(Ok(convert::lease(&lease))).await.is_err() {
                     return None;

@@ -25,6 +25,7 @@ use tracing::{Instrument, Span};
 pub struct LedgerService<S> {
     engine: Arc<Engine<S>>,
     limits: Arc<Limits>,
+    keepalives: Arc<keepalive::Registry>,
 }
 
 impl<S: Store> LedgerService<S> {
@@ -33,6 +34,7 @@ impl<S: Store> LedgerService<S> {
         Self {
             engine,
             limits: Arc::new(limits),
+            keepalives: Arc::default(),
         }
     }
 
@@ -291,10 +293,16 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
         let span = rpc_span("oncekey.v1.Ledger/KeepAlive", &req, "", "");
         let (_, mut extensions, inbound) = req.into_parts();
         let result = match take_tenant(&mut extensions) {
-            Ok(tenant) => keepalive::start(self.engine.clone(), &self.limits, tenant, inbound)
-                .instrument(span.clone())
-                .await
-                .map(Response::new),
+            Ok(tenant) => keepalive::start(
+                self.engine.clone(),
+                &self.keepalives,
+                &self.limits,
+                tenant,
+                inbound,
+            )
+            .instrument(span.clone())
+            .await
+            .map(Response::new),
             Err(e) => Err(e.into()),
         };
         record_code(&span, &result);

@@ -1,82 +1,182 @@
 //! Dedup hits off the answer path. A Claim answered from the record (COMPLETED, FAILED,
 //! IN_PROGRESS, a repeated NEEDS_RECONCILIATION) changes only the record's counter and history,
 //! so it need not wait for a write: the hit is parked here, the caller is answered at once, and a
-//! background flush adds every parked hit of a key to its record with one conditional write
-//! (read, add, compare-and-set; retried on conflict like every other write). A hot key's thousand
-//! duplicates cost one write, not a thousand conflicting ones.
+//! background flush (`flush`) adds every parked hit of a key to its record with one conditional
+//! write (read, add, compare-and-set; retried on conflict like every other write). A hot key's
+//! thousand duplicates cost one write, not a thousand conflicting ones.
 //!
-//! Reads of this process merge the parked hits, so counts and histories look exact here. A key's
-//! first hit is written within milliseconds; later ones at most once per `LINGER` (shared store:
-//! other processes see them that late) or `LINGER_LOCAL` (a store only this process uses: no one
-//! else reads it, so fewer, bigger writes). A crash loses parked hits — counters, never a state
-//! change; shutdown writes them all first.
+//! Hits belong to one life of a record (`Life`). When the key is abandoned and claimed again
+//! before its hits are written, the new record carries the old one's history forward: the old
+//! life's receipts are written into it, while its counter stays the new record's own.
+//!
+//! Every answer and read of this process merges the hits that the version it read lacks, so
+//! counts and histories look exact here. A batch being written is in the store from the version
+//! its write creates on; a read that finds the store past the batch's base version while the
+//! write's outcome is not back yet waits (briefly) for it instead of guessing. A key's first hit
+//! is written within milliseconds; later ones at most once per `LINGER` (shared store: other
+//! processes see them that late) or `LINGER_LOCAL` (a store only this process uses). A crash
+//! loses parked hits — counters and receipts, never a state change; shutdown writes them first.
 
-use super::{Clock, MAX_ROUNDS};
-use crate::ledger::{Event, Millis, Record, RecordId};
-use crate::store::{Cas, Store};
-use std::collections::HashMap;
+mod flush;
+
+pub use flush::flush;
+
+use crate::ledger::{Event, EventKind, Millis, Record, RecordId};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Notify;
 
 const SHARDS: usize = 16;
-/// How long a key's flush waits after a write before the next one (hits arriving meanwhile are
-/// written together), and remembers the written hits for reads that raced with the write.
-const LINGER: Duration = Duration::from_secs(1);
-/// `LINGER` for a store only this process uses.
-const LINGER_LOCAL: Duration = Duration::from_secs(5);
-/// Lingering keys wake on multiples of this (wall clock), all at once: their writes reach the
-/// store together and share a commit instead of each paying for one.
-const TICK: Duration = Duration::from_millis(50);
+/// How many written batches a key remembers (for reads that raced with their writes).
+const REMEMBERED: usize = 16;
+/// How many lives of one key may have hits parked at once; more means a key abandoned and
+/// claimed again faster than its hits are written, and the oldest life's hits are dropped.
+const MAX_LIVES: usize = 8;
+/// How long an answer waits for the outcome of a hit write it cannot place; past it, the hits
+/// are counted as missing from what it read (an answer may then count a hit twice, never miss one).
+const UNKNOWN_WAIT: Duration = Duration::from_secs(2);
 
-/// Hits of one record life (its `created_at`) not yet written.
-#[derive(Debug, Default)]
-pub struct Parked {
-    /// The life the hits belong to: a record recreated since gets none of them.
-    pub created_at: Millis,
+/// One life of a key's record: from the Claim that created it to its expiry or abandonment. A
+/// record created again over a tombstone is a new life even within the same millisecond: its
+/// fencing sequence continues, so the tokens handed out before it (`fencing_token - attempt`,
+/// which acquisitions never change) differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Life {
+    created_at: Millis,
+    base: u64,
+}
+
+impl Life {
+    /// The life `record` belongs to.
+    pub fn of(record: &Record) -> Self {
+        Self {
+            created_at: record.created_at,
+            base: record
+                .fencing_token
+                .saturating_sub(u64::from(record.attempt)),
+        }
+    }
+
+    /// Whether `record`, of another life, carries this life's history forward: it was created
+    /// over this life's tombstone (directly or through later ones), so its fencing sequence runs
+    /// past this life's and its history (which must have been read) still holds the receipt that
+    /// created this life. A record created afresh (after an expiry) does not.
+    fn carried_into(self, record: &Record) -> bool {
+        let later = Life::of(record);
+        later.base > self.base
+            && later.created_at >= self.created_at
+            && record.history.iter().any(|e| {
+                e.at == self.created_at
+                    && e.fencing_token == self.base + 1
+                    && e.kind == EventKind::Claim
+                    && e.outcome == "ACQUIRED"
+            })
+    }
+}
+
+/// Where a batch's write stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    /// Not sent (or sent and refused): no stored version has the batch.
+    Unsent,
+    /// Sent, conditioned on stored version `base`; the outcome is not back yet.
+    Sent { base: u64 },
+    /// In the store from `version` on.
+    Applied { version: u64 },
+}
+
+/// Whether a stored version has a batch.
+enum Seen {
+    Missing,
+    Included,
+    Unknown,
+}
+
+/// Hits of one life and their receipts.
+#[derive(Debug)]
+struct Batch {
+    life: Life,
+    hits: u64,
+    events: Vec<Event>,
+    write: Write,
+}
+
+impl Batch {
+    fn seen_in(&self, version: u64) -> Seen {
+        match self.write {
+            Write::Unsent => Seen::Missing,
+            Write::Sent { base } if version <= base => Seen::Missing,
+            // The store moved past the write's base: by it, or by another write that refuses it.
+            Write::Sent { .. } => Seen::Unknown,
+            Write::Applied { version: from } if version >= from => Seen::Included,
+            Write::Applied { .. } => Seen::Missing,
+        }
+    }
+}
+
+/// A copy of the batch a flush writes.
+#[derive(Debug)]
+pub struct Taken {
+    /// The life the hits belong to.
+    pub life: Life,
     /// How many Claims.
     pub hits: u64,
     /// Their receipts.
     pub events: Vec<Event>,
-    /// Whether a flush task already owns this key.
+}
+
+/// The hits of one key not yet written, or written a moment ago.
+#[derive(Debug, Default)]
+struct Parked {
+    /// Not taken by the flush yet: one batch per life, in order of arrival.
+    pending: Vec<Batch>,
+    /// Whether a flush task owns this key.
     flushing: bool,
-    /// Hits taken by the flush and being written, with the version their write creates (reads of
-    /// an older version still lack them).
-    inflight: Option<Inflight>,
-    /// The last batches written, kept for a moment so that a read that raced with their write
-    /// (and so misses them) still shows them.
-    written: Vec<Inflight>,
+    /// Taken by the flush and being written.
+    inflight: Option<Batch>,
+    /// The last batches written, so that a read that raced with their write still shows them.
+    written: VecDeque<Batch>,
+    /// Woken whenever the in-flight write's outcome is known.
+    resolved: Arc<Notify>,
 }
 
 impl Parked {
     /// Adds one hit of `record`'s life; returns whether a flush must start for the key.
     fn add(&mut self, record: &Record, event: Option<Event>) -> bool {
-        if self.created_at != record.created_at {
-            // Hits of an earlier life of the key are void: that record is gone.
-            self.created_at = record.created_at;
-            self.hits = 0;
-            self.events.clear();
-            self.inflight = None;
-            self.written.clear();
+        let life = Life::of(record);
+        match self.pending.iter_mut().find(|b| b.life == life) {
+            Some(batch) => {
+                batch.hits += 1;
+                batch.events.extend(event);
+                bound(&mut batch.events);
+            }
+            None => {
+                if self.pending.len() == MAX_LIVES {
+                    let dropped = self.pending.remove(0);
+                    tracing::warn!(
+                        hits = dropped.hits,
+                        "dropping dedup hits of a record abandoned long ago"
+                    );
+                }
+                self.pending.push(Batch {
+                    life,
+                    hits: 1,
+                    events: event.into_iter().collect(),
+                    write: Write::Unsent,
+                });
+            }
         }
-        self.hits += 1;
-        self.events.extend(event);
-        bound(&mut self.events);
         let start = !self.flushing;
         self.flushing = true;
         start
     }
-}
 
-/// How many written batches a key remembers.
-const REMEMBERED: usize = 16;
-
-/// Hits being written.
-#[derive(Debug, Default)]
-struct Inflight {
-    hits: u64,
-    events: Vec<Event>,
-    target_version: Option<u64>,
+    /// The in-flight write's outcome is known (or changed): wake the reads waiting for it.
+    fn resolved(&self) {
+        self.resolved.notify_waiters();
+    }
 }
 
 /// Parked hits, sharded by record id.
@@ -100,6 +200,13 @@ impl Hits {
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Runs `f` on the parked hits of `id`, if any.
+    fn with(&self, id: &RecordId, f: impl FnOnce(&mut Parked)) {
+        if let Some(parked) = self.shard(id).get_mut(id) {
+            f(parked);
+        }
+    }
+
     /// Parks one hit of `record`'s life with its receipt. Returns whether the caller must start a
     /// flush for this key.
     pub fn park(&self, record: &Record, event: Option<Event>) -> bool {
@@ -114,56 +221,90 @@ impl Hits {
             .add(record, event)
     }
 
-    /// Takes the parked hits of `id` for writing (the key stays owned by its flush task, and the
-    /// hits stay visible to reads until `written`); `None` when nothing is left, which also
-    /// releases the key.
-    pub fn take(&self, id: &RecordId) -> Option<Parked> {
+    /// Takes the oldest life's parked hits of `id` for writing (the key stays owned by its flush
+    /// task, and the hits stay visible to reads until written); `None` when nothing is left.
+    pub fn take(&self, id: &RecordId) -> Option<Taken> {
         let mut shard = self.shard(id);
         let parked = shard.get_mut(id)?;
-        if parked.hits == 0 {
+        if parked.pending.is_empty() {
             return None;
         }
-        let hits = std::mem::take(&mut parked.hits);
-        let events = std::mem::take(&mut parked.events);
-        parked.inflight = Some(Inflight {
-            hits,
-            events: events.clone(),
-            target_version: None,
-        });
-        Some(Parked {
-            created_at: parked.created_at,
-            hits,
-            events,
-            flushing: true,
-            inflight: None,
-            written: Vec::new(),
-        })
+        let batch = parked.pending.remove(0);
+        let taken = Taken {
+            life: batch.life,
+            hits: batch.hits,
+            events: batch.events.clone(),
+        };
+        parked.inflight = Some(batch);
+        Some(taken)
     }
 
-    /// The taken hits of `id` are about to be written as `version`.
-    pub fn writing(&self, id: &RecordId, version: u64) {
-        if let Some(inflight) = self.shard(id).get_mut(id).and_then(|p| p.inflight.as_mut()) {
-            inflight.target_version = Some(version);
-        }
+    /// The taken hits of `id` are about to be written over stored version `base`.
+    pub fn writing(&self, id: &RecordId, base: u64) {
+        self.set_write(id, Write::Sent { base });
     }
 
-    /// The taken hits of `id` are written (or void): reads no longer add them.
-    pub fn written(&self, id: &RecordId) {
-        if let Some(parked) = self.shard(id).get_mut(id) {
-            if let Some(batch) = parked.inflight.take() {
-                if parked.written.len() == REMEMBERED {
-                    parked.written.remove(0);
-                }
-                parked.written.push(batch);
+    /// The write of the taken hits was refused or failed: no stored version has them.
+    pub fn unsent(&self, id: &RecordId) {
+        self.set_write(id, Write::Unsent);
+    }
+
+    fn set_write(&self, id: &RecordId, write: Write) {
+        self.with(id, |parked| {
+            if let Some(batch) = parked.inflight.as_mut() {
+                batch.write = write;
             }
-        }
+            parked.resolved();
+        });
+    }
+
+    /// The taken hits of `id` are in the store from `version` on.
+    pub fn written(&self, id: &RecordId, version: u64) {
+        self.with(id, |parked| {
+            if let Some(mut batch) = parked.inflight.take() {
+                batch.write = Write::Applied { version };
+                if parked.written.len() == REMEMBERED {
+                    parked.written.pop_front();
+                }
+                parked.written.push_back(batch);
+            }
+            parked.resolved();
+        });
+    }
+
+    /// The taken hits of `id` have no record to go to (it is gone, or was created afresh).
+    pub fn void(&self, id: &RecordId) {
+        self.with(id, |parked| {
+            parked.inflight = None;
+            parked.resolved();
+        });
+    }
+
+    /// Puts back the taken hits of `id`, whose write failed, ahead of newer ones of their life.
+    pub fn restore(&self, id: &RecordId) {
+        self.with(id, |parked| {
+            if let Some(mut batch) = parked.inflight.take() {
+                batch.write = Write::Unsent;
+                match parked.pending.iter().position(|b| b.life == batch.life) {
+                    Some(i) => {
+                        let newer = &mut parked.pending[i];
+                        batch.events.append(&mut newer.events);
+                        bound(&mut batch.events);
+                        batch.hits += newer.hits;
+                        *newer = batch;
+                    }
+                    None => parked.pending.insert(0, batch),
+                }
+            }
+            parked.resolved();
+        });
     }
 
     /// Forgets `id` if nothing arrived since its last write; `false` when there is more to write.
     pub fn release(&self, id: &RecordId) -> bool {
         let mut shard = self.shard(id);
         match shard.get(id) {
-            Some(parked) if parked.hits > 0 || parked.inflight.is_some() => false,
+            Some(parked) if !parked.pending.is_empty() || parked.inflight.is_some() => false,
             _ => {
                 shard.remove(id);
                 true
@@ -171,73 +312,98 @@ impl Hits {
         }
     }
 
-    /// Puts back hits whose write failed, ahead of newer ones.
-    pub fn restore(&self, id: &RecordId, mut taken: Parked) {
-        let mut shard = self.shard(id);
-        let parked = shard.entry(id.clone()).or_default();
-        parked.inflight = None;
-        if parked.created_at == taken.created_at || parked.hits == 0 {
-            taken.events.append(&mut parked.events);
-            parked.created_at = taken.created_at;
-            parked.hits += taken.hits;
-            parked.events = taken.events;
-            bound(&mut parked.events);
-        }
-        parked.flushing = true;
-    }
-
-    /// Adds the hits of `record`'s life that its stored version lacks, as this process knows them.
-    pub fn merge_into(&self, record: &mut Record) {
-        self.merge(record, true);
+    /// Adds the hits of `record`'s life that its stored version lacks, as this process knows
+    /// them, and the receipts of earlier lives it carries forward; `record` must have been read
+    /// whole (with its history).
+    pub async fn merge_into(&self, record: &mut Record) {
+        self.merge(record, true).await;
     }
 
     /// Like `merge_into`, but the counter only: for answers that show no history.
-    pub fn merge_counts_into(&self, record: &mut Record) {
-        self.merge(record, false);
+    pub async fn merge_counts_into(&self, record: &mut Record) {
+        self.merge(record, false).await;
     }
 
-    fn merge(&self, record: &mut Record, with_events: bool) {
-        let shard = self.shard(&record.id);
-        let Some(parked) = shard
-            .get(&record.id)
-            .filter(|p| p.created_at == record.created_at)
-        else {
-            return;
-        };
-        let version = record.version;
-        let missing = parked.written.iter().chain(&parked.inflight);
-        fn events(events: &[Event], with_events: bool) -> &[Event] {
-            if with_events {
-                events
-            } else {
-                &[]
+    async fn merge(&self, record: &mut Record, with_events: bool) {
+        let give_up = tokio::time::Instant::now() + UNKNOWN_WAIT;
+        loop {
+            let resolved = {
+                let shard = self.shard(&record.id);
+                let Some(parked) = shard.get(&record.id) else {
+                    return;
+                };
+                match missing(parked, record, with_events, false) {
+                    Ok((hits, events)) => {
+                        apply(record, hits, &events);
+                        return;
+                    }
+                    Err(()) => {
+                        // Listen before the lock is released, so the outcome cannot slip by.
+                        let mut resolved = Box::pin(parked.resolved.clone().notified_owned());
+                        resolved.as_mut().enable();
+                        resolved
+                    }
+                }
+            };
+            if tokio::time::timeout_at(give_up, resolved).await.is_err() {
+                let shard = self.shard(&record.id);
+                if let Some(parked) = shard.get(&record.id) {
+                    if let Ok((hits, events)) = missing(parked, record, with_events, true) {
+                        apply(record, hits, &events);
+                    }
+                }
+                return;
             }
         }
-        for batch in missing.filter(|b| b.target_version.is_none_or(|v| version < v)) {
-            apply(record, batch.hits, events(&batch.events, with_events));
-        }
-        apply(record, parked.hits, events(&parked.events, with_events));
     }
 
     /// Whether no hit is parked or being written.
     pub fn is_empty(&self) -> bool {
         self.shards.iter().all(|s| {
             let shard = s.lock().unwrap_or_else(|e| e.into_inner());
-            shard.values().all(|p| p.hits == 0 && p.inflight.is_none())
+            shard
+                .values()
+                .all(|p| p.pending.is_empty() && p.inflight.is_none())
         })
     }
 }
 
-/// At least `wait`, rounded up so that the wake-up falls on a multiple of `TICK` of the wall clock.
-fn on_tick(wait: Duration) -> Duration {
-    let tick = TICK.as_millis();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis();
-    let due = now + wait.as_millis();
-    let aligned = due.div_ceil(tick) * tick;
-    Duration::from_millis(u64::try_from(aligned - now).unwrap_or(u64::MAX))
+/// The hits of `record`'s life and the receipts (of its life, and with `with_events` of the
+/// earlier lives it carries forward) that `parked` has and the stored version `record` lacks.
+/// `Err` when a batch's write has an outcome not back yet that decides it, unless `unknown_missing`
+/// says to count such a batch as missing.
+fn missing(
+    parked: &Parked,
+    record: &Record,
+    with_events: bool,
+    unknown_missing: bool,
+) -> Result<(u64, Vec<Event>), ()> {
+    let life = Life::of(record);
+    let (mut hits, mut events) = (0, Vec::new());
+    let batches = parked
+        .written
+        .iter()
+        .chain(&parked.inflight)
+        .chain(&parked.pending);
+    for batch in batches {
+        let same = batch.life == life;
+        let carried = with_events && batch.life.carried_into(record);
+        if !(same || carried) {
+            continue;
+        }
+        match batch.seen_in(record.version) {
+            Seen::Included => continue,
+            Seen::Unknown if !unknown_missing => return Err(()),
+            Seen::Missing | Seen::Unknown => {}
+        }
+        if same {
+            hits += batch.hits;
+        }
+        if with_events {
+            events.extend(batch.events.iter().cloned());
+        }
+    }
+    Ok((hits, events))
 }
 
 /// Keeps the newest `MAX_HISTORY` receipts of a parked batch: a record keeps no more.
@@ -257,92 +423,4 @@ pub fn apply(record: &mut Record, hits: u64, events: &[Event]) {
     history.sort_by_key(|e| e.at);
     crate::ledger::bound_history(&mut history);
     record.history = history;
-}
-
-/// Whether `next` differs from `stored` in nothing but what a dedup hit's write may change.
-fn only_hit_fields_differ(stored: &Record, next: &Record) -> bool {
-    let mut same = next.clone();
-    same.version = stored.version;
-    same.dedup_hits = stored.dedup_hits;
-    same.history.clone_from(&stored.history);
-    &same == stored
-}
-
-/// Adds the parked hits of `id` to its stored record, one conditional write per batch of hits,
-/// until none are left. Hits of a record that is gone (or of an earlier life) are dropped; on a
-/// store failure they are put back and retried a little later (a crash loses them: counters only).
-/// `shutdown` cuts the waits short so that every hit is written before the store closes.
-pub async fn flush<S: Store>(
-    store: &S,
-    hits: &Hits,
-    clock: &Clock,
-    id: &RecordId,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    let linger = if store.single_process() {
-        LINGER_LOCAL
-    } else {
-        LINGER
-    };
-    let mut failures = 0u32;
-    // Let a burst of duplicates gather first.
-    tokio::time::sleep(Duration::from_millis(2)).await;
-    loop {
-        while let Some(taken) = hits.take(id) {
-            let mut written = false;
-            for _ in 0..MAX_ROUNDS {
-                let now = clock.now();
-                let stored = match store.get(id, now).await {
-                    Ok(Some(stored)) if stored.created_at == taken.created_at => stored,
-                    Ok(_) => {
-                        written = true; // the record is gone or was recreated: nothing to count on
-                        break;
-                    }
-                    Err(_) => break,
-                };
-                let mut next = stored.clone();
-                next.version += 1;
-                apply(&mut next, taken.hits, &taken.events);
-                debug_assert!(
-                    only_hit_fields_differ(&stored, &next),
-                    "a dedup hit's write may change only version, dedup_hits and history \
-                     (Store::replace_if_version with durable == false)"
-                );
-                hits.writing(id, next.version);
-                match store
-                    .replace_if_version(&next, stored.version, false, now)
-                    .await
-                {
-                    Ok(Cas::Applied) => {
-                        written = true;
-                        break;
-                    }
-                    Ok(Cas::Conflict(_)) => continue,
-                    Err(_) => break,
-                }
-            }
-            if written {
-                hits.written(id);
-            } else {
-                failures += 1;
-                if failures > 50 {
-                    tracing::warn!(
-                        hits = taken.hits,
-                        "dropping dedup hits the store would not take"
-                    );
-                    continue;
-                }
-                hits.restore(id, taken);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        // Linger, so that reads racing with the writes above still see them; then let go.
-        tokio::select! {
-            _ = tokio::time::sleep(on_tick(linger)) => {}
-            _ = shutdown.wait_for(|down| *down) => {}
-        }
-        if hits.release(id) {
-            return;
-        }
-    }
 }

@@ -5,17 +5,19 @@
 //! It knows nothing of gRPC (the API layer converts requests and errors) and nothing of a backend
 //! beyond the `Store` trait, so every store gets exactly the same behaviour.
 
+mod claim;
 mod clock;
 mod hits;
 mod recent;
 mod waiters;
 
+pub use claim::ClaimReply;
 pub use clock::Clock;
 
-use crate::ledger::{self, ClaimArgs, ClaimOutcome, Disposition, LedgerError, Millis};
+use crate::ledger::{self, Disposition, LedgerError, Millis};
 use crate::ledger::{Change, Lease, OpError, OpResult, Record, RecordId, Status, Transition};
 use crate::store::{Cas, Store, StoreError};
-use crate::telemetry::metrics::{Metrics, Outcome};
+use crate::telemetry::metrics::Metrics;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -23,11 +25,6 @@ use waiters::Waiters;
 
 /// Conditional-write rounds before giving up on a record that keeps changing under us.
 const MAX_ROUNDS: usize = 256;
-/// Longest `retry_after` hint for an IN_PROGRESS answer.
-const MAX_RETRY_HINT: Millis = 1_000;
-/// Polling bounds for waiters on a store shared with other processes.
-const POLL_MIN: Millis = 50;
-const POLL_MAX: Millis = 1_000;
 
 /// Why the engine could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -57,20 +54,6 @@ enum First {
     /// Read it without its receipt history (`Store::get_brief`): enough for answers that do not
     /// write the record back whole; a decision that does reads it again, whole.
     Brief,
-}
-
-/// The answer to a Claim.
-#[derive(Debug, Clone)]
-pub struct ClaimReply {
-    /// What the caller should do.
-    pub outcome: ClaimOutcome,
-    /// The record after the Claim; its history may be missing (a Claim's answer does not show it:
-    /// `lookup` does).
-    pub record: Record,
-    /// The caller's lease when ACQUIRED.
-    pub lease: Option<Lease>,
-    /// When IN_PROGRESS: how long to wait before claiming again.
-    pub retry_after: Option<Millis>,
 }
 
 /// Ledger transitions over a store.
@@ -137,46 +120,6 @@ impl<S: Store> Engine<S> {
         let _ = rx.wait_for(|down| *down).await;
     }
 
-    /// Claim (CONTRACT §5), holding an IN_PROGRESS answer up to `wait` for the record to settle.
-    pub async fn claim(
-        &self,
-        id: &RecordId,
-        args: &ClaimArgs,
-        wait: Option<Millis>,
-    ) -> Result<ClaimReply, EngineError> {
-        if let Some(wait) = wait.filter(|w| *w > 0) {
-            self.wait_until_settled(id, args, wait).await?;
-        }
-        let first = if self.store.insert_first() {
-            First::Absent
-        } else {
-            First::Brief
-        };
-        let (record, (outcome, takeover)) = self
-            .run(id, first, |current, now| {
-                let decision = ledger::claim(id, current, args, now)?;
-                // An acquisition of a PROCESSING record is a takeover of an expired lease.
-                let takeover = decision.outcome == ClaimOutcome::Acquired
-                    && current
-                        .is_some_and(|r| r.status == Status::Processing && !r.is_expired(now));
-                Ok((decision.transition, (decision.outcome, takeover)))
-            })
-            .await?;
-        let record = record.expect("a claim always yields a record");
-        self.metrics
-            .claim(&id.tenant, &id.namespace, metric_outcome(outcome));
-        if takeover {
-            self.metrics.takeover();
-        }
-        let now = self.clock.now();
-        Ok(ClaimReply {
-            lease: (outcome == ClaimOutcome::Acquired).then(|| record.lease()),
-            retry_after: (outcome == ClaimOutcome::InProgress).then(|| retry_hint(&record, now)),
-            outcome,
-            record,
-        })
-    }
-
     /// Complete: SUCCEEDED with `result`.
     pub async fn complete(
         &self,
@@ -189,7 +132,9 @@ impl<S: Store> Engine<S> {
                 Ok((ledger::complete(current, token, result, now)?, ()))
             })
             .await?;
-        Ok(record.expect("a completed record exists"))
+        let mut record = record.expect("a completed record exists");
+        self.hits.merge_counts_into(&mut record).await;
+        Ok(record)
     }
 
     /// Fail with a disposition; `None` when the record was deleted (ABANDON).
@@ -205,7 +150,13 @@ impl<S: Store> Engine<S> {
                 Ok((ledger::fail(current, token, error, disposition, now)?, ()))
             })
             .await?;
-        Ok(record.filter(|r| r.status != Status::Abandoned))
+        match record.filter(|r| r.status != Status::Abandoned) {
+            Some(mut record) => {
+                self.hits.merge_counts_into(&mut record).await;
+                Ok(Some(record))
+            }
+            None => Ok(None),
+        }
     }
 
     /// Renew: the lease runs `lease_ttl` from now.
@@ -228,7 +179,7 @@ impl<S: Store> Engine<S> {
     pub async fn lookup(&self, id: &RecordId) -> Result<Record, EngineError> {
         let mut record = self.get(id).await?;
         if let Some(record) = record.as_mut() {
-            self.hits.merge_into(record);
+            self.hits.merge_into(record).await;
         }
         record
             .filter(|r| r.status != Status::Abandoned)
@@ -313,7 +264,8 @@ impl<S: Store> Engine<S> {
                 (&transition.change, &transition.record, decided_on)
             {
                 // Only the counter and history change: park the hit, answer now.
-                return Ok((Some(self.park_hit(stored, next)), extra));
+                self.park_hit(&stored, next);
+                return Ok((Some(stored), extra));
             }
             let started = Instant::now();
             let (op, cas) = match (&transition.change, &transition.record) {
@@ -366,21 +318,15 @@ impl<S: Store> Engine<S> {
     }
 
     /// Parks a dedup hit (`next` is `stored` plus the hit) and starts the key's flush if none
-    /// runs; returns the record as the caller should see it, every parked hit counted (its history
-    /// is not shown to Claims and may be missing).
-    fn park_hit(&self, stored: Record, next: &Record) -> Record {
+    /// runs. The caller answers with `stored`, every parked hit counted (`Hits::merge_counts_into`).
+    fn park_hit(&self, stored: &Record, next: &Record) {
         // The ledger appended the hit's receipt last.
         let event = next.history.last().cloned();
-        let start = self.hits.park(&stored, event);
-        if start {
+        if self.hits.park(stored, event) {
             let (store, hits, clock) = (self.store.clone(), self.hits.clone(), self.clock.clone());
             let (id, shutdown) = (stored.id.clone(), self.shutdown.subscribe());
             tokio::spawn(async move { hits::flush(&*store, &hits, &clock, &id, shutdown).await });
         }
-        // A Claim's answer shows the counter, not the history (which a brief read left out).
-        let mut shown = stored;
-        self.hits.merge_counts_into(&mut shown);
-        shown
     }
 
     /// Waits (at most 5 s) until the background flushes wrote every parked dedup hit; used at
@@ -393,51 +339,6 @@ impl<S: Store> Engine<S> {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         tracing::warn!("shutting down with dedup hits not yet written");
-    }
-
-    /// Returns once a Claim of `id` would no longer answer IN_PROGRESS, or `wait` ran out, or the
-    /// server is shutting down. Reads only: the Claim that follows does the one write.
-    async fn wait_until_settled(
-        &self,
-        id: &RecordId,
-        args: &ClaimArgs,
-        wait: Millis,
-    ) -> Result<(), EngineError> {
-        let deadline = tokio::time::Instant::now() + millis(wait);
-        let mut shutdown = self.shutdown.subscribe();
-        let mut poll = POLL_MIN;
-        loop {
-            let notified = self.waiters.channel(id).notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let now = self.clock.now();
-            let current = self.store.get(id, now).await?;
-            let decision = ledger::claim(id, current.as_ref(), args, now)?;
-            if decision.outcome != ClaimOutcome::InProgress || *shutdown.borrow() {
-                return Ok(());
-            }
-            // In progress: sleep until it settles (notified), its lease runs out, or the deadline;
-            // other processes' settles are seen by polling when the store is shared.
-            let lease_left = decision
-                .record()
-                .lease_expires_at
-                .map_or(0, |end| end - now)
-                .max(1);
-            let mut nap = lease_left;
-            if !self.store.single_process() {
-                nap = nap.min(poll);
-                poll = (poll * 2).min(POLL_MAX);
-            }
-            let wake = (tokio::time::Instant::now() + millis(nap)).min(deadline);
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = tokio::time::sleep_until(wake) => {}
-                _ = shutdown.wait_for(|down| *down) => {}
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Ok(());
-            }
-        }
     }
 }
 
@@ -470,25 +371,8 @@ fn rewrites_record<T>(decided: &Result<(Transition, T), LedgerError>) -> bool {
     )
 }
 
-fn metric_outcome(outcome: ClaimOutcome) -> Outcome {
-    match outcome {
-        ClaimOutcome::Acquired => Outcome::ACQUIRED,
-        ClaimOutcome::Completed => Outcome::COMPLETED,
-        ClaimOutcome::Failed => Outcome::FAILED,
-        ClaimOutcome::InProgress => Outcome::IN_PROGRESS,
-        ClaimOutcome::NeedsReconciliation => Outcome::NEEDS_RECONCILIATION,
-    }
-}
-
 fn millis(ms: Millis) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
-}
-
-/// How long an IN_PROGRESS caller should wait: the lease's remainder, at most a second.
-fn retry_hint(record: &Record, now: Millis) -> Millis {
-    record
-        .lease_expires_at
-        .map_or(MAX_RETRY_HINT, |end| (end - now).clamp(1, MAX_RETRY_HINT))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The engine against a real (embedded) store: what its shortcuts must never change.
 
 use super::*;
-use crate::ledger::{ClaimArgs, Semantics};
+use crate::ledger::{ClaimArgs, ClaimOutcome, Semantics};
 use crate::store::embedded::EmbeddedStore;
 
 fn args() -> ClaimArgs {

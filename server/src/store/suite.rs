@@ -8,6 +8,12 @@ use crate::ledger::{
 };
 use crate::store::{Cas, Store};
 
+mod gate;
+mod hits;
+mod waits;
+pub use hits::*;
+pub use waits::*;
+
 const T0: i64 = 1_700_000_000_000;
 
 /// Instantiates the suite for a store: `store_suite!(name, async { (store, guard) })`.
@@ -37,6 +43,10 @@ macro_rules! store_suite {
             case!(engine_history_in_order);
             case!(engine_dedup_hits_reach_the_store);
             case!(large_outcomes_round_trip);
+            case!(engine_waiters_on_a_fresh_key_get_the_result);
+            case!(engine_answers_count_every_hit);
+            case!(engine_a_hit_being_written_is_counted);
+            case!(engine_receipts_survive_abandon_and_reclaim);
         }
     };
 }

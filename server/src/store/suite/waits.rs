@@ -1,0 +1,82 @@
+//! Suite cases for Claims that `wait`, run against every store: duplicates of an in-flight
+//! operation are held until it settles, whether or not the record existed when they arrived.
+
+use super::{args, fresh_id};
+use crate::engine::{Clock, Engine};
+use crate::ledger::{ClaimOutcome, EventKind, OpResult};
+use crate::store::Store;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Eight concurrent Claims with `wait` on a key nobody holds yet: one acquires (and completes a
+/// moment later), every other one is held until then and answers COMPLETED with the result; each
+/// counts one dedup hit, and no Claim leaves an IN_PROGRESS receipt.
+pub async fn engine_waiters_on_a_fresh_key_get_the_result<S: Store>(store: S) {
+    const WAITERS: usize = 8;
+    let engine = Arc::new(Engine::new(store, Clock::System));
+    for round in 0..3 {
+        let id = fresh_id("t1");
+        let result = OpResult {
+            code: 200,
+            body: format!("round {round}").into_bytes(),
+            ..OpResult::default()
+        };
+        let start = Arc::new(tokio::sync::Barrier::new(WAITERS));
+        let tasks: Vec<_> = (0..WAITERS)
+            .map(|_| {
+                let (engine, id, start) = (engine.clone(), id.clone(), start.clone());
+                let result = result.clone();
+                tokio::spawn(async move {
+                    start.wait().await;
+                    let reply = engine.claim(&id, &args(1), Some(30_000)).await.unwrap();
+                    if reply.outcome == ClaimOutcome::Acquired {
+                        // Holds the operation a moment, so the others are held too.
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        let token = reply.lease.unwrap().token;
+                        engine.complete(&id, token, &result).await.unwrap();
+                    }
+                    reply
+                })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            let reply = task.await.unwrap();
+            if reply.outcome == ClaimOutcome::Completed {
+                assert_eq!(reply.record.result.as_ref(), Some(&result));
+            }
+            outcomes.push(reply.outcome);
+        }
+        let acquired = outcomes
+            .iter()
+            .filter(|o| **o == ClaimOutcome::Acquired)
+            .count();
+        let completed = outcomes
+            .iter()
+            .filter(|o| **o == ClaimOutcome::Completed)
+            .count();
+        assert_eq!(
+            (acquired, completed),
+            (1, WAITERS - 1),
+            "round {round}: every waiter is held until the holder completes: {outcomes:?}"
+        );
+        // Lookup shows the hits parked and not yet written too.
+        let stored = engine.lookup(&id).await.unwrap();
+        assert_eq!(stored.dedup_hits, WAITERS as u64 - 1, "one hit per waiter");
+        let receipts: Vec<_> = stored
+            .history
+            .iter()
+            .filter(|e| e.kind == EventKind::Claim)
+            .map(|e| e.outcome.as_str())
+            .collect();
+        assert_eq!(
+            receipts.len(),
+            WAITERS,
+            "one receipt per Claim: {receipts:?}"
+        );
+        assert!(
+            !receipts.contains(&"IN_PROGRESS"),
+            "a held Claim leaves no receipt of its intermediate looks: {receipts:?}"
+        );
+    }
+}
