@@ -9,15 +9,14 @@
 //!   `$ONCEKEY_FAULT_CLAIMS`; the full run sends 1000); takeovers across
 //!   servers whose clocks are 2 s apart (the test-only `ONCEKEY_TEST_CLOCK_SKEW_MS`).
 //!
-//! Every verdict comes from the external effect file and final Lookups (faults/workload.rs).
+//! Every verdict comes from the external effect file and final Lookups (`oncekey_tests::faults::workload`, tests/src/faults/workload.rs).
 
-mod faults;
-
-use faults::proxy::{CqlProxy, Fault};
-use faults::workload::{self, Workload, TENANT};
-use faults::{cql, Rng};
 use oncekey_api::v1::ClaimOutcome;
 use oncekey_client::{Claim, Claimed, Client, OperationKey, StoredResult};
+use oncekey_tests::cql;
+use oncekey_tests::faults::proxy::{CqlProxy, Fault};
+use oncekey_tests::faults::workload::{self, Workload, TENANT};
+use oncekey_tests::faults::Rng;
 use oncekey_tests::*;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -146,7 +145,7 @@ async fn reqwest_free_get(base: &str, path: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lost_and_late_answers_to_conditional_writes() {
-    let node = cql::shared_node();
+    let node = cql::node();
     let keyspace = cql::migrated_keyspace(node);
     let seed = Rng::seed();
     let proxy = CqlProxy::start(node, seed).await;
@@ -193,7 +192,7 @@ async fn lost_and_late_answers_to_conditional_writes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_claims_over_two_servers_acquire_once() {
-    let node = cql::shared_node();
+    let node = cql::node();
     let keyspace = cql::migrated_keyspace(node);
     let (a, b) = (
         cql_server(node, &keyspace, &[]),
@@ -270,7 +269,7 @@ async fn claim_as(client: &Client, key: &OperationKey, owner: &str, lease_ms: u6
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn takeover_across_servers_with_clocks_two_seconds_apart() {
-    let node = cql::shared_node();
+    let node = cql::node();
     let keyspace = cql::migrated_keyspace(node);
     let a = cql_server(node, &keyspace, &[]);
     let skewed = |ms| [("ONCEKEY_TEST_CLOCK_SKEW_MS", ms)];

@@ -13,20 +13,9 @@ use migrate::MigrateConfig;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Test keyspaces are named `oncekey_t_<unix seconds>_<random>`.
-const PREFIX: &str = "oncekey_t_";
-const STALE_SECS: u64 = 600;
-
 /// The shared test node (the harness starts it if the test command did not).
 fn node() -> &'static str {
     oncekey_tests::cql_node()
-}
-
-fn unix_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
 }
 
 fn cql_args(keyspace: &str) -> CqlConfig {
@@ -40,12 +29,12 @@ fn migrate_args(keyspace: &str) -> MigrateConfig {
     }
 }
 
-/// A keyspace name no other test uses.
+/// A keyspace name no other test uses (the harness's one generator).
 fn fresh_keyspace() -> String {
-    format!("{PREFIX}{}_{:08x}", unix_secs(), rand::random::<u32>())
+    oncekey_tests::cql::keyspace_name()
 }
 
-/// Drops test keyspaces older than ten minutes (once per process; no test runs that long).
+/// Drops the test keyspaces earlier runs left behind (once per process; no test runs that long).
 async fn drop_stale_keyspaces(session: &Session) {
     static ONCE: OnceLock<()> = OnceLock::new();
     if ONCE.set(()).is_err() {
@@ -65,11 +54,7 @@ async fn drop_stale_keyspaces(session: &Session) {
         .map(|it| it.filter_map(Result::ok).map(|(n,)| n).collect())
         .unwrap_or_default();
     for name in names {
-        let created = name
-            .strip_prefix(PREFIX)
-            .and_then(|rest| rest.split('_').next())
-            .and_then(|secs| secs.parse::<u64>().ok());
-        if created.is_some_and(|t| t + STALE_SECS < unix_secs()) {
+        if oncekey_tests::cql::is_stale_keyspace(&name) {
             let _ = session
                 .query_unpaged(format!("DROP KEYSPACE IF EXISTS {name}"), ())
                 .await;
