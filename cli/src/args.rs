@@ -3,6 +3,7 @@
 //! which check and use them.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use oncekey_server::api::admission::AdmissionConfig;
 use oncekey_server::ledger::Millis;
 use oncekey_server::settings::{parse_duration, ServeConfig};
 use oncekey_server::store::cql::migrate::{parse_replication, MigrateConfig, Replication};
@@ -187,6 +188,43 @@ pub struct ServeArgs {
     /// (docs/operations.md, "Recovering the embedded store").
     #[arg(long, env = "ONCEKEY_ACCEPT_DATA_LOSS")]
     pub accept_data_loss: bool,
+    /// Per-tenant admission limits.
+    #[command(flatten)]
+    pub admission: AdmissionArgs,
+}
+
+/// The admission flags of `oncekey serve`.
+#[derive(Debug, Clone, Args)]
+pub struct AdmissionArgs {
+    /// Requests per second each tenant may send to Claim, Lookup and ListRecords (a token bucket;
+    /// decimals allowed); 0 = no limit. Over it the answer is RESOURCE_EXHAUSTED / RATE_LIMITED.
+    #[arg(long, env = "ONCEKEY_TENANT_RATE", default_value_t = 0.0)]
+    pub tenant_rate: f64,
+    /// Requests a tenant may send at once above --tenant-rate (the bucket's size); 0 = the rate,
+    /// rounded up (at least 1).
+    #[arg(long, env = "ONCEKEY_TENANT_BURST", default_value_t = 0)]
+    pub tenant_burst: u32,
+    /// Unary RPCs (Claims held by `wait` included) each tenant may have in progress at once;
+    /// over it Claim, Lookup and ListRecords are refused (never Complete, Fail or Renew); 0 = no
+    /// limit.
+    #[arg(long, env = "ONCEKEY_TENANT_INFLIGHT", default_value_t = 0)]
+    pub tenant_inflight: u32,
+    /// Per-tenant overrides: `tenant rate=100 burst=200 inflight=50` lines, `#` comments;
+    /// reloaded on SIGHUP.
+    #[arg(long, env = "ONCEKEY_LIMITS_FILE")]
+    pub limits_file: Option<PathBuf>,
+}
+
+impl AdmissionArgs {
+    /// The admission settings these flags give.
+    pub fn config(&self) -> AdmissionConfig {
+        AdmissionConfig {
+            tenant_rate: self.tenant_rate,
+            tenant_burst: self.tenant_burst,
+            tenant_inflight: self.tenant_inflight,
+            limits_file: self.limits_file.clone(),
+        }
+    }
 }
 
 impl From<StoreKind> for oncekey_server::settings::StoreKind {
@@ -255,6 +293,7 @@ impl ServeArgs {
             max_connections: self.max_connections,
             max_concurrent_streams: self.max_concurrent_streams,
             accept_data_loss: self.accept_data_loss,
+            admission: self.admission.config(),
             testing,
         }
     }

@@ -17,5 +17,7 @@ pub struct BenchCmd {
 
 /// Runs the bench; fails when the server cannot be reached or any measured op failed.
 pub async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
-    oncekey_bench::run(cmd.bench, cmd.tls.options()?).await
+    let mut bench = cmd.bench;
+    bench.tls = cmd.tls.options()?;
+    oncekey_bench::run(bench).await
 }

@@ -5,6 +5,7 @@
 //! names that flag, so the operator reads which one to fix. Nothing here parses a command line or
 //! reads the environment (test-only knobs: `crate::testing`).
 
+use crate::api::admission::AdmissionConfig;
 use crate::api::limits::Limits;
 use crate::ledger::Millis;
 use crate::store::cql::CqlConfig;
@@ -65,6 +66,8 @@ pub struct ServeConfig {
     pub max_concurrent_streams: u32,
     /// Start the embedded store even when opening it finds acknowledged writes lost.
     pub accept_data_loss: bool,
+    /// Per-tenant admission limits.
+    pub admission: AdmissionConfig,
     /// Test-only knobs (`ONCEKEY_TEST_*`); their defaults in production.
     pub testing: TestKnobs,
 }
@@ -100,6 +103,7 @@ impl ServeConfig {
             return bad("--max-concurrent-streams must be at least 1".into());
         }
         self.testing.validate()?;
+        self.admission.validate()?;
         let loopback = self.listen.ip().is_loopback();
         if self.tokens_file.is_none() && !loopback && !self.allow_unauthenticated {
             return bad(format!(

@@ -5,12 +5,14 @@
 //! read from a store and writes back what it decides with compare-and-set.
 
 mod claim;
+mod expiry;
 mod record;
 mod settle;
 #[cfg(test)]
 mod tests;
 
 pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome};
+pub use expiry::expiry;
 pub use record::{bound_history, Event, EventKind, MAX_HISTORY};
 pub use record::{
     Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status,
@@ -85,10 +87,4 @@ fn next_version(current: &Record, now: Millis) -> Record {
     next.version = current.version + 1;
     next.updated_at = now;
     next
-}
-
-/// When a record should expire: `retention` after `now`, and never before its lease ends.
-fn expiry(now: Millis, retention: Millis, lease_end: Option<Millis>) -> Millis {
-    let kept = now.saturating_add(retention);
-    lease_end.map_or(kept, |end| kept.max(end))
 }
