@@ -102,6 +102,7 @@ async fn embedded_store_survives_sigkill_trials() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs Cassandra: scripts/test cql runs it"]
 async fn cql_store_survives_sigkill_trials() {
     let node = cql::node();
     let keyspace = cql::migrated_keyspace(node);
