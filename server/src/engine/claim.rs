@@ -6,7 +6,6 @@ use super::{millis, Engine, EngineError, First};
 use crate::ledger::{self, ClaimArgs, ClaimOutcome, Lease, Millis, Record, RecordId, Status};
 use crate::ledger::{Change, Transition};
 use crate::store::Store;
-use crate::telemetry::metrics::Outcome;
 use std::time::Duration;
 
 /// Longest `retry_after` hint for an IN_PROGRESS answer.
@@ -111,8 +110,7 @@ impl<S: Store> Engine<S> {
             let mut record = record.expect("a claim always yields a record");
             // A Claim's answer shows the counter, not the history (a brief read left it out).
             self.hits.merge_counts_into(&mut record).await;
-            self.metrics
-                .claim(&id.tenant, &id.namespace, metric_outcome(outcome));
+            self.metrics.claim(&id.tenant, &id.namespace, outcome);
             if takeover {
                 self.metrics.takeover();
             }
@@ -138,16 +136,6 @@ impl<S: Store> Engine<S> {
             *poll = (*poll * 2).min(POLL_MAX);
         }
         millis(nap)
-    }
-}
-
-fn metric_outcome(outcome: ClaimOutcome) -> Outcome {
-    match outcome {
-        ClaimOutcome::Acquired => Outcome::ACQUIRED,
-        ClaimOutcome::Completed => Outcome::COMPLETED,
-        ClaimOutcome::Failed => Outcome::FAILED,
-        ClaimOutcome::InProgress => Outcome::IN_PROGRESS,
-        ClaimOutcome::NeedsReconciliation => Outcome::NEEDS_RECONCILIATION,
     }
 }
 
