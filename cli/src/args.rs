@@ -2,12 +2,15 @@
 //! become the server library's plain settings (`ServeConfig`, `CqlConfig`, `MigrateConfig`),
 //! which check and use them.
 
+mod admission;
+mod cql;
+
+pub use admission::AdmissionArgs;
+pub use cql::{CqlArgs, MigrateArgs};
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use oncekey_server::api::admission::AdmissionConfig;
 use oncekey_server::ledger::Millis;
 use oncekey_server::settings::{parse_duration, ServeConfig};
-use oncekey_server::store::cql::migrate::{parse_replication, MigrateConfig, Replication};
-use oncekey_server::store::cql::CqlConfig;
 use oncekey_server::testing::TestKnobs;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -43,6 +46,8 @@ pub enum Command {
     Health(crate::client::HealthCmd),
     /// Load-test a running server (and optionally the PostgreSQL design) over real gRPC.
     Bench(Box<crate::bench::BenchCmd>),
+    /// Run an HTTP reverse proxy giving an upstream service Idempotency-Key semantics.
+    Gateway(Box<crate::gateway::GatewayCmd>),
 }
 
 /// `oncekey token …`
@@ -74,44 +79,6 @@ pub enum LogFormat {
     Json,
 }
 
-/// Connection settings for the CQL store.
-#[derive(Debug, Clone, Args)]
-pub struct CqlArgs {
-    /// Contact points, comma-separated host:port.
-    #[arg(
-        long,
-        env = "ONCEKEY_CQL_NODES",
-        value_delimiter = ',',
-        default_value = "127.0.0.1:9042"
-    )]
-    pub cql_nodes: Vec<String>,
-    /// Keyspace holding the ledger.
-    #[arg(long, env = "ONCEKEY_CQL_KEYSPACE", default_value = "oncekey")]
-    pub cql_keyspace: String,
-    /// Local datacenter: enables DC-aware routing, LOCAL_QUORUM and LOCAL_SERIAL.
-    #[arg(long, env = "ONCEKEY_CQL_LOCAL_DC")]
-    pub cql_local_dc: Option<String>,
-    /// CQL user name.
-    #[arg(long, env = "ONCEKEY_CQL_USERNAME")]
-    pub cql_username: Option<String>,
-    /// CQL password.
-    #[arg(long, env = "ONCEKEY_CQL_PASSWORD", hide_env_values = true)]
-    pub cql_password: Option<String>,
-}
-
-/// `oncekey migrate`
-#[derive(Debug, Clone, Args)]
-pub struct MigrateArgs {
-    /// CQL connection.
-    #[command(flatten)]
-    pub cql: CqlArgs,
-    /// Replication of the keyspace when migrate creates it (ignored once it exists):
-    /// `NetworkTopologyStrategy:dc1=3[,dc2=3…]` for production, `SimpleStrategy:1` for a local
-    /// single node only. The migrations themselves are built into the binary.
-    #[arg(long, env = "ONCEKEY_CQL_REPLICATION", value_parser = parse_replication)]
-    pub cql_replication: Option<Replication>,
-}
-
 /// `oncekey serve`
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -130,7 +97,7 @@ pub struct ServeArgs {
     /// CQL connection (with --store cql).
     #[command(flatten)]
     pub cql: CqlArgs,
-    /// Tokens file: `tenant:sha256-hex-of-token` lines; reloaded on SIGHUP.
+    /// Tokens file: `tenant:sha256-hex-of-token` lines; reloaded when it changes, and on SIGHUP.
     #[arg(long, env = "ONCEKEY_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
     /// Allow listening on a non-loopback address without a tokens file.
@@ -188,43 +155,14 @@ pub struct ServeArgs {
     /// (docs/operations.md, "Recovering the embedded store").
     #[arg(long, env = "ONCEKEY_ACCEPT_DATA_LOSS")]
     pub accept_data_loss: bool,
+    /// How often the tokens file and the TLS files are checked for changes, which are then
+    /// loaded (a mounted Secret that cert-manager renewed, a rotated tokens Secret); `0s` turns
+    /// the checks off (SIGHUP still reloads).
+    #[arg(long, env = "ONCEKEY_RELOAD_CHECK_INTERVAL", default_value = "5s", value_parser = parse_duration)]
+    pub reload_check_interval: Millis,
     /// Per-tenant admission limits.
     #[command(flatten)]
     pub admission: AdmissionArgs,
-}
-
-/// The admission flags of `oncekey serve`.
-#[derive(Debug, Clone, Args)]
-pub struct AdmissionArgs {
-    /// Requests per second each tenant may send to Claim, Lookup and ListRecords (a token bucket;
-    /// decimals allowed); 0 = no limit. Over it the answer is RESOURCE_EXHAUSTED / RATE_LIMITED.
-    #[arg(long, env = "ONCEKEY_TENANT_RATE", default_value_t = 0.0)]
-    pub tenant_rate: f64,
-    /// Requests a tenant may send at once above --tenant-rate (the bucket's size); 0 = the rate,
-    /// rounded up (at least 1).
-    #[arg(long, env = "ONCEKEY_TENANT_BURST", default_value_t = 0)]
-    pub tenant_burst: u32,
-    /// Unary RPCs (Claims held by `wait` included) each tenant may have in progress at once;
-    /// over it Claim, Lookup and ListRecords are refused (never Complete, Fail or Renew); 0 = no
-    /// limit.
-    #[arg(long, env = "ONCEKEY_TENANT_INFLIGHT", default_value_t = 0)]
-    pub tenant_inflight: u32,
-    /// Per-tenant overrides: `tenant rate=100 burst=200 inflight=50` lines, `#` comments;
-    /// reloaded on SIGHUP.
-    #[arg(long, env = "ONCEKEY_LIMITS_FILE")]
-    pub limits_file: Option<PathBuf>,
-}
-
-impl AdmissionArgs {
-    /// The admission settings these flags give.
-    pub fn config(&self) -> AdmissionConfig {
-        AdmissionConfig {
-            tenant_rate: self.tenant_rate,
-            tenant_burst: self.tenant_burst,
-            tenant_inflight: self.tenant_inflight,
-            limits_file: self.limits_file.clone(),
-        }
-    }
 }
 
 impl From<StoreKind> for oncekey_server::settings::StoreKind {
@@ -241,29 +179,6 @@ impl From<LogFormat> for oncekey_server::telemetry::LogFormat {
         match format {
             LogFormat::Text => Self::Text,
             LogFormat::Json => Self::Json,
-        }
-    }
-}
-
-impl CqlArgs {
-    /// The CQL store's settings these flags give.
-    pub fn config(&self) -> CqlConfig {
-        CqlConfig {
-            nodes: self.cql_nodes.clone(),
-            keyspace: self.cql_keyspace.clone(),
-            local_dc: self.cql_local_dc.clone(),
-            username: self.cql_username.clone(),
-            password: self.cql_password.clone(),
-        }
-    }
-}
-
-impl MigrateArgs {
-    /// What `oncekey migrate` runs with.
-    pub fn config(&self) -> MigrateConfig {
-        MigrateConfig {
-            cql: self.cql.config(),
-            replication: self.cql_replication.clone(),
         }
     }
 }
@@ -293,6 +208,7 @@ impl ServeArgs {
             max_connections: self.max_connections,
             max_concurrent_streams: self.max_concurrent_streams,
             accept_data_loss: self.accept_data_loss,
+            reload_check_interval: self.reload_check_interval,
             admission: self.admission.config(),
             testing,
         }

@@ -1,12 +1,14 @@
 //! The `oncekey` command: parses the command line and dispatches to the crates that do the work
-//! (`oncekey-server`, `oncekey-bench`, the client). Exit codes: 0 success, 1 runtime failure, 64
-//! bad configuration (the message names the flag), 65 the embedded store's data is damaged or
-//! missing (the message says what and how to proceed, e.g. `--accept-data-loss`); see `exit`.
+//! (`oncekey-server`, `oncekey-bench`, `oncekey-gateway`, the client). Exit codes: 0 success, 1
+//! runtime failure, 64 bad configuration (the message names the flag), 65 the embedded store's
+//! data is damaged or missing (the message says what and how to proceed, e.g.
+//! `--accept-data-loss`); see `exit`.
 
 mod args;
 mod bench;
 mod client;
 mod exit;
+mod gateway;
 mod migrate;
 mod token;
 
@@ -67,6 +69,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Lookup(cmd) => client::lookup(cmd).await?,
         Command::Health(cmd) => client::health(cmd).await?,
         Command::Bench(cmd) => return bench::run(*cmd).await,
+        Command::Gateway(cmd) => return gateway::run(*cmd).await,
     };
     println!("{}", serde_json::to_string_pretty(&output)?);
     Ok(())

@@ -66,6 +66,8 @@ pub struct ServeConfig {
     pub max_concurrent_streams: u32,
     /// Start the embedded store even when opening it finds acknowledged writes lost.
     pub accept_data_loss: bool,
+    /// How often the tokens file and the TLS files are checked for changes (0: only SIGHUP).
+    pub reload_check_interval: Millis,
     /// Per-tenant admission limits.
     pub admission: AdmissionConfig,
     /// Test-only knobs (`ONCEKEY_TEST_*`); their defaults in production.
@@ -104,6 +106,14 @@ impl ServeConfig {
         }
         self.testing.validate()?;
         self.admission.validate()?;
+        if self.reload_check_interval != 0
+            && !(100..=3_600_000).contains(&self.reload_check_interval)
+        {
+            return bad("--reload-check-interval must be 0s (off) or between 100ms and 1h".into());
+        }
+        if self.store == StoreKind::Cql {
+            self.cql.validate()?;
+        }
         let loopback = self.listen.ip().is_loopback();
         if self.tokens_file.is_none() && !loopback && !self.allow_unauthenticated {
             return bad(format!(
@@ -130,6 +140,38 @@ impl ServeConfig {
             max_retention: self.max_retention,
             max_result_bytes: self.max_result_bytes,
             ..Limits::default()
+        }
+    }
+}
+
+#[cfg(test)]
+impl ServeConfig {
+    /// The settings `oncekey serve` runs with when given no flag (for tests in this crate).
+    pub(crate) fn for_tests() -> Self {
+        Self {
+            listen: ([127, 0, 0, 1], 50051).into(),
+            admin_listen: ([127, 0, 0, 1], 9090).into(),
+            store: StoreKind::Embedded,
+            data_dir: "./oncekey-data".into(),
+            cql: CqlConfig::new(&["127.0.0.1:9042"], "oncekey"),
+            tokens_file: None,
+            allow_unauthenticated: false,
+            default_lease: 30_000,
+            default_retention: 86_400_000,
+            max_retention: 30 * 86_400_000,
+            max_result_bytes: 1024 * 1024,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            drain_timeout: 30_000,
+            sweep_interval: 1_000,
+            embedded_cache_mib: 1024,
+            max_connections: None,
+            max_concurrent_streams: 1024,
+            accept_data_loss: false,
+            reload_check_interval: 5_000,
+            admission: AdmissionConfig::default(),
+            testing: TestKnobs::default(),
         }
     }
 }

@@ -19,6 +19,12 @@ fn openssl(dir: &Path, args: &[&str]) {
 /// A CA (`ca.pem`), a server certificate for localhost/127.0.0.1 (`server.pem`, `server.key`)
 /// and a client certificate (`client.pem`, `client.key`) in `dir`, made with the openssl command.
 pub fn make_certificates(dir: &Path) {
+    make_certificates_valid_for(dir, 2);
+}
+
+/// `make_certificates` with certificates valid for `days` days from now.
+pub fn make_certificates_valid_for(dir: &Path, days: u32) {
+    let days = days.to_string();
     let ec = [
         "-newkey",
         "ec",
@@ -26,7 +32,14 @@ pub fn make_certificates(dir: &Path) {
         "ec_paramgen_curve:prime256v1",
         "-nodes",
     ];
-    let mut ca = vec!["req", "-x509", "-days", "2", "-subj", "/CN=oncekey test CA"];
+    let mut ca = vec![
+        "req",
+        "-x509",
+        "-days",
+        &days,
+        "-subj",
+        "/CN=oncekey test CA",
+    ];
     ca.extend(ec);
     ca.extend(["-keyout", "ca.key", "-out", "ca.pem"]);
     openssl(dir, &ca);
@@ -63,7 +76,7 @@ pub fn make_certificates(dir: &Path) {
                 "ca.key",
                 "-CAcreateserial",
                 "-days",
-                "2",
+                &days,
                 "-extfile",
                 &extfile,
                 "-out",

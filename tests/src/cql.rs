@@ -1,5 +1,5 @@
 //! Cassandra for the CQL tests: the shared node (`node`), a node of a test's own that it may
-//! stop and start (`DedicatedNode`), and keyspaces — the one generator of test keyspace names
+//! stop and start (`DedicatedNode`), a TLS-only node (`tls_node`), and keyspaces — the one generator of test keyspace names
 //! (`keyspace_name`, which `is_stale_keyspace` reads back) and a fresh keyspace migrated with the
 //! real `oncekey migrate`.
 //!
@@ -8,6 +8,7 @@
 //! skips: without a node, the test fails with `scripts/cassandra`'s output.
 
 use crate::server::run_cli;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -53,6 +54,41 @@ pub fn node() -> &'static str {
     })
 }
 
+/// A node of its own that speaks CQL over TLS only and requires client certificates
+/// (`scripts/cassandra` with `ONCEKEY_CASSANDRA_TLS`): its address and the directory holding
+/// `ca.pem`, `client.pem`, `client.key` and `other-ca.pem`. `$ONCEKEY_TEST_CQL_TLS_NODES` and
+/// `$ONCEKEY_TEST_CQL_TLS_DIR` when the test command started it, else started once per process
+/// on `$ONCEKEY_TLS_CQL_PORT` (default 9142) and `$ONCEKEY_TLS_CQL_STORAGE_PORT` (7142), never
+/// the shared node's ports. Never skips: no node, panic.
+pub fn tls_node() -> &'static (String, PathBuf) {
+    static NODE: std::sync::OnceLock<(String, PathBuf)> = std::sync::OnceLock::new();
+    NODE.get_or_init(|| {
+        let given = (
+            std::env::var("ONCEKEY_TEST_CQL_TLS_NODES"),
+            std::env::var("ONCEKEY_TEST_CQL_TLS_DIR"),
+        );
+        if let (Ok(nodes), Ok(dir)) = given {
+            if !nodes.trim().is_empty() && !dir.trim().is_empty() {
+                return (nodes.trim().to_owned(), PathBuf::from(dir.trim()));
+            }
+        }
+        let port = std::env::var("ONCEKEY_TLS_CQL_PORT").unwrap_or_else(|_| "9142".into());
+        let storage =
+            std::env::var("ONCEKEY_TLS_CQL_STORAGE_PORT").unwrap_or_else(|_| "7142".into());
+        let dir = PathBuf::from(format!("/tmp/oncekey-cassandra-{port}-tls"));
+        let env = [
+            ("ONCEKEY_CQL_PORT".to_owned(), port),
+            ("ONCEKEY_CQL_STORAGE_PORT".to_owned(), storage),
+            (
+                "ONCEKEY_CASSANDRA_TLS".to_owned(),
+                dir.display().to_string(),
+            ),
+            ("ONCEKEY_CASSANDRA_HEAP".to_owned(), "512m".to_owned()),
+        ];
+        (cassandra(&env, "start"), dir)
+    })
+}
+
 /// A keyspace name no other test uses, in this process or another:
 /// `oncekey_t_<unix seconds>_<pid>_<counter>_<random>` (hex), at most 48 characters.
 pub fn keyspace_name() -> String {
@@ -77,8 +113,13 @@ pub fn is_stale_keyspace(name: &str) -> bool {
 
 /// A fresh keyspace on `node`, migrated with the real `oncekey migrate`.
 pub fn migrated_keyspace(node: &str) -> String {
+    migrated_keyspace_with(node, &[])
+}
+
+/// `migrated_keyspace` with extra `oncekey migrate` flags (e.g. TLS to the node).
+pub fn migrated_keyspace_with(node: &str, extra: &[&str]) -> String {
     let keyspace = keyspace_name();
-    let (code, stdout, stderr) = run_cli(&[
+    let mut args = vec![
         "migrate",
         "--cql-nodes",
         node,
@@ -86,7 +127,9 @@ pub fn migrated_keyspace(node: &str) -> String {
         &keyspace,
         "--cql-replication",
         "SimpleStrategy:1",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let (code, stdout, stderr) = run_cli(&args);
     assert_eq!(code, 0, "migrate failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("0001_ledger applied"), "{stdout}");
     keyspace

@@ -1,5 +1,5 @@
 //! Plain HTTP against the admin port (`/metrics`, `/healthz`, `/readyz`), with nothing between
-//! the test and the socket.
+//! the test and the socket, and reading a sample out of the Prometheus text.
 
 /// A minimal HTTP/1.1 GET of `path` on `base` (`http://ADDR`): (status code, body).
 pub async fn http_get(base: &str, path: &str) -> (u16, String) {
@@ -17,4 +17,11 @@ pub async fn http_get(base: &str, path: &str) -> (u16, String) {
         .unwrap_or(0);
     let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
     (code, body)
+}
+
+/// The value of the sample `series` (name with its labels, as exposed) in Prometheus text.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
 }

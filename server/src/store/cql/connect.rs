@@ -1,16 +1,17 @@
 //! Opens a driver session from the `--cql-*` settings (`CqlConfig`): contact points, credentials,
-//! consistency levels and the driver's default load-balancing policy (token-aware; DC-aware with
-//! `--cql-local-dc`).
+//! TLS, consistency levels and the driver's default load-balancing policy (token-aware; DC-aware
+//! with `--cql-local-dc`).
 //!
 //! Errors here are startup errors, worded for the operator and naming the flag to fix. Nothing here
 //! touches the ledger table.
 
 use super::statements::Levels;
-use super::CqlConfig;
+use super::{CqlConfig, SerialLevel};
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::policies::load_balancing::DefaultPolicy;
+use scylla::statement::SerialConsistency;
 use std::time::Duration;
 
 /// How long one request may take before the driver gives up on it. Longer than the server-side
@@ -65,8 +66,18 @@ pub fn check_keyspace(name: &str) -> Result<(), ConnectError> {
     }
 }
 
+/// The consistency levels the settings ask for.
+pub fn levels(config: &CqlConfig) -> Levels {
+    let serial = match config.serial_consistency {
+        SerialLevel::Serial => SerialConsistency::Serial,
+        SerialLevel::LocalSerial => SerialConsistency::LocalSerial,
+    };
+    Levels::new(config.local_dc.is_some(), serial)
+}
+
 /// Opens a session to the cluster (no keyspace selected).
 pub async fn session(config: &CqlConfig) -> Result<Session, ConnectError> {
+    config.validate().map_err(|e| ConnectError::Flag(e.0))?;
     check_keyspace(&config.keyspace)?;
     let nodes: Vec<&str> = config
         .nodes
@@ -79,10 +90,10 @@ pub async fn session(config: &CqlConfig) -> Result<Session, ConnectError> {
             "--cql-nodes: give at least one host:port".into(),
         ));
     }
-    let levels = Levels::new(config.local_dc.is_some());
+    let levels = levels(config);
     let mut policy = DefaultPolicy::builder().token_aware(true);
     if let Some(dc) = &config.local_dc {
-        // LOCAL_QUORUM / LOCAL_SERIAL only mean something if requests stay in the local DC.
+        // LOCAL_QUORUM (and LOCAL_SERIAL) only mean something if requests stay in the local DC.
         policy = policy
             .prefer_datacenter(dc.clone())
             .permit_dc_failover(false);
@@ -97,6 +108,9 @@ pub async fn session(config: &CqlConfig) -> Result<Session, ConnectError> {
         .known_nodes(&nodes)
         .connection_timeout(CONNECT_TIMEOUT)
         .default_execution_profile_handle(profile.into_handle());
+    if let Some(tls) = super::tls::context(&config.tls).map_err(ConnectError::Flag)? {
+        builder = builder.tls_context(Some(tls));
+    }
     match (&config.username, &config.password) {
         (Some(user), Some(password)) => builder = builder.user(user, password),
         (None, None) => {}

@@ -32,9 +32,12 @@ mod statements;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_levels;
+mod tls;
+#[cfg(test)]
 mod ttl_tests;
 
-pub use config::CqlConfig;
+pub use config::{CqlConfig, CqlTlsConfig, SerialLevel};
 pub use connect::ConnectError;
 
 use crate::ledger::{Millis, Record, RecordId};
@@ -66,23 +69,18 @@ impl CqlStore {
     /// Connects with the `--cql-*` settings and checks that `oncekey migrate` ran on the keyspace.
     pub async fn connect(config: &CqlConfig) -> Result<Self, ConnectError> {
         let session = connect::session(config).await?;
-        Self::open(
-            Arc::new(session),
-            &config.keyspace,
-            config.local_dc.is_some(),
-        )
-        .await
+        Self::open(Arc::new(session), &config.keyspace, connect::levels(config)).await
     }
 
-    /// Opens the store on an existing session.
+    /// Opens the store on an existing session, with these consistency levels.
     pub async fn open(
         session: Arc<Session>,
         keyspace: &str,
-        local_dc: bool,
+        levels: Levels,
     ) -> Result<Self, ConnectError> {
         connect::check_keyspace(keyspace)?;
         migrate::check_applied(&session, keyspace).await?;
-        let statements = Statements::prepare(&session, keyspace, Levels::new(local_dc))
+        let statements = Statements::prepare(&session, keyspace, levels)
             .await
             .map_err(|e| ConnectError::Other(format!("preparing statements: {e}")))?;
         Ok(Self {

@@ -20,11 +20,11 @@ fn node() -> &'static str {
     oncekey_tests::cql_node()
 }
 
-fn cql_args(keyspace: &str) -> CqlConfig {
+pub(super) fn cql_args(keyspace: &str) -> CqlConfig {
     CqlConfig::new(&[node()], keyspace)
 }
 
-fn migrate_args(keyspace: &str) -> MigrateConfig {
+pub(super) fn migrate_args(keyspace: &str) -> MigrateConfig {
     MigrateConfig {
         cql: cql_args(keyspace),
         replication: Some(migrate::parse_replication("SimpleStrategy:1").unwrap()),
@@ -32,7 +32,7 @@ fn migrate_args(keyspace: &str) -> MigrateConfig {
 }
 
 /// A keyspace name no other test uses (the harness's one generator).
-fn fresh_keyspace() -> String {
+pub(super) fn fresh_keyspace() -> String {
     oncekey_tests::cql::keyspace_name()
 }
 
