@@ -11,7 +11,7 @@ pub(crate) mod conn;
 pub mod engine;
 pub(crate) mod inflight;
 pub mod ledger;
-pub mod reload;
+pub(crate) mod reload;
 pub mod serve;
 pub mod settings;
 pub mod store;
