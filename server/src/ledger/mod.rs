@@ -5,12 +5,14 @@
 //! read from a store and writes back what it decides with compare-and-set.
 
 mod claim;
+mod hits;
 mod record;
 mod settle;
 #[cfg(test)]
 mod tests;
 
 pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome};
+pub use hits::{add_hits, count_hits, HitBatch, Life, Share};
 pub use record::{bound_history, Event, EventKind, MAX_HISTORY};
 pub use record::{
     Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status,
