@@ -30,23 +30,29 @@ pub struct ClaimReply {
     pub retry_after: Option<Millis>,
 }
 
-/// What a Claim decided, beside its transition.
-enum Claimed {
-    /// An answer the transition writes (ACQUIRED, or NEEDS_RECONCILIATION turning a record
+/// What one round of a Claim decided, beside its transition.
+enum Round {
+    /// The Claim is answered.
+    Answered(Answer),
+    /// IN_PROGRESS with wait left: nothing written, look again later.
+    Held { lease_end: Option<Millis> },
+}
+
+/// How a Claim is answered.
+enum Answer {
+    /// By the record its transition writes (ACQUIRED, or NEEDS_RECONCILIATION turning a record
     /// UNKNOWN).
     Written {
         outcome: ClaimOutcome,
         /// Whether the acquisition took an expired lease over (the ledger's receipt says so).
         takeover: bool,
     },
-    /// An answer from the record as it is (a dedup hit): nothing is written now, the hit is
-    /// parked with its receipt.
+    /// From the record as it is (a dedup hit): nothing is written now, the hit is parked with
+    /// its receipt.
     Hit {
         outcome: ClaimOutcome,
         receipt: Event,
     },
-    /// IN_PROGRESS with wait left: nothing written, look again later.
-    Held { lease_end: Option<Millis> },
 }
 
 impl<S: Store> Engine<S> {
@@ -87,15 +93,21 @@ impl<S: Store> Engine<S> {
                 Some(basis) => basis,
                 None => self.core.read_brief(id).await?,
             };
-            let ran = self
+            let Ran {
+                record,
+                decided_on,
+                extra,
+            } = self
                 .core
                 .run(id, basis, |current, now| {
                     decide(id, current, args, now, hold)
                 })
                 .await?;
-            let lease_end = match ran.extra {
-                Claimed::Held { lease_end } => lease_end,
-                _ => return Ok(self.answer(id, ran).await),
+            let lease_end = match extra {
+                Round::Held { lease_end } => lease_end,
+                Round::Answered(answer) => {
+                    return Ok(self.answer(id, answer, record, decided_on).await)
+                }
             };
             let deadline = deadline.expect("only a waiting Claim is held");
             let nap = self.nap(lease_end, &mut poll);
@@ -108,21 +120,24 @@ impl<S: Store> Engine<S> {
         }
     }
 
-    /// The reply to a Claim that was not held: a written answer, or a dedup hit parked and
-    /// answered from the record it was decided on. Counts it in the metrics.
-    async fn answer(&self, id: &RecordId, ran: Ran<Claimed>) -> ClaimReply {
-        let (mut record, outcome, takeover) = match ran.extra {
-            Claimed::Written { outcome, takeover } => (
-                ran.record.expect("a Claim writes a record"),
-                outcome,
-                takeover,
-            ),
-            Claimed::Hit { outcome, receipt } => {
-                let stored = ran.decided_on.expect("a hit is answered from a record");
+    /// The reply to a Claim: the record written, or for a dedup hit (parked here) the record
+    /// it was decided on. Counts it in the metrics.
+    async fn answer(
+        &self,
+        id: &RecordId,
+        answer: Answer,
+        written: Option<Record>,
+        decided_on: Option<Record>,
+    ) -> ClaimReply {
+        let (mut record, outcome, takeover) = match answer {
+            Answer::Written { outcome, takeover } => {
+                (written.expect("a Claim writes a record"), outcome, takeover)
+            }
+            Answer::Hit { outcome, receipt } => {
+                let stored = decided_on.expect("a hit is answered from a record");
                 self.park_hit(&stored, receipt);
                 (stored, outcome, false)
             }
-            Claimed::Held { .. } => unreachable!("a held Claim is not answered"),
         };
         // A Claim's answer shows the counter, not the history (a brief read left it out).
         self.core.hits.merge_counts_into(&mut record).await;
@@ -163,20 +178,22 @@ fn decide(
     args: &ClaimArgs,
     now: Millis,
     hold: bool,
-) -> Result<(Transition, Claimed), ledger::LedgerError> {
+) -> Result<(Transition, Round), ledger::LedgerError> {
     let decision = ledger::claim(id, current, args, now)?;
     let outcome = decision.outcome;
     if hold && outcome == ClaimOutcome::InProgress {
         // Nothing is written until the answer is final.
         let lease_end = decision.record().lease_expires_at;
-        return Ok((nothing(), Claimed::Held { lease_end }));
+        return Ok((nothing(), Round::Held { lease_end }));
     }
     if decision.is_dedup_hit() {
         let receipt = decision.receipt().clone();
-        return Ok((nothing(), Claimed::Hit { outcome, receipt }));
+        let hit = Answer::Hit { outcome, receipt };
+        return Ok((nothing(), Round::Answered(hit)));
     }
     let takeover = decision.receipt().kind == EventKind::Takeover;
-    Ok((decision.transition, Claimed::Written { outcome, takeover }))
+    let written = Answer::Written { outcome, takeover };
+    Ok((decision.transition, Round::Answered(written)))
 }
 
 fn metric_outcome(outcome: ClaimOutcome) -> Outcome {
