@@ -143,7 +143,8 @@ pub struct Record {
     pub created_at: Option<SystemTime>,
     /// When the record last changed.
     pub updated_at: Option<SystemTime>,
-    /// When the record disappears from the ledger.
+    /// When the record disappears from the ledger; `None` while an at-most-once operation is
+    /// unsettled (it is kept until it settles).
     pub expires_at: Option<SystemTime>,
 }
 

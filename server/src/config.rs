@@ -202,6 +202,9 @@ pub struct ServeArgs {
         hide = true
     )]
     pub embedded_checkpoint_interval: Millis,
+    /// Per-tenant admission limits.
+    #[command(flatten)]
+    pub admission: crate::api::admission::AdmissionArgs,
 }
 
 /// A configuration mistake: the message names the flag; `oncekey` exits 64.
@@ -237,6 +240,7 @@ impl ServeArgs {
         if !(1..=3_600_000).contains(&self.embedded_checkpoint_interval) {
             return bad("--embedded-checkpoint-interval must be between 1ms and 1h".into());
         }
+        self.admission.validate()?;
         let loopback = self.listen.ip().is_loopback();
         if self.tokens_file.is_none() && !loopback && !self.allow_unauthenticated {
             return bad(format!(

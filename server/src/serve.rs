@@ -117,7 +117,12 @@ pub async fn serve_store<S: Store>(
     // v1, and v1alpha for the tools that only speak it (grpcio-reflection, Postman, older grpcurl).
     let reflection = reflection_builder().build_v1()?;
     let reflection_v1alpha = reflection_builder().build_v1alpha()?;
-    let ledger = LedgerService::new(engine.clone(), args.limits()).into_server(auth.clone());
+    let admission =
+        crate::api::admission::Admission::from_args(&args.admission, engine.metrics().clone())?;
+    admission.reload_on_sighup()?;
+    let ledger = LedgerService::new(engine.clone(), args.limits())
+        .with_admission(admission)
+        .into_server(auth.clone());
 
     let tls = crate::tls::Tls::from_args(args)?.map(Arc::new);
     let grpc_listener = bind("--listen", args.listen).await?;

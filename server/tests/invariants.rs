@@ -3,9 +3,10 @@
 //! every step that
 //! - at most one client holds a valid lease on a record at any time;
 //! - fencing tokens strictly increase within a record's life (a new life starts only after the
-//!   record was abandoned or expired);
+//!   record was abandoned or expired, and an unsettled at-most-once record never expires);
 //! - a SUCCEEDED record never changes its result;
 //! - no operation of one tenant observes another tenant's record;
+//! - an unsettled at-most-once record is never forgotten, however far the clock moves;
 //! - every answered Claim, settle and renewal leaves its receipt in the record's history (also
 //!   when the key is abandoned and claimed again before parked dedup hits are written: the new
 //!   record carries the old one's history), exactly once, and `dedup_hits` counts exactly the
@@ -86,8 +87,11 @@ struct Model {
     result: Option<OpResult>,
     /// The record may be gone (abandoned, or expiry may have passed): a new life may start.
     may_be_gone: bool,
-    /// Latest expiry the model saw.
-    expires_at: Millis,
+    /// The record's expiry as last stored (`None`: never, or no record yet).
+    expires_at: Option<Millis>,
+    /// The record as last stored is an unsettled at-most-once operation: it must never be
+    /// forgotten (its effect may have run), however much time passes.
+    kept: bool,
 }
 
 struct World {
@@ -123,7 +127,7 @@ impl World {
                 self.clock.advance(ms);
                 let now = self.clock.now();
                 for (&(tenant, key), model) in self.models.iter_mut() {
-                    if model.expires_at > 0 && now >= model.expires_at {
+                    if model.expires_at.is_some_and(|at| now >= at) {
                         model.may_be_gone = true;
                         self.leases.retain(|&(_, t, k), _| (t, k) != (tenant, key));
                     }
@@ -159,10 +163,13 @@ impl World {
                             &args.owner,
                         );
                         let model = self.models.entry((tenant, key)).or_default();
-                        model.expires_at = model.expires_at.max(reply.record.expires_at);
                         if reply.outcome == ClaimOutcome::Acquired {
                             let lease = reply.lease.expect("ACQUIRED carries a lease");
                             if lease.token == 1 && model.last_token > 0 {
+                                assert!(
+                                    !model.kept,
+                                    "an unsettled at-most-once record was forgotten"
+                                );
                                 assert!(
                                     model.may_be_gone,
                                     "token restarted at 1 while the record lived"
@@ -211,7 +218,6 @@ impl World {
                         let model = self.models.entry((tenant, key)).or_default();
                         check_result(model, record.result.as_ref(), tenant);
                         model.result = record.result.clone();
-                        model.expires_at = model.expires_at.max(record.expires_at);
                         self.leases.remove(&(client, tenant, key));
                     }
                     Err(EngineError::Ledger(
@@ -259,12 +265,9 @@ impl World {
                             model.result.is_none() || model.may_be_gone,
                             "a SUCCEEDED record was failed"
                         );
-                        match record {
-                            Some(record) => {
-                                model.expires_at = model.expires_at.max(record.expires_at)
-                            }
+                        if record.is_none() {
                             // Abandoned: the next claim starts a new record (its tokens continue).
-                            None => model.result = None,
+                            model.result = None;
                         }
                     }
                     Err(EngineError::Ledger(
@@ -293,8 +296,6 @@ impl World {
                             .entry((tenant, key))
                             .or_default()
                             .renewed(&owner(client));
-                        let model = self.models.entry((tenant, key)).or_default();
-                        model.expires_at = model.expires_at.max(renewed.expires_at);
                         self.leases.insert((client, tenant, key), renewed);
                     }
                     Err(EngineError::Ledger(_)) => {
@@ -303,6 +304,13 @@ impl World {
                     Err(e) => panic!("renew failed: {e}"),
                 }
             }
+        }
+        if let Op::Claim { tenant, key, .. }
+        | Op::Complete { tenant, key, .. }
+        | Op::Fail { tenant, key, .. }
+        | Op::Renew { tenant, key, .. } = *op
+        {
+            self.note_expiry(tenant, key).await;
         }
         self.check_single_holder().await;
         self.check_receipts().await;
@@ -334,6 +342,19 @@ impl World {
             {
                 trail.check(&record, "stored");
             }
+        }
+    }
+
+    /// Notes when the record (or its ABANDON tombstone) now expires: ops run one at a time, so
+    /// the stored record is the truth. An unsettled at-most-once record never expires, so its
+    /// holders never give up.
+    async fn note_expiry(&mut self, tenant: usize, key: usize) {
+        let (id, now) = (id(tenant, key), self.clock.now());
+        if let Ok(Some(record)) = self.engine.store().get(&id, now).await {
+            let model = self.models.entry((tenant, key)).or_default();
+            model.expires_at = record.expires_at;
+            model.kept = record.semantics == Semantics::AtMostOnce
+                && matches!(record.status, Status::Processing | Status::Unknown);
         }
     }
 

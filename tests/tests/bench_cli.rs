@@ -169,3 +169,92 @@ fn tiny_bench_over_tls() {
         "a TLS server answered a bench without its CA:\n{stdout}"
     );
 }
+
+/// `--scenario noisy` against a server that admits the noisy tenant 5 Claims a second (limits
+/// file) and the quiet one plenty: both phases of the quiet tenant, the flood and the summary are
+/// reported, every quiet op succeeded and every noisy Claim was admitted or refused RATE_LIMITED.
+/// The latencies and their ratio are reported, not asserted.
+#[test]
+fn tiny_noisy_bench_reports_both_phases_and_the_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = dir.path().join("limits");
+    std::fs::write(&limits, "noisy rate=5 burst=5\n").unwrap();
+    let server = Server::start(&[
+        "--tenant-rate",
+        "1000",
+        "--limits-file",
+        limits.to_str().unwrap(),
+    ]);
+    let (code, stdout, stderr) = run_cli(&[
+        "bench",
+        "--server",
+        &server.grpc,
+        "--scenario",
+        "noisy",
+        "--noisy-limit",
+        "5",
+        "--quiet-rate",
+        "10",
+        "--duration",
+        "2s",
+        "--warmup",
+        "200ms",
+        "--connections",
+        "1",
+        "--workers",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("the report is JSON");
+    let results = report["results"].as_array().expect("results");
+    let targets: Vec<_> = results
+        .iter()
+        .map(|r| (r["scenario"].as_str(), r["target"].as_str()))
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            (Some("noisy"), Some("quiet-alone")),
+            (Some("noisy"), Some("quiet+noisy")),
+            (Some("noisy"), Some("noisy")),
+        ],
+        "{report:#}"
+    );
+    for quiet in &results[..2] {
+        // 10 cycles a second for 2 s, every one acquired and completed.
+        assert_eq!(quiet["ops"], 20, "{quiet:#}");
+        assert_eq!(quiet["errors"], serde_json::json!({}), "{quiet:#}");
+        assert_eq!(quiet["claim_outcomes"]["ACQUIRED"], 20, "{quiet:#}");
+    }
+    let summary = &report["noisy"];
+    let count = |k: &str| {
+        summary["noisy"][k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k}: {summary:#}"))
+    };
+    // 50 Claims a second offered for 2 s, none skipped, each admitted or refused.
+    assert_eq!(count("sent"), 100, "{summary:#}");
+    assert_eq!(count("skipped"), 0, "{summary:#}");
+    assert_eq!(
+        count("admitted") + count("refused_rate_limited"),
+        100,
+        "{summary:#}"
+    );
+    assert!(count("refused_rate_limited") > 0, "{summary:#}");
+    assert_eq!(summary["noisy_offered_per_sec"], 50.0);
+    for phase in ["quiet_alone_ms", "quiet_with_noisy_ms"] {
+        for p in ["p50", "p99"] {
+            assert!(
+                summary[phase][p].as_f64().is_some(),
+                "{phase}.{p}: {summary:#}"
+            );
+        }
+    }
+    assert!(summary["quiet_p99_ratio"].as_f64().is_some(), "{summary:#}");
+
+    // Without --noisy-limit the scenario cannot say what 10x is: exit 64 naming the flag.
+    let (code, _, stderr) = run_cli(&["bench", "--server", &server.grpc, "--scenario", "noisy"]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("--noisy-limit"), "{stderr}");
+}

@@ -2,8 +2,9 @@
 //! network is down) it refuses calls at once with [`Error::CircuitOpen`] for `cool_down`, then lets
 //! one probe through (half-open): its success closes the circuit, its failure opens it again.
 //!
-//! Answers that prove the server is up (any success, or a non-transient error such as
-//! FAILED_PRECONDITION) reset the count. One breaker is shared by every clone of a client.
+//! Answers that prove the server is up (any success, a non-transient error such as
+//! FAILED_PRECONDITION, or RESOURCE_EXHAUSTED: the server asking this caller to slow down) reset
+//! the count. One breaker is shared by every clone of a client.
 
 use super::{BoxFuture, Counters};
 use crate::error::Error;
@@ -205,10 +206,17 @@ where
             let mut guard = guard;
             let result = future.await;
             guard.shared = None;
-            shared.record(matches!(&result, Err(e) if e.is_transient()));
+            shared.record(matches!(&result, Err(e) if is_outage(e)));
             result
         })
     }
+}
+
+/// Whether `e` says the server is down or unreachable. A RESOURCE_EXHAUSTED answer (e.g. a
+/// tenant over its rate limit) is transient, so it is retried after the pushback, but the server
+/// sent it: opening the circuit would turn "slow down" into failing every call for the cool-down.
+fn is_outage(e: &Error) -> bool {
+    e.is_transient() && !matches!(e.status(), Some(s) if s.code() == tonic::Code::ResourceExhausted)
 }
 
 #[cfg(test)]
@@ -299,5 +307,27 @@ mod tests {
         assert_eq!(layer.state(), CircuitState::Closed);
         layer.shared.record(true);
         assert_eq!(layer.state(), CircuitState::Open);
+    }
+
+    #[tokio::test]
+    async fn rate_limiting_is_not_an_outage() {
+        let layer = CircuitBreakerLayer::new(
+            BreakerPolicy {
+                failure_threshold: 2,
+                cool_down: Duration::from_secs(60),
+            },
+            Arc::default(),
+        );
+        let limited = tower::service_fn(|()| async {
+            Err::<(), Error>(tonic::Status::resource_exhausted("slow down").into())
+        });
+        let svc = tower::ServiceBuilder::new()
+            .layer(layer.clone())
+            .service(limited);
+        for _ in 0..10 {
+            let e = svc.clone().oneshot(()).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+        }
+        assert_eq!(layer.state(), CircuitState::Closed);
     }
 }

@@ -385,7 +385,7 @@ pub fn record(r: Record) -> v1::Record {
         }),
         created_at: Some(timestamp(r.created_at)),
         updated_at: Some(timestamp(r.updated_at)),
-        expires_at: Some(timestamp(r.expires_at)),
+        expires_at: r.expires_at.map(timestamp),
     }
 }
 

@@ -9,6 +9,8 @@ use crate::ledger::LedgerError;
 use crate::store::StoreError;
 use oncekey_api::ERROR_DOMAIN;
 use std::collections::HashMap;
+use std::time::Duration;
+use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
@@ -44,6 +46,15 @@ pub enum ApiError {
     /// kept alive, by that stream; this one must not be reopened.
     #[error("a newer keep-alive stream for this lease replaced this one")]
     KeepAliveReplaced,
+    /// The tenant is over an admission limit (`limit`: `rate` or `inflight`); come back after
+    /// `retry_after`.
+    #[error("too many requests from this tenant ({limit} limit); retry in {} ms", pushback_ms(*.retry_after))]
+    RateLimited {
+        /// Which limit: `rate` or `inflight`.
+        limit: &'static str,
+        /// When to come back.
+        retry_after: Duration,
+    },
 }
 
 impl ApiError {
@@ -108,8 +119,33 @@ impl From<ApiError> for Status {
             ApiError::KeepAliveReplaced => {
                 status(Code::Aborted, "KEEPALIVE_REPLACED", message, None)
             }
+            ApiError::RateLimited { limit, retry_after } => {
+                rate_limited(limit, *retry_after, message)
+            }
         }
     }
+}
+
+/// The header (a trailer of the answer) that tells gRPC clients when to retry (gRFC A6).
+pub const RETRY_PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
+
+/// A delay in whole milliseconds, rounded up (coming back early would be refused again).
+fn pushback_ms(delay: Duration) -> u64 {
+    u64::try_from(delay.as_nanos().div_ceil(1_000_000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// RESOURCE_EXHAUSTED `RATE_LIMITED`: ErrorInfo naming the limit, RetryInfo and the pushback
+/// trailer, both saying when to come back.
+fn rate_limited(limit: &str, retry_after: Duration, message: String) -> Status {
+    let ms = pushback_ms(retry_after);
+    let metadata = HashMap::from([("limit".to_string(), limit.to_string())]);
+    let mut details = ErrorDetails::with_error_info("RATE_LIMITED", ERROR_DOMAIN, metadata);
+    details.set_retry_info(Some(Duration::from_millis(ms)));
+    let mut trailers = MetadataMap::new();
+    trailers.insert(RETRY_PUSHBACK_HEADER, MetadataValue::from(ms));
+    Status::with_error_details_and_metadata(Code::ResourceExhausted, message, details, trailers)
 }
 
 fn engine_status(e: &EngineError, message: String) -> Status {

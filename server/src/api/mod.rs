@@ -3,6 +3,7 @@
 //! validates its request (`convert`), runs one engine call for the caller's tenant, and maps errors
 //! once (`error`).
 
+pub mod admission;
 pub mod auth;
 pub mod convert;
 pub mod error;
@@ -26,6 +27,7 @@ pub struct LedgerService<S> {
     engine: Arc<Engine<S>>,
     limits: Arc<Limits>,
     keepalives: Arc<keepalive::Registry>,
+    admission: admission::Admission,
 }
 
 impl<S: Store> LedgerService<S> {
@@ -35,21 +37,31 @@ impl<S: Store> LedgerService<S> {
             engine,
             limits: Arc::new(limits),
             keepalives: Arc::default(),
+            admission: admission::Admission::off(),
         }
     }
 
-    /// The tonic server for this service, behind the authenticating interceptor.
+    /// The same service with per-tenant admission limits (none by default).
+    pub fn with_admission(mut self, admission: admission::Admission) -> Self {
+        self.admission = admission;
+        self
+    }
+
+    /// The tonic server for this service, behind admission, behind the authenticating
+    /// interceptor (admission needs the tenant).
     pub fn into_server(
         self,
         auth: Arc<Auth>,
     ) -> tonic::service::interceptor::InterceptedService<
-        v1::ledger_server::LedgerServer<Self>,
+        admission::AdmissionService<v1::ledger_server::LedgerServer<Self>>,
         impl tonic::service::Interceptor + Clone,
     > {
         let max = self.limits.max_message_bytes();
+        let admission = self.admission.layer();
         let server = v1::ledger_server::LedgerServer::new(self)
             .max_decoding_message_size(max)
             .max_encoding_message_size(max);
+        let server = tower::Layer::layer(&admission, server);
         tonic::service::interceptor::InterceptedService::new(server, move |mut req: Request<()>| {
             let tenant = auth.authenticate(req.metadata()).map_err(Status::from)?;
             req.extensions_mut().insert(tenant);

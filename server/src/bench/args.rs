@@ -19,6 +19,9 @@ pub enum Scenario {
     Storm,
     /// A blend of the above, weighted by --mix.
     Mixed,
+    /// A quiet tenant's steady cycles, alone and then beside a noisy tenant offering
+    /// --noisy-factor × --noisy-limit Claims a second (per-tenant admission at work).
+    Noisy,
 }
 
 impl Scenario {
@@ -30,6 +33,7 @@ impl Scenario {
             Scenario::Replay => "replay",
             Scenario::Storm => "storm",
             Scenario::Mixed => "mixed",
+            Scenario::Noisy => "noisy",
         }
     }
 }
@@ -138,6 +142,27 @@ pub struct BenchArgs {
     /// CQL password for --cql-raw.
     #[arg(long, env = "ONCEKEY_CQL_RAW_PASSWORD", hide_env_values = true)]
     pub cql_raw_password: Option<String>,
+    /// `noisy`: the tenant header of the noisy tenant (the quiet one is --tenant).
+    #[arg(long, default_value = "noisy")]
+    pub noisy_tenant: String,
+    /// `noisy`: the noisy tenant's bearer token (the quiet one's is --token).
+    #[arg(long, env = "ONCEKEY_NOISY_TOKEN", hide_env_values = true)]
+    pub noisy_token: Option<String>,
+    /// `noisy`: the rate the server admits for the noisy tenant, in requests a second (its
+    /// --tenant-rate, or its limits-file rate).
+    #[arg(long)]
+    pub noisy_limit: Option<f64>,
+    /// `noisy`: the noisy tenant offers this many times --noisy-limit.
+    #[arg(long, default_value_t = 10.0)]
+    pub noisy_factor: f64,
+    /// `noisy`: the quiet tenant's Claim + Complete cycles a second (keep it under the server's
+    /// limit for it).
+    #[arg(long, default_value_t = 100.0)]
+    pub quiet_rate: f64,
+    /// `noisy`: measure in this many rounds of (quiet alone, quiet beside the flood), each an
+    /// equal share of --duration, so that drift in a shared machine's load falls on both alike.
+    #[arg(long, default_value_t = 1)]
+    pub noisy_rounds: u32,
     /// Print the JSON report on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -170,6 +195,26 @@ impl BenchArgs {
         }
         if self.scenarios.is_empty() {
             return bad("--scenarios names no scenario");
+        }
+        if self.scenarios.contains(&Scenario::Noisy) {
+            let positive = |x: Option<f64>| x.is_some_and(|x| x.is_finite() && x > 0.0);
+            if !positive(self.noisy_limit) {
+                return bad("--scenario noisy needs --noisy-limit: the requests a second the server admits for the noisy tenant");
+            }
+            if !positive(Some(self.noisy_factor)) || !positive(Some(self.quiet_rate)) {
+                return bad("--noisy-factor and --quiet-rate must be positive");
+            }
+            if self.ops.is_some() {
+                return bad("--scenario noisy runs for --duration; drop --ops");
+            }
+            if !(1..=1000).contains(&self.noisy_rounds) {
+                return bad("--noisy-rounds must be between 1 and 1000");
+            }
+            if self.noisy_limit.unwrap_or_default() * self.noisy_factor > 1e6 {
+                return bad(
+                    "--noisy-limit × --noisy-factor must be at most 1000000 requests a second",
+                );
+            }
         }
         if self
             .cql_raw

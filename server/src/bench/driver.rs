@@ -71,7 +71,7 @@ impl Conn {
 }
 
 /// A gRPC error as `CODE REASON` (no message: it may differ per key).
-fn describe(status: &tonic::Status) -> String {
+pub(super) fn describe(status: &tonic::Status) -> String {
     use tonic_types::StatusExt;
     let reason = status
         .get_details_error_info()

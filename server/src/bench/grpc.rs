@@ -82,7 +82,8 @@ impl Target {
     }
 }
 
-/// One worker's clients.
+/// One worker's clients (clones share the connection).
+#[derive(Clone)]
 pub struct GrpcConn {
     ledger: LedgerClient<Channel>,
     health: HealthClient<Channel>,

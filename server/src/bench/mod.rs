@@ -1,6 +1,8 @@
 //! `oncekey bench`: a load generator that drives a running server over real gRPC from its own
 //! process — N concurrent workers over M HTTP/2 connections, for a fixed duration or op count,
 //! after a warm-up — and reports throughput and HDR latency percentiles as a table and as JSON.
+//! `--scenario noisy` (`noisy`) measures per-tenant fairness: a quiet tenant's latency alone and
+//! beside a tenant offering ten times its admitted rate.
 //! With `--peer postgres://…` it runs `cycle` and `replay` with the same concurrency through the
 //! classic PostgreSQL idempotency-key design, on equal durability (synchronous_commit on).
 //! With `--cql-raw NODES` it runs `cycle` as the bare lightweight transactions the CQL store
@@ -17,6 +19,7 @@ mod cql;
 mod driver;
 mod grpc;
 mod keys;
+mod noisy;
 mod overhead;
 mod peer;
 mod recorder;
@@ -89,6 +92,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Scenario::Replay => vec![(Kind::Replay, 1)],
             Scenario::Storm => vec![(Kind::Storm, 1)],
             Scenario::Mixed => args.mix.clone(),
+            Scenario::Noisy => {
+                noisy::run(&args, &mut report, &probe).await?;
+                continue;
+            }
         };
         let m = driver::drive(grpc_conns(&target), oncekey(kinds), &plan, &probe).await;
         report.push(ScenarioResult::new(scenario.name(), "oncekey", m));

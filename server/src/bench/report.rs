@@ -104,6 +104,8 @@ pub struct Report {
     header: Value,
     results: Vec<ScenarioResult>,
     load_after: f64,
+    /// Scenario summaries beyond the per-target rows: (JSON key, value, text for the table).
+    sections: Vec<(&'static str, Value, String)>,
 }
 
 impl Report {
@@ -142,7 +144,18 @@ impl Report {
             header,
             results: Vec::new(),
             load_after: 0.0,
+            sections: Vec::new(),
         }
+    }
+
+    /// Adds a scenario's summary: `json` under `key` in the JSON report, `text` under the table.
+    pub fn section(&mut self, key: &'static str, json: Value, text: String) {
+        self.sections.push((key, json, text));
+    }
+
+    /// Quantile `q` of the op latency of the latest (`name`, `target`) result, in ms.
+    pub fn percentile(&self, name: &str, target: &str, q: f64) -> Option<f64> {
+        self.find(name, target)?.p(q)
     }
 
     /// Adds a result.
@@ -242,6 +255,9 @@ impl Report {
             let cells = self.cql_overhead();
             doc["cql_overhead"] = overhead::json(&cells, ours.ops_per_sec(), raw.ops_per_sec());
         }
+        for (key, value, _) in &self.sections {
+            doc[*key] = value.clone();
+        }
         doc
     }
 
@@ -318,6 +334,9 @@ impl Report {
             }
         }
         overhead::table(&self.cql_overhead(), &mut out);
+        for (_, _, text) in &self.sections {
+            out.push_str(text);
+        }
         let _ = writeln!(
             out,
             "cpu us/op: CPU microseconds per op, server+client ('-' unknown; the server's needs --server-metrics)"

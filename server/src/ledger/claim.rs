@@ -1,6 +1,7 @@
 //! Claim (CONTRACT §5, rules 2–9): acquire, replay, report in-progress or ask for reconciliation.
 
-use super::{expiry, next_version, Change, LedgerError, Transition};
+use super::expiry::with_expiry;
+use super::{next_version, Change, LedgerError, Transition};
 use super::{EventKind, Millis, ParentRef, Record, RecordId, Semantics, Status};
 
 /// A validated Claim.
@@ -134,7 +135,7 @@ fn record_event(decision: &mut ClaimDecision, kind: EventKind, owner: &str, now:
 /// Rule 2: a new record, PROCESSING, token 1, attempt 1.
 fn create(id: &RecordId, args: &ClaimArgs, now: Millis) -> ClaimDecision {
     let lease_end = now.saturating_add(args.lease_ttl);
-    let record = Record {
+    let record = with_expiry(Record {
         id: id.clone(),
         status: Status::Processing,
         fingerprint: args.fingerprint,
@@ -149,11 +150,11 @@ fn create(id: &RecordId, args: &ClaimArgs, now: Millis) -> ClaimDecision {
         parent: args.parent.clone(),
         created_at: now,
         updated_at: now,
-        expires_at: expiry(now, args.retention, Some(lease_end)),
+        expires_at: None,
         retention: args.retention,
         version: 1,
         history: Vec::new(),
-    };
+    });
     let mut decision = ClaimDecision {
         outcome: ClaimOutcome::Acquired,
         transition: Transition {
@@ -195,10 +196,9 @@ fn acquire(current: &Record, args: &ClaimArgs, now: Millis) -> ClaimDecision {
     next.lease_expires_at = Some(lease_end);
     next.result = None;
     next.error = None;
-    next.expires_at = expiry(now, current.retention, Some(lease_end)).max(current.expires_at);
     ClaimDecision {
         outcome: ClaimOutcome::Acquired,
-        transition: Transition::replace(current, next, true),
+        transition: Transition::replace(current, with_expiry(next), true),
     }
 }
 
@@ -220,6 +220,7 @@ fn needs_reconciliation(current: &Record, now: Millis) -> ClaimDecision {
     let durable = current.status != Status::Unknown;
     if durable {
         next.status = Status::Unknown;
+        next = with_expiry(next);
     } else {
         next.updated_at = current.updated_at;
     }

@@ -252,15 +252,15 @@ mod tests {
     #[test]
     fn hits_of_a_record_created_afresh_or_gone_are_dropped() {
         let (record, batch) = claimed_with_replay(T0);
-        let expiry = record.expires_at;
+        let expires_at = record.expires_at.expect("an at-least-once record expires");
         assert_eq!(add_hits(None, &batch, T0), None);
-        assert_eq!(add_hits(Some(&record), &batch, expiry), None, "expired");
-        let afresh = claim(&id(), Some(&record), &args(1, "new"), expiry)
+        assert_eq!(add_hits(Some(&record), &batch, expires_at), None, "expired");
+        let afresh = claim(&id(), Some(&record), &args(1, "new"), expires_at)
             .unwrap()
             .record()
             .clone();
         assert_eq!(batch.share(&afresh), None, "its history lacks the old life");
-        assert_eq!(add_hits(Some(&afresh), &batch, expiry), None);
+        assert_eq!(add_hits(Some(&afresh), &batch, expires_at), None);
 
         // A carried life with no receipts left has nothing to add.
         let again = abandoned_and_reclaimed(&record, T0 + 1);

@@ -5,6 +5,7 @@
 //! read from a store and writes back what it decides with compare-and-set.
 
 mod claim;
+mod expiry;
 mod hits;
 mod record;
 mod settle;
@@ -12,6 +13,7 @@ mod settle;
 mod tests;
 
 pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome};
+pub use expiry::expiry;
 pub use hits::{add_hits, count_hits, HitBatch, Life, Share};
 pub use record::{bound_history, Event, EventKind, MAX_HISTORY};
 pub use record::{
@@ -87,10 +89,4 @@ fn next_version(current: &Record, now: Millis) -> Record {
     next.version = current.version + 1;
     next.updated_at = now;
     next
-}
-
-/// When a record should expire: `retention` after `now`, and never before its lease ends.
-fn expiry(now: Millis, retention: Millis, lease_end: Option<Millis>) -> Millis {
-    let kept = now.saturating_add(retention);
-    lease_end.map_or(kept, |end| kept.max(end))
 }

@@ -127,8 +127,10 @@ pub struct Record {
     pub created_at: Millis,
     /// When the record last changed.
     pub updated_at: Millis,
-    /// When the record disappears.
-    pub expires_at: Millis,
+    /// When the record disappears (it counts as absent from then on); `None` while an
+    /// at-most-once operation is unsettled: such a record is kept until it settles. Set by every
+    /// transition from `ledger::expiry`.
+    pub expires_at: Option<Millis>,
     /// How long the record is kept after it settles, from the first Claim.
     pub retention: Millis,
     /// Compare-and-set version: +1 on every write, so a store can refuse a write based on a stale read.
@@ -225,9 +227,10 @@ impl Record {
         bound_history(&mut self.history);
     }
 
-    /// An expired record counts as absent (CONTRACT §5): it expires at `expires_at` exactly.
+    /// An expired record counts as absent: it expires at `expires_at` exactly, and never while
+    /// `expires_at` is unset.
     pub fn is_expired(&self, now: Millis) -> bool {
-        now >= self.expires_at
+        self.expires_at.is_some_and(|at| now >= at)
     }
 
     /// Whether the current lease has run out at `now` (a lease is valid strictly before its end).

@@ -1,6 +1,7 @@
 //! Complete, Fail and Renew: changes only the current fencing token may make (CONTRACT §5).
 
-use super::{expiry, next_version, LedgerError, Transition};
+use super::expiry::with_expiry;
+use super::{next_version, LedgerError, Transition};
 use super::{EventKind, Lease, Millis, OpError, OpResult, Record, Status};
 
 /// How a Fail settles the operation.
@@ -33,8 +34,7 @@ fn settled(current: &Record, status: Status, now: Millis) -> Record {
     let mut next = next_version(current, now);
     next.status = status;
     next.lease_expires_at = None;
-    next.expires_at = expiry(now, current.retention, None);
-    next
+    with_expiry(next)
 }
 
 /// Complete: SUCCEEDED with `result`; the identical Complete again is OK.
@@ -113,7 +113,7 @@ pub fn renew(
             let lease_end = now.saturating_add(lease_ttl);
             next.lease_expires_at = Some(lease_end);
             next.push_event(now, EventKind::Renew, "RENEWED", &current.lease_owner);
-            next.expires_at = current.expires_at.max(lease_end);
+            let next = with_expiry(next);
             Ok((next.lease(), Transition::replace(current, next, true)))
         }
         // The lease ran out and the record awaits reconciliation: renewing cannot bring it back.

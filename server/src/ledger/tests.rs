@@ -72,16 +72,17 @@ fn rule2_absent_creates_processing_token1() {
     assert_eq!(r.lease_expires_at, Some(T0 + LEASE));
     assert_eq!(
         (r.created_at, r.expires_at, r.lease_owner.as_str()),
-        (T0, T0 + RETENTION, "worker-1")
+        (T0, Some(T0 + LEASE + RETENTION), "worker-1")
     );
 }
 
 #[test]
 fn rule2_expired_record_counts_as_absent_exactly_at_the_boundary() {
     let rec = completed(T0 + 10);
-    let just_before = claim(&id(), Some(&rec), &args(2), rec.expires_at - 1);
+    let expires_at = rec.expires_at.expect("a settled record expires");
+    let just_before = claim(&id(), Some(&rec), &args(2), expires_at - 1);
     assert_eq!(just_before.unwrap_err(), LedgerError::KeyReused);
-    let at = claim(&id(), Some(&rec), &args(2), rec.expires_at).unwrap();
+    let at = claim(&id(), Some(&rec), &args(2), expires_at).unwrap();
     assert_eq!(
         (at.outcome, at.transition.change),
         (ClaimOutcome::Acquired, Change::Insert)
@@ -269,7 +270,7 @@ fn complete_stores_the_result_and_retention() {
         (done.status, done.lease_expires_at),
         (Status::Succeeded, None)
     );
-    assert_eq!(done.expires_at, T0 + 100 + RETENTION);
+    assert_eq!(done.expires_at, Some(T0 + 100 + RETENTION));
     assert_eq!(
         t.change,
         Change::Replace {
@@ -466,7 +467,7 @@ fn abandon_of_a_key_not_held_is_lease_lost() {
     // Expired: a settled record past its retention, and the tombstone of an ABANDON past its own.
     let rec = claimed(&args(1), T0);
     let done = after(&complete(Some(&rec), 1, &result("ok"), T0 + 1).unwrap());
-    let gone = done.expires_at + 1;
+    let gone = done.expires_at.expect("a settled record expires") + 1;
     assert_eq!(
         fail(Some(&done), 1, &error("x"), Disposition::Abandon, gone).unwrap_err(),
         LedgerError::LeaseLost
@@ -490,7 +491,7 @@ fn abandon_of_a_key_not_held_is_lease_lost() {
             1,
             &error("x"),
             Disposition::Abandon,
-            tombstone.expires_at + 1
+            tombstone.expires_at.expect("a tombstone expires") + 1
         )
         .unwrap_err(),
         LedgerError::LeaseLost
@@ -511,8 +512,8 @@ fn renew_extends_the_lease_and_the_record() {
         (1, T0 + 10 + 3_600_000, 1)
     );
     assert!(
-        after(&t).expires_at >= lease.expires_at,
-        "a record never expires under a live lease"
+        after(&t).expires_at >= Some(lease.expires_at + 60_000),
+        "a record never expires under a live lease, nor within retention after it"
     );
 }
 

@@ -8,9 +8,11 @@ use crate::ledger::{
 };
 use crate::store::{Cas, Store};
 
+mod expiry;
 mod gate;
 mod hits;
 mod waits;
+pub use expiry::*;
 pub use hits::*;
 pub use waits::*;
 
@@ -47,6 +49,9 @@ macro_rules! store_suite {
             case!(engine_answers_count_every_hit);
             case!(engine_a_hit_being_written_is_counted);
             case!(engine_receipts_survive_abandon_and_reclaim);
+            case!(expiry_keeps_an_unsettled_at_most_once_record);
+            case!(expiry_follows_a_renewing_at_least_once_holder);
+            case!(expiry_removes_settled_records);
         }
     };
 }
@@ -129,7 +134,7 @@ pub async fn expired_counts_as_absent<S: Store>(store: S) {
     let id = fresh_id("t1");
     let rec = record(&id, T0);
     store.insert_if_absent(&rec, T0).await.unwrap();
-    let at_expiry = rec.expires_at;
+    let at_expiry = rec.expires_at.expect("an at-least-once record expires");
     assert!(store.get(&id, at_expiry - 1).await.unwrap().is_some());
     assert_eq!(store.get(&id, at_expiry).await.unwrap(), None);
     let mut next = rec.clone();
@@ -169,9 +174,10 @@ pub async fn sweep_removes_expired<S: Store>(store: S) {
     let id = fresh_id("t1");
     let rec = record(&id, T0);
     store.insert_if_absent(&rec, T0).await.unwrap();
-    let swept = store.sweep_expired(rec.expires_at, 1000).await.unwrap();
-    assert!(store.get(&id, rec.expires_at - 1).await.unwrap().is_none() || swept == 0);
-    assert_eq!(store.get(&id, rec.expires_at).await.unwrap(), None);
+    let expires_at = rec.expires_at.expect("an at-least-once record expires");
+    let swept = store.sweep_expired(expires_at, 1000).await.unwrap();
+    assert!(store.get(&id, expires_at - 1).await.unwrap().is_none() || swept == 0);
+    assert_eq!(store.get(&id, expires_at).await.unwrap(), None);
 }
 
 pub async fn engine_claim_complete_replay<S: Store>(store: S) {

@@ -4,7 +4,11 @@
 //! conflicts, records swept.
 //!
 //! Label cardinality is bounded: keys are never labels, and at most `max_series` distinct
-//! (tenant, namespace) pairs get their own series; the rest share `_other`.
+//! (tenant, namespace) pairs get their own series. Each tenant gets a fair share of them
+//! (`max_series / 8`, at least 1): its namespaces past its share count under (tenant, `_other`),
+//! so one tenant with many namespaces cannot push every other tenant's into `_other`; tenants
+//! first seen once the cap is reached share (`_other`, `_other`). Requests refused by admission
+//! are counted by the limit that refused them, never by tenant.
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
@@ -63,6 +67,13 @@ pub struct ClaimLabels {
     pub outcome: Outcome,
 }
 
+/// Labels of the admission refusal counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// `rate` or `inflight`.
+    pub limit: &'static str,
+}
+
 /// Labels of store metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StoreLabels {
@@ -82,14 +93,44 @@ pub struct Metrics {
     store_seconds: Family<StoreLabels, Histogram>,
     conflicts: Family<StoreLabels, Counter>,
     swept: Counter,
-    /// tenant → namespace → the Claim counters of that pair, one per outcome once seen: the hot
-    /// path finds its counter without building (allocating) a label set.
-    series: RwLock<HashMap<String, HashMap<String, PairCounters>>>,
+    admission_refused: Family<LimitLabels, Counter>,
+    /// The Claim counters by tenant and namespace: the hot path finds its counter without
+    /// building (allocating) a label set.
+    series: RwLock<Series>,
     max_series: usize,
+    per_tenant: usize,
+}
+
+/// The Claim counters of every (tenant, namespace) pair with a series.
+#[derive(Default)]
+struct Series {
+    tenants: HashMap<String, TenantSeries>,
+    /// Pairs with their own series (not counting the `_other` ones).
+    named: usize,
+    /// (`_other`, `_other`): tenants first seen once the cap was reached.
+    other: PairCounters,
+}
+
+/// One tenant's Claim counters.
+#[derive(Default)]
+struct TenantSeries {
+    namespaces: HashMap<String, PairCounters>,
+    /// (tenant, `_other`): its namespaces past its share.
+    other: PairCounters,
 }
 
 /// The Claim counters of one (tenant, namespace) pair, indexed by `Outcome as usize`.
 type PairCounters = [OnceLock<Counter>; 5];
+
+/// Where one Claim answer is counted.
+enum Slot<'s> {
+    /// The pair's own series.
+    Pair(&'s PairCounters),
+    /// (tenant, `_other`).
+    TenantOther(&'s PairCounters),
+    /// (`_other`, `_other`).
+    Other,
+}
 
 fn latency_histogram() -> Histogram {
     // 50 µs .. ~1.6 s
@@ -178,6 +219,15 @@ impl Metrics {
             "expired records removed by the sweeper",
             swept.clone(),
         );
+        let admission_refused = Family::<LimitLabels, Counter>::default();
+        registry.register(
+            "admission_refused",
+            "Claim, Lookup and ListRecords refused with RATE_LIMITED, by the limit that refused them",
+            admission_refused.clone(),
+        );
+        for limit in ["rate", "inflight"] {
+            let _ = admission_refused.get_or_create(&LimitLabels { limit });
+        }
         Self {
             registry: root,
             rpcs,
@@ -189,8 +239,10 @@ impl Metrics {
             store_seconds,
             conflicts,
             swept,
-            series: RwLock::new(HashMap::new()),
+            admission_refused,
+            series: RwLock::default(),
             max_series,
+            per_tenant: Self::per_tenant_share(max_series),
         }
     }
 
@@ -214,51 +266,70 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    /// How many namespaces of one tenant get their own series when `max_series` pairs may.
+    pub fn per_tenant_share(max_series: usize) -> usize {
+        (max_series / 8).max(1)
+    }
+
     /// One Claim answer.
     pub fn claim(&self, tenant: &str, namespace: &str, outcome: Outcome) {
         let series = self.series.read().unwrap_or_else(|e| e.into_inner());
-        let pair = series.get(tenant).and_then(|n| n.get(namespace));
-        if let Some(counter) = pair.and_then(|c| c[outcome as usize].get()) {
-            counter.inc();
-            return;
-        }
-        drop(series);
-        self.claim_counter(tenant, namespace, outcome).inc();
+        let counter = match self.find(&series, tenant, namespace) {
+            Some(Slot::Pair(counters)) => self.counter(counters, tenant, namespace, outcome),
+            Some(Slot::TenantOther(counters)) => self.counter(counters, tenant, OTHER, outcome),
+            Some(Slot::Other) => self.counter(&series.other, OTHER, OTHER, outcome),
+            None => {
+                drop(series);
+                let mut guard = self.series.write().unwrap_or_else(|e| e.into_inner());
+                let series = &mut *guard;
+                if self.find(series, tenant, namespace).is_none() {
+                    let entry = series.tenants.entry(tenant.to_owned()).or_default();
+                    entry
+                        .namespaces
+                        .insert(namespace.to_owned(), PairCounters::default());
+                    series.named += 1;
+                }
+                drop(guard);
+                return self.claim(tenant, namespace, outcome);
+            }
+        };
+        counter.inc();
     }
 
-    /// The counter of a Claim answer, registered on first use; pairs past the cap share `_other`.
-    fn claim_counter(&self, tenant: &str, namespace: &str, outcome: Outcome) -> Counter {
-        let mut series = self.series.write().unwrap_or_else(|e| e.into_inner());
-        let known = series
-            .get(tenant)
-            .is_some_and(|n| n.contains_key(namespace));
-        let pairs: usize = series.values().map(HashMap::len).sum();
-        if !known && pairs >= self.max_series {
-            return self
-                .claims
+    /// Where a Claim of (tenant, namespace) is counted, or `None` when it gets a series of its
+    /// own that does not exist yet.
+    fn find<'s>(&self, series: &'s Series, tenant: &str, namespace: &str) -> Option<Slot<'s>> {
+        let full = series.named >= self.max_series;
+        match series.tenants.get(tenant) {
+            Some(t) => match t.namespaces.get(namespace) {
+                Some(pair) => Some(Slot::Pair(pair)),
+                None if full || t.namespaces.len() >= self.per_tenant => {
+                    Some(Slot::TenantOther(&t.other))
+                }
+                None => None,
+            },
+            None if full => Some(Slot::Other),
+            None => None,
+        }
+    }
+
+    /// The counter of `outcome` among `counters`, registered on first use.
+    fn counter<'c>(
+        &self,
+        counters: &'c PairCounters,
+        tenant: &str,
+        namespace: &str,
+        outcome: Outcome,
+    ) -> &'c Counter {
+        counters[outcome as usize].get_or_init(|| {
+            self.claims
                 .get_or_create(&ClaimLabels {
-                    tenant: OTHER.to_owned(),
-                    namespace: OTHER.to_owned(),
+                    tenant: tenant.to_owned(),
+                    namespace: namespace.to_owned(),
                     outcome,
                 })
-                .clone();
-        }
-        let pair = series
-            .entry(tenant.to_owned())
-            .or_default()
-            .entry(namespace.to_owned())
-            .or_default();
-        pair[outcome as usize]
-            .get_or_init(|| {
-                self.claims
-                    .get_or_create(&ClaimLabels {
-                        tenant: tenant.to_owned(),
-                        namespace: namespace.to_owned(),
-                        outcome,
-                    })
-                    .clone()
-            })
-            .clone()
+                .clone()
+        })
     }
 
     /// A lease taken over after it expired.
@@ -292,6 +363,13 @@ impl Metrics {
     pub fn swept(&self, n: usize) {
         self.swept.inc_by(n as u64);
     }
+
+    /// A request refused by admission; `limit` is `rate` or `inflight`.
+    pub fn admission_refused(&self, limit: &'static str) {
+        self.admission_refused
+            .get_or_create(&LimitLabels { limit })
+            .inc();
+    }
 }
 
 /// The canonical upper-snake name of a gRPC code.
@@ -323,13 +401,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn namespaces_past_the_cap_share_other() {
-        let m = Metrics::new(2);
+    fn known_pairs_count_through_their_own_series() {
+        let m = Metrics::new(200);
         m.claim("t", "a", Outcome::ACQUIRED);
-        m.claim("t", "b", Outcome::COMPLETED);
-        m.claim("t", "c", Outcome::COMPLETED);
-        m.claim("u", "d", Outcome::COMPLETED);
-        // Known pairs count through their cached counters, new outcomes of them included.
         m.claim("t", "a", Outcome::ACQUIRED);
         m.claim("t", "a", Outcome::IN_PROGRESS);
         let text = m.encode();
@@ -343,12 +417,80 @@ mod tests {
             ),
             "{text}"
         );
+        assert!(!text.contains(OTHER), "{text}");
+    }
+
+    #[test]
+    fn one_tenants_namespaces_overflow_into_its_own_other_not_everyones() {
+        // 16 series: each tenant's share is 2.
+        let m = Metrics::new(16);
+        for i in 0..100 {
+            m.claim("noisy", &format!("ns{i}"), Outcome::ACQUIRED);
+        }
+        m.claim("quiet", "payments.charge", Outcome::COMPLETED);
+        let text = m.encode();
+        for own in [
+            r#"{tenant="noisy",namespace="ns0",outcome="ACQUIRED"} 1"#,
+            r#"{tenant="noisy",namespace="ns1",outcome="ACQUIRED"} 1"#,
+            r#"{tenant="noisy",namespace="_other",outcome="ACQUIRED"} 98"#,
+            r#"{tenant="quiet",namespace="payments.charge",outcome="COMPLETED"} 1"#,
+        ] {
+            assert!(text.contains(own), "{own} missing:\n{text}");
+        }
+        assert!(!text.contains(r#"namespace="ns2""#), "{text}");
+        assert!(!text.contains(r#"tenant="_other""#), "{text}");
+    }
+
+    #[test]
+    fn once_the_cap_is_reached_new_tenants_share_other() {
+        let m = Metrics::new(16);
+        for t in 0..7 {
+            for n in 0..2 {
+                m.claim(&format!("t{t}"), &format!("n{n}"), Outcome::ACQUIRED);
+            }
+        }
+        m.claim("t7", "n0", Outcome::ACQUIRED);
+        m.claim("t8", "n0", Outcome::ACQUIRED);
+        m.claim("late", "n0", Outcome::COMPLETED);
+        m.claim("later", "n0", Outcome::COMPLETED);
+        // A known tenant's new namespace goes to its own `_other`, even below its share.
+        m.claim("t7", "n9", Outcome::FAILED);
+        let text = m.encode();
         assert!(
             text.contains(
                 r#"oncekey_claims_total{tenant="_other",namespace="_other",outcome="COMPLETED"} 2"#
             ),
             "{text}"
         );
-        assert!(!text.contains(r#"namespace="c""#));
+        assert!(
+            text.contains(
+                r#"oncekey_claims_total{tenant="t7",namespace="_other",outcome="FAILED"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(!text.contains(r#"tenant="late""#), "{text}");
+    }
+
+    #[test]
+    fn admission_refusals_are_counted_by_limit_only() {
+        let m = Metrics::new(16);
+        let text = m.encode();
+        // Both series exist from the start, so a rate() over them works before the first refusal.
+        assert!(
+            text.contains(r#"oncekey_admission_refused_total{limit="rate"} 0"#),
+            "{text}"
+        );
+        m.admission_refused("rate");
+        m.admission_refused("rate");
+        m.admission_refused("inflight");
+        let text = m.encode();
+        assert!(
+            text.contains(r#"oncekey_admission_refused_total{limit="rate"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"oncekey_admission_refused_total{limit="inflight"} 1"#),
+            "{text}"
+        );
     }
 }

@@ -6,32 +6,50 @@
 //! - 2–3 honest clients: claim, perform the side effect only while their own lease (as they last
 //!   learned it) is valid, renew, complete, fail (RETRYABLE / FINAL / ABANDON), give up at any time
 //!   (a client crash), and reconcile after NEEDS_RECONCILIATION by checking the outside world;
+//!   following the documented operating rule that retention outlasts every retry, a client stops
+//!   acting on a lease `retention` after the lease end it last learned;
 //! - the engine's read → decide → conditional write loop, with other steps interleaving between the
 //!   read and the write, and a conflict answered with the stored record (decide again);
 //! - the store's durability: durable writes are committed before the answer, counter-only writes
 //!   (dedup hits) may ride with the next durable commit and are lost by a crash;
 //! - lease expiry by clock advance (one shared clock: see README "Reliability" for skew);
+//! - record expiry: with a short retention the clock runs past it, an expired record counts as
+//!   absent (reads, conditional writes) and the key starts a new life (tokens from 1 again);
 //! - server crashes (with restart): nothing durable is lost, every in-flight request is forgotten,
-//!   so a client whose request was applied may not learn it and retries or gives up.
+//!   so a client whose request was applied may not learn it and retries or gives up;
+//! - a request takes effect within `retention` of arriving, or never: the engine decides on what
+//!   it read when the request arrived, and its conditional write is bounded by the store's request
+//!   timeout (seconds; retention is at least a minute). Without that bound a decision could be
+//!   held past the record's expiry and meet a new life of the key at the same version, which the
+//!   version condition alone cannot tell apart.
 //!
 //! Checked in every reachable state (`always`): the effect of an AT_MOST_ONCE operation ran at most
-//! once; effects ran under strictly increasing fencing tokens (a duplicate only after a lease
-//! expiry, by a newer holder); at most one holder's Complete is ever accepted; a SUCCEEDED result
-//! never changes (live and durable state); replays carry the stored result; fencing tokens of
-//! successful acquisitions strictly increase. And, so the model is not vacuous (`sometimes`):
-//! SUCCEEDED, NEEDS_RECONCILIATION, reconciliation, takeover, an applied request forgotten by a
-//! crash, a key claimed again after ABANDON, a stale holder refused.
+//! once (a new operation starts only once a settled record expired); a fencing token is never
+//! handed out while another client holds it within retention of its lease end; within a record's
+//! life, effects ran under strictly increasing tokens (a duplicate only after a lease expiry, by a
+//! newer holder), at most one holder's Complete is accepted, a SUCCEEDED result never changes,
+//! replays carry the stored result and acquisition tokens strictly increase; no unsettled record
+//! expired within retention after its lease end, and no unsettled AT_MOST_ONCE one at all. And, so
+//! the model is not vacuous (`sometimes`): SUCCEEDED, NEEDS_RECONCILIATION, reconciliation,
+//! takeover, an applied request forgotten by a crash, a key claimed again after ABANDON, a stale
+//! holder refused; with expiry, a key claimed again after its record expired and (AT_MOST_ONCE) a
+//! NEEDS_RECONCILIATION answered after the retention the record started with.
 //!
-//! Records live well within their retention here (the contract's window); what happens after
-//! expiry is documented in README ("Retention") and covered by `invariants.rs`.
+//! The expiry rule itself comes from the ledger. `Rule::Old` replaces it, in the model store, with
+//! the rule before expiry by state (claim time + retention, at least the lease end, for every
+//! record): the `old_expiry_rule_*` tests show that the check finds what that rule broke.
 //!
 //! State-space reduction: after every write the model clears the fields the state machine never
-//! branches on (history, dedup counter, timestamps of creation/update, owner), and fixes
-//! `expires_at` after checking it lies beyond the horizon. Everything the decisions read — status,
-//! token, attempt, lease end, result, error, semantics, version — is kept exactly.
+//! branches on (history, dedup counter, timestamps of creation/update, owner), and stores every
+//! time beyond the horizon (an expiry, a client's deadline) as one value, `FAR`. Everything the
+//! decisions read — status, token, attempt, lease end, expiry, result, error, semantics, version —
+//! is kept exactly.
 //!
-//! `ONCEKEY_MODEL_BIG=1` checks three clients instead of two (about 10 minutes instead of 20 s;
-//! last run: 5,176,501 unique states for AT_MOST_ONCE, 8,470,929 for AT_LEAST_ONCE).
+//! Last run with two clients: 398,528 unique states for AT_MOST_ONCE and 526,018 for
+//! AT_LEAST_ONCE (20–30 s each); past the retention 2,530,706 and 3,221,350 (1–2 min each, on a
+//! loaded 2-core machine). `ONCEKEY_MODEL_BIG=1` checks three clients instead of two (about 10
+//! minutes for the first two: 5,176,501 and 8,470,929 unique states; not yet run past the
+//! retention, expect hours).
 
 use oncekey_server::ledger::Transition;
 use oncekey_server::ledger::{self, ClaimArgs, ClaimOutcome, Disposition, LedgerError, Millis};
@@ -44,9 +62,22 @@ mod steps;
 
 const TICK: Millis = 1_000;
 const LEASE: Millis = 2 * TICK;
-const RETENTION: Millis = 3_600_000;
-/// What `expires_at` is set to once checked: beyond every horizon of the model.
+/// A retention beyond every horizon of the model: records never expire.
+const LONG: Millis = 3_600_000;
+/// What a time beyond the horizon is stored as: no decision can tell such times apart.
 const FAR: Millis = 1 << 40;
+/// A retention the clock runs past (shorter than a lease, as `--default-lease 1h` with a retention
+/// of a minute would be).
+const SHORT: Millis = TICK;
+
+/// How the model store sets `expires_at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rule {
+    /// As the ledger decided (expiry by state).
+    Ledger,
+    /// The rule before expiry by state, to show that the check finds what it broke.
+    Old,
+}
 
 /// A stored record, hashed field by field (stateright identifies states by their hash).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,6 +141,10 @@ enum Phase {
         token: u64,
         /// The lease end the client last learned (never later than the stored one).
         lease_end: Millis,
+        /// When the client stops acting on this lease (the documented operating rule that
+        /// retention outlasts every retry): `retention` after `lease_end`, or after it first sent
+        /// its settle, whichever comes first.
+        deadline: Millis,
         /// Acquired with `reconcile: true`: must check the outside world first.
         reconciling: bool,
         /// This client performed the side effect under this lease.
@@ -173,6 +208,9 @@ enum Stage {
 struct Client {
     phase: Phase,
     rpc: Option<(Req, Stage)>,
+    /// When the request in flight arrived (0 when none): a request that did not take effect
+    /// within `retention` of arriving never will (see `Action::Tick`).
+    sent: Millis,
 }
 
 /// Things that happened, for the `sometimes` properties.
@@ -186,6 +224,8 @@ struct Seen {
     reclaimed_after_abandon: bool,
     lease_lost: bool,
     renewed: bool,
+    reclaimed_after_expiry: bool,
+    reconciliation_after_retention: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -213,7 +253,14 @@ struct State {
     acquisitions_ok: bool,
     one_completer: bool,
     replays_ok: bool,
-    expiry_beyond_horizon: bool,
+    /// No token was handed out while another client held it within retention of its lease end.
+    fencing_ok: bool,
+    /// No unsettled record expired within retention after its lease end.
+    unsettled_kept: bool,
+    /// No unsettled AT_MOST_ONCE record expired.
+    at_most_once_kept: bool,
+    /// When the record's current life started (its first Claim).
+    life_started: Millis,
     seen: Seen,
 }
 
@@ -238,7 +285,13 @@ struct Ledger {
     claims: u8,
     /// Renewals all clients together may send.
     renews: u8,
+    /// Every Claim's retention.
+    retention: Millis,
+    rule: Rule,
 }
+
+/// The fencing property's name (also asserted broken by the old expiry rule).
+const FENCING: &str = "a token is never handed out while another holds it within retention";
 
 fn id() -> RecordId {
     RecordId::new("acme", "payments.charge", "order-1")
@@ -264,9 +317,20 @@ fn holds_result(r: &Option<Stored>, code: i32) -> bool {
         && rec.result.as_ref().map(|x| x.code) == Some(code))
 }
 fn check(model: Ledger) {
+    let checker = run(&model, stateright::HasDiscoveries::All);
+    checker.assert_properties();
+}
+
+fn run(model: &Ledger, finish_when: stateright::HasDiscoveries) -> impl Checker<Ledger> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let started = std::time::Instant::now();
-    let checker = model.clone().checker().threads(threads).spawn_bfs().join();
+    let checker = model
+        .clone()
+        .checker()
+        .threads(threads)
+        .finish_when(finish_when)
+        .spawn_bfs()
+        .join();
     println!(
         "{model:?}: {} states explored ({} unique), max depth {}, in {:.1?}",
         checker.state_count(),
@@ -274,33 +338,72 @@ fn check(model: Ledger) {
         checker.max_depth(),
         started.elapsed()
     );
-    checker.assert_properties();
+    checker
+}
+
+/// Runs `model` under the old expiry rule until `property` fails, and asserts that it does.
+fn finds_with_old_rule(model: Ledger, property: &'static str) {
+    let model = Ledger {
+        rule: Rule::Old,
+        ..model
+    };
+    let wanted = [property].into_iter().collect();
+    let checker = run(&model, stateright::HasDiscoveries::AllOf(wanted));
+    let path = checker
+        .discovery(property)
+        .unwrap_or_else(|| panic!("the old expiry rule should break \"{property}\""));
+    println!(
+        "counterexample for \"{property}\": {:?}",
+        path.into_actions()
+    );
 }
 
 fn big() -> bool {
     std::env::var_os("ONCEKEY_MODEL_BIG").is_some()
 }
 
-#[test]
-fn at_most_once_protocol() {
-    check(Ledger {
+fn model(semantics: Semantics, retention: Millis) -> Ledger {
+    Ledger {
         clients: if big() { 3 } else { 2 },
-        semantics: Semantics::AtMostOnce,
-        max_ticks: 3,
+        semantics,
+        max_ticks: if retention == LONG { 3 } else { 4 },
         max_crashes: 1,
         claims: 3,
         renews: 1,
-    });
+        retention,
+        rule: Rule::Ledger,
+    }
+}
+
+#[test]
+fn at_most_once_protocol() {
+    check(model(Semantics::AtMostOnce, LONG));
 }
 
 #[test]
 fn at_least_once_protocol() {
-    check(Ledger {
-        clients: if big() { 3 } else { 2 },
-        semantics: Semantics::AtLeastOnce,
-        max_ticks: 3,
-        max_crashes: 1,
-        claims: 3,
-        renews: 1,
-    });
+    check(model(Semantics::AtLeastOnce, LONG));
+}
+
+#[test]
+fn at_most_once_protocol_past_retention() {
+    check(model(Semantics::AtMostOnce, SHORT));
+}
+
+#[test]
+fn at_least_once_protocol_past_retention() {
+    check(model(Semantics::AtLeastOnce, SHORT));
+}
+
+#[test]
+fn old_expiry_rule_runs_an_at_most_once_effect_twice() {
+    finds_with_old_rule(
+        model(Semantics::AtMostOnce, SHORT),
+        "AT_MOST_ONCE: the effect ran at most once",
+    );
+}
+
+#[test]
+fn old_expiry_rule_hands_out_a_held_token_again() {
+    finds_with_old_rule(model(Semantics::AtLeastOnce, SHORT), FENCING);
 }

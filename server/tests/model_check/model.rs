@@ -19,6 +19,7 @@ impl Model for Ledger {
                 Client {
                     phase: Phase::Idle { reconcile: false },
                     rpc: None,
+                    sent: 0,
                 };
                 self.clients
             ],
@@ -31,7 +32,10 @@ impl Model for Ledger {
             acquisitions_ok: true,
             one_completer: true,
             replays_ok: true,
-            expiry_beyond_horizon: true,
+            fencing_ok: true,
+            unsettled_kept: true,
+            at_most_once_kept: true,
+            life_started: 0,
             seen: Seen::default(),
         }]
     }
@@ -60,11 +64,17 @@ impl Model for Ledger {
                 Phase::Holding {
                     token,
                     lease_end,
+                    deadline,
                     reconciling,
                     effect,
                     settle,
                 } => {
                     actions.push(Action::GiveUp(i));
+                    if now >= deadline {
+                        // The record may be gone and its tokens handed out again: an honest
+                        // client stops acting on this lease.
+                        continue;
+                    }
                     if let Some(settle) = settle {
                         // A settle whose answer was lost is resent unchanged.
                         actions.push(Action::Send(i, Req::Settle { token, settle }));
@@ -104,11 +114,23 @@ impl Model for Ledger {
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut s = last.clone();
         match action {
-            Action::Tick => s.tick += 1,
+            Action::Tick => {
+                s.tick += 1;
+                let now = self.now(&s);
+                for c in &mut s.clients {
+                    if matches!(c.rpc, Some((_, Stage::Read(_)))) && now >= c.sent + self.retention
+                    {
+                        // Not applied in time: it never will be, and its client learns nothing.
+                        c.rpc = None;
+                        c.sent = 0;
+                    }
+                }
+            }
             Action::Crash => {
                 s.crashes += 1;
                 s.live = s.durable.clone();
                 for c in &mut s.clients {
+                    c.sent = 0;
                     if let Some((_, Stage::Answered(answer))) = c.rpc.take() {
                         if !matches!(answer, Answer::Refused(_)) {
                             s.seen.crash_forgot_applied = true;
@@ -117,10 +139,19 @@ impl Model for Ledger {
                 }
             }
             Action::Send(i, req) => {
+                let now = self.now(&s);
                 let c = &mut s.clients[i];
                 match (&mut c.phase, req) {
                     (_, Req::Claim { .. }) => s.claims_left -= 1,
-                    (Phase::Holding { settle, .. }, Req::Settle { settle: chosen, .. }) => {
+                    (
+                        Phase::Holding {
+                            settle, deadline, ..
+                        },
+                        Req::Settle { settle: chosen, .. },
+                    ) => {
+                        if settle.is_none() {
+                            *deadline = self.clip((*deadline).min(now + self.retention));
+                        }
                         *settle = Some(chosen)
                     }
                     (Phase::Holding { .. }, Req::Renew { .. }) => s.renews_left -= 1,
@@ -129,6 +160,13 @@ impl Model for Ledger {
                 // Received and read at once (a request waiting to be read is no different from
                 // one not sent yet, except that a crash drops it: covered by dropping later stages).
                 c.rpc = Some((req, Stage::Read(s.live.clone())));
+                // Only a retention within the horizon can run out (the state space stays that of
+                // a model without the field otherwise).
+                c.sent = if self.retention < self.horizon() {
+                    now
+                } else {
+                    0
+                };
             }
             Action::Effect(i) => {
                 let Phase::Holding { token, effect, .. } = &mut s.clients[i].phase else {
@@ -181,9 +219,10 @@ impl Model for Ledger {
             Property::always("acquisition tokens strictly increase", |_, s: &State| {
                 s.acquisitions_ok
             }),
+            Property::always(FENCING, |_, s: &State| s.fencing_ok),
             Property::always(
-                "no record expires within the modelled window",
-                |_, s: &State| s.expiry_beyond_horizon,
+                "no unsettled record expires within retention after its lease end",
+                |_, s: &State| s.unsettled_kept,
             ),
             Property::sometimes("SUCCEEDED", |_, s: &State| s.seen.succeeded),
             Property::sometimes("an applied request forgotten by a crash", |_, s: &State| {
@@ -197,11 +236,27 @@ impl Model for Ledger {
             }),
             Property::sometimes("a lease renewed", |_, s: &State| s.seen.renewed),
         ];
+        if self.retention < self.horizon() {
+            p.push(Property::sometimes(
+                "a key claimed again after its record expired",
+                |_, s: &State| s.seen.reclaimed_after_expiry,
+            ));
+        }
         if self.semantics == Semantics::AtMostOnce {
             p.push(Property::always(
                 "AT_MOST_ONCE: the effect ran at most once",
                 |_, s: &State| s.effects <= 1,
             ));
+            p.push(Property::always(
+                "AT_MOST_ONCE: an unsettled record never expires",
+                |_, s: &State| s.at_most_once_kept,
+            ));
+            if self.retention < self.horizon() {
+                p.push(Property::sometimes(
+                    "NEEDS_RECONCILIATION after the retention the record started with",
+                    |_, s: &State| s.seen.reconciliation_after_retention,
+                ));
+            }
             p.push(Property::sometimes(
                 "NEEDS_RECONCILIATION",
                 |_, s: &State| s.seen.needs_reconciliation,

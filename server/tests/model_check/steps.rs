@@ -16,7 +16,7 @@ impl Ledger {
         ClaimArgs {
             fingerprint: [7; 32],
             lease_ttl: LEASE,
-            retention: RETENTION,
+            retention: self.retention,
             semantics: self.semantics,
             owner: format!("client-{client}"),
             parent: None,
@@ -24,18 +24,55 @@ impl Ledger {
         }
     }
 
-    /// Clears what the state machine never branches on (see the module doc).
-    pub(super) fn normalize(&self, s: &mut State, mut r: Record) -> Stored {
-        if r.expires_at != FAR && r.expires_at <= self.horizon() {
-            s.expiry_beyond_horizon = false;
+    /// Clears what the state machine never branches on (see the module doc); under `Rule::Old`,
+    /// sets `expires_at` the old way. `before` is the stored record `r` replaces, if any.
+    pub(super) fn normalize(&self, before: Option<&Record>, mut r: Record, now: Millis) -> Stored {
+        if self.rule == Rule::Old {
+            r.expires_at = Some(self.old_expiry(before, &r, now));
         }
-        r.expires_at = FAR;
+        r.expires_at = r.expires_at.map(|at| self.clip(at));
         r.history.clear();
         r.dedup_hits = 0;
         r.created_at = 0;
         r.updated_at = 0;
         r.lease_owner.clear();
         Stored(r)
+    }
+
+    /// `at`, or `FAR` when it lies beyond the horizon (the clock never gets there).
+    pub(super) fn clip(&self, at: Millis) -> Millis {
+        if at > self.horizon() {
+            FAR
+        } else {
+            at
+        }
+    }
+
+    /// The expiry rule before expiry by state: `retention` after the record was created, acquired
+    /// or settled, and never before its lease ends.
+    fn old_expiry(&self, before: Option<&Record>, next: &Record, now: Millis) -> Millis {
+        let kept = now + self.retention;
+        let with_lease = |at: Millis| next.lease_expires_at.map_or(at, |end| at.max(end));
+        let Some(before) = before.filter(|b| !b.is_expired(now) && b.status != Status::Abandoned)
+        else {
+            return with_lease(kept); // created (or created again over a tombstone)
+        };
+        let before_at = before.expires_at.expect("the old rule always sets one");
+        let settled = |st| {
+            matches!(
+                st,
+                Status::Succeeded | Status::Failed | Status::Retry | Status::Abandoned
+            )
+        };
+        if next.fencing_token != before.fencing_token {
+            with_lease(kept).max(before_at) // acquired
+        } else if settled(next.status) && next.status != before.status {
+            kept
+        } else if next.lease_expires_at != before.lease_expires_at {
+            with_lease(before_at) // renewed
+        } else {
+            before_at
+        }
     }
 
     /// The real state machine on `current` at `now`: the transition and the client's answer.
@@ -92,27 +129,43 @@ impl Ledger {
                 return;
             }
         };
-        let live_version = s.live.as_ref().map(|r| r.0.version);
+        // The store's conditions: an expired record counts as absent.
+        let live = s
+            .live
+            .as_ref()
+            .map(|r| &r.0)
+            .filter(|r| !r.is_expired(now))
+            .cloned();
         let durable = match transition.change {
             Change::Keep => {
                 s.clients[client].rpc = Some((req, Stage::Answered(answer)));
                 return;
             }
-            Change::Insert if live_version.is_none() => true,
+            Change::Insert if live.is_none() => true,
             Change::Replace {
                 expected_version,
                 durable,
-            } if live_version == Some(expected_version) => durable,
+            } if live.as_ref().map(|r| r.version) == Some(expected_version) => durable,
             // The condition failed: the store returns what it holds; decide again.
             Change::Insert | Change::Replace { .. } => {
                 s.clients[client].rpc = Some((req, Stage::Read(s.live.clone())));
                 return;
             }
         };
-        let before = s.live.as_ref().map(|r| r.0.clone());
+        if transition.change == Change::Insert {
+            if let Some(Stored(expired)) = s.live.clone() {
+                self.new_life(s, &expired, now);
+            }
+            // Only needed when the clock can run past the retention (see `sent`).
+            s.life_started = if self.retention < self.horizon() {
+                now
+            } else {
+                0
+            };
+        }
         let next = transition.record.expect("a write carries its record");
-        self.observe_write(s, client, req, before.as_ref(), &next, &answer);
-        let stored = self.normalize(s, next);
+        self.observe_write(s, client, req, live.as_ref(), &next, &answer, now);
+        let stored = self.normalize(live.as_ref(), next, now);
         s.live = Some(stored);
         if durable {
             s.durable = s.live.clone();
@@ -120,7 +173,32 @@ impl Ledger {
         s.clients[client].rpc = Some((req, Stage::Answered(answer)));
     }
 
-    /// Ghost bookkeeping when a write applies.
+    /// A Claim created the record again over `expired`: checks that it was allowed to expire,
+    /// and starts the ghost state of a new operation.
+    fn new_life(&self, s: &mut State, expired: &Record, now: Millis) {
+        s.seen.reclaimed_after_expiry = true;
+        let unsettled = matches!(expired.status, Status::Processing | Status::Unknown);
+        if unsettled {
+            let lease_end = expired.lease_expires_at.unwrap_or(0);
+            if now < lease_end + self.retention {
+                s.unsettled_kept = false;
+            }
+            if expired.semantics == Semantics::AtMostOnce {
+                s.at_most_once_kept = false;
+            }
+        } else {
+            // A settled operation expired: the key is a new operation, and its effect may run
+            // again. The effects of one that never settled keep counting.
+            s.effects = 0;
+            s.performer = None;
+        }
+        s.success = None;
+        s.last_effect_token = 0;
+        s.last_acquired_token = 0;
+    }
+
+    /// Ghost bookkeeping when a write applies: `before` is the live record it replaces.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn observe_write(
         &self,
         s: &mut State,
@@ -129,8 +207,27 @@ impl Ledger {
         before: Option<&Record>,
         next: &Record,
         answer: &Answer,
+        now: Millis,
     ) {
-        let _ = client;
+        if let Answer::Claimed {
+            outcome: ClaimOutcome::Completed,
+            result_code,
+            ..
+        } = answer
+        {
+            if *result_code != s.success.map(|(code, _)| code) {
+                s.replays_ok = false;
+            }
+        }
+        if let Answer::Claimed {
+            outcome: ClaimOutcome::NeedsReconciliation,
+            ..
+        } = answer
+        {
+            if now >= s.life_started + LEASE + self.retention {
+                s.seen.reconciliation_after_retention = true;
+            }
+        }
         if let Answer::Claimed {
             outcome: ClaimOutcome::Acquired,
             token,
@@ -141,6 +238,14 @@ impl Ledger {
                 s.acquisitions_ok = false;
             }
             s.last_acquired_token = *token;
+            let held_elsewhere = s.clients.iter().enumerate().any(|(j, c)| {
+                j != client
+                    && matches!(c.phase, Phase::Holding { token: t, deadline, .. }
+                        if t == *token && now < deadline)
+            });
+            if held_elsewhere {
+                s.fencing_ok = false;
+            }
             match before.map(|r| r.status) {
                 Some(Status::Processing) if !matches!(req, Req::Claim { reconcile: true }) => {
                     s.seen.takeover = true
@@ -174,6 +279,7 @@ impl Ledger {
     pub(super) fn deliver(&self, s: &mut State, client: usize, req: Req, answer: Answer) {
         let c = &mut s.clients[client];
         c.rpc = None;
+        c.sent = 0;
         match (req, answer) {
             (
                 Req::Claim { reconcile },
@@ -188,15 +294,15 @@ impl Ledger {
                     c.phase = Phase::Holding {
                         token,
                         lease_end,
+                        deadline: self.clip(lease_end + self.retention),
                         reconciling: reconcile,
                         effect: false,
                         settle: None,
                     }
                 }
                 ClaimOutcome::Completed => {
-                    if result_code != s.success.map(|(code, _)| code) {
-                        s.replays_ok = false;
-                    }
+                    // Checked when answered (`observe_write`): by now the record may have expired.
+                    let _ = result_code;
                     c.phase = Phase::Done;
                 }
                 ClaimOutcome::Failed => c.phase = Phase::Done,
@@ -214,8 +320,14 @@ impl Ledger {
             }
             (Req::Renew { .. }, Answer::Renewed { lease_end: end }) => {
                 s.seen.renewed = true;
-                if let Phase::Holding { lease_end, .. } = &mut c.phase {
+                if let Phase::Holding {
+                    lease_end,
+                    deadline,
+                    ..
+                } = &mut c.phase
+                {
                     *lease_end = end;
+                    *deadline = self.clip((*deadline).max(end + self.retention));
                 }
             }
             (_, Answer::Refused(e)) => {

@@ -51,10 +51,19 @@ pub const MAX_TTL_SECS: i32 = 630_720_000;
 /// A bound value: `None` writes a null (clears the column).
 pub type Value = Option<CqlValue>;
 
+/// The stored `expires_at` of a record kept until it settles (`Record::expires_at` unset): the
+/// latest timestamp, so that the writes' condition `expires_at > now` holds for it (CQL conditions
+/// cannot say "or is null"), and readers that predate the rule keep the row too.
+pub const NEVER: Millis = Millis::MAX;
+
 /// The row TTL for `record` written at `now`: whole seconds until `expires_at`, rounded up so the
-/// row never disappears before the record expires; at least 1 (0 would mean "never expire").
+/// row never disappears before the record expires; at least 1 for a record that expires (0 would
+/// mean "never expire"), and 0 — no TTL — for one kept until it settles.
 pub fn ttl_secs(record: &Record, now: Millis) -> i32 {
-    let left = record.expires_at.saturating_sub(now).max(1);
+    let Some(expires_at) = record.expires_at else {
+        return 0;
+    };
+    let left = expires_at.saturating_sub(now).max(1);
     let secs = left.saturating_add(999) / 1000;
     i32::try_from(secs)
         .unwrap_or(MAX_TTL_SECS)
@@ -83,7 +92,7 @@ pub fn column_values(record: &Record, write_id: [u8; 16]) -> Vec<Value> {
         record.lease_expires_at.map(timestamp),
         Some(timestamp(record.created_at)),
         Some(timestamp(record.updated_at)),
-        Some(timestamp(record.expires_at)),
+        Some(timestamp(record.expires_at.unwrap_or(NEVER))),
         Some(CqlValue::BigInt(record.retention)),
         result.map(|r| CqlValue::Int(r.code)),
         result.map(|r| CqlValue::Blob(r.body.clone())),
@@ -271,7 +280,7 @@ impl<'a> RowView<'a> {
             parent: self.parent()?,
             created_at: self.timestamp_req("created_at")?,
             updated_at: self.timestamp_req("updated_at")?,
-            expires_at,
+            expires_at: (expires_at != NEVER).then_some(expires_at),
             retention: match self.get("retention_ms") {
                 Some(CqlValue::BigInt(n)) => *n,
                 other => return Err(corrupt("retention_ms", other)),
@@ -395,7 +404,7 @@ mod tests {
             .unwrap()
             .record()
             .clone();
-        r.expires_at = expires_at;
+        r.expires_at = Some(expires_at);
         r
     }
 
@@ -432,6 +441,17 @@ mod tests {
         assert_eq!(ttl_secs(&rec(630_720_000_000), 0), MAX_TTL_SECS);
         assert_eq!(ttl_secs(&rec(630_719_999_001), 0), MAX_TTL_SECS);
         assert_eq!(ttl_secs(&rec(630_719_000_000), 0), MAX_TTL_SECS - 1_000);
+    }
+
+    #[test]
+    fn a_record_kept_until_it_settles_has_no_ttl() {
+        let mut r = rec(0);
+        r.expires_at = None;
+        assert_eq!(ttl_secs(&r, 0), 0, "0 is CQL's \"no TTL\"");
+        assert_eq!(ttl_secs(&r, i64::MAX), 0);
+        let values = column_values(&r, [0; 16]);
+        let at = COLUMNS.iter().position(|c| *c == "expires_at").unwrap();
+        assert_eq!(values[at], Some(timestamp(NEVER)));
     }
 
     #[test]

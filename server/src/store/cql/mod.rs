@@ -4,9 +4,13 @@
 //! Every trait call is one lightweight transaction on one row: `INSERT … IF NOT EXISTS` for a new
 //! record (a failed insert returns the existing row in the same round trip), `UPDATE … IF version =
 //! ? AND expires_at > ?` to replace, `DELETE … IF version = ? AND expires_at > ?` to delete. Each
-//! write sets the row TTL to the record's remaining retention, so rows vanish by themselves; since
-//! TTLs have one-second granularity, readers also filter on `expires_at`, and an insert that meets
-//! an expired row overwrites it with `UPDATE … IF version = <that row's version>`.
+//! write sets the row TTL to the record's remaining lifetime (`ledger::expiry`), so rows vanish by
+//! themselves; since TTLs have one-second granularity, readers also filter on `expires_at`, and an
+//! insert that meets an expired row overwrites it with `UPDATE … IF version = <that row's version>`.
+//! A record kept until it settles (an unsettled at-most-once operation) is written without TTL
+//! and stored with `expires_at` = `codec::NEVER`; the write that settles it sets every column with
+//! a TTL again. It is created by a conditional batch rather than a plain INSERT, so that no row
+//! marker without TTL outlives it (see `Statements::insert_kept`).
 //!
 //! A write whose outcome is unknown (timeout, broken connection) is proposed again, identically,
 //! until a node answers; each write carries a random `write_id`, so when the re-proposal finds its
@@ -28,6 +32,8 @@ mod replication;
 pub(crate) mod statements;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod ttl_tests;
 
 pub use connect::ConnectError;
 
@@ -38,6 +44,7 @@ use codec::{RowView, Value};
 use errors::Failure;
 use scylla::client::session::Session;
 use scylla::response::query_result::QueryResult;
+use scylla::statement::batch::Batch;
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
 use statements::{Levels, Statements};
@@ -95,12 +102,16 @@ impl CqlStore {
         statement: &PreparedStatement,
         values: Vec<Value>,
     ) -> Result<Written, StoreError> {
-        let mut patient: Option<PreparedStatement> = None;
+        self.propose(Proposal::One(statement, values)).await
+    }
+
+    /// `write` for any proposal.
+    async fn propose(&self, proposal: Proposal<'_>) -> Result<Written, StoreError> {
+        let mut patient = false;
         let mut pause = RESEND_BACKOFF;
         let mut resent = false;
         for attempt in 1..=WRITE_ATTEMPTS {
-            let current = patient.as_ref().unwrap_or(statement);
-            let error = match self.session.execute_unpaged(current, &values).await {
+            let error = match proposal.execute(&self.session, patient).await {
                 Ok(result) => return Ok(Written { result, resent }),
                 Err(e) => e,
             };
@@ -116,11 +127,7 @@ impl CqlStore {
             tokio::time::sleep(pause).await;
             pause *= 2;
             // Re-proposals wait as long as the execution profile allows.
-            patient.get_or_insert_with(|| {
-                let mut s = statement.clone();
-                s.set_request_timeout(None);
-                s
-            });
+            patient = true;
         }
         Err(StoreError::Unavailable(format!(
             "the outcome of a conditional write is still unknown after {WRITE_ATTEMPTS} attempts"
@@ -192,6 +199,39 @@ impl CqlStore {
             // ScyllaDB returns the whole current row; Cassandra only the condition columns.
             Some(current) => Ok(Cas::Conflict(current.filter(|r| !r.is_expired(now)))),
             None => Ok(Cas::Conflict(self.read_serial(id).await?.live(now))),
+        }
+    }
+}
+
+/// A conditional write and its values, as proposed (and re-proposed unchanged).
+enum Proposal<'a> {
+    /// One conditional statement.
+    One(&'a PreparedStatement, Vec<Value>),
+    /// A conditional batch: the values of each of its statements.
+    Batch(&'a Batch, Vec<Vec<Value>>),
+}
+
+impl Proposal<'_> {
+    /// Executes the proposal; `patient` lifts the request timeout (re-proposals wait as long as
+    /// the execution profile allows).
+    async fn execute(
+        &self,
+        session: &Session,
+        patient: bool,
+    ) -> Result<QueryResult, scylla::errors::ExecutionError> {
+        match self {
+            Proposal::One(statement, values) if patient => {
+                let mut statement = (*statement).clone();
+                statement.set_request_timeout(None);
+                session.execute_unpaged(&statement, values).await
+            }
+            Proposal::One(statement, values) => session.execute_unpaged(statement, values).await,
+            Proposal::Batch(batch, values) if patient => {
+                let mut batch = (*batch).clone();
+                batch.set_request_timeout(None);
+                session.batch(&batch, values).await
+            }
+            Proposal::Batch(batch, values) => session.batch(batch, values).await,
         }
     }
 }
@@ -275,10 +315,19 @@ impl Store for CqlStore {
 
     async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
         let write_id = rand::random();
-        let mut values = codec::key_values(&record.id).to_vec();
-        values.extend(codec::column_values(record, write_id));
-        values.push(Some(CqlValue::Int(codec::ttl_secs(record, now))));
-        let written = self.write(&self.statements.insert, values).await?;
+        let key = codec::key_values(&record.id).to_vec();
+        let written = if record.expires_at.is_some() {
+            let mut values = key;
+            values.extend(codec::column_values(record, write_id));
+            values.push(Some(CqlValue::Int(codec::ttl_secs(record, now))));
+            self.write(&self.statements.insert, values).await?
+        } else {
+            // Kept until it settles: no TTL, and no row marker that would outlive the record.
+            let mut set = codec::column_values(record, write_id);
+            set.extend(key.iter().cloned());
+            let batch = &self.statements.insert_kept;
+            self.propose(Proposal::Batch(batch, vec![key, set])).await?
+        };
         let resent = written.resent;
         // A failed INSERT … IF NOT EXISTS returns the existing row (both Cassandra and ScyllaDB);
         // should a server return less, a serial read tells.

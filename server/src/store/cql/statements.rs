@@ -8,6 +8,7 @@
 use super::codec::{COLUMNS, HIT_COLUMNS, KEY_COLUMNS};
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
+use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
 
@@ -56,6 +57,12 @@ pub struct Statements {
     pub read_serial: PreparedStatement,
     /// Create if absent; binds the key, `COLUMNS`, then the TTL.
     pub insert: PreparedStatement,
+    /// Create if absent a record kept until it settles (no TTL): a conditional batch of
+    /// `insert_key_text` (the row marker, with the shortest TTL) and `set_text` (every column,
+    /// without TTL); binds the key, then `COLUMNS` and the key. A plain INSERT without TTL would
+    /// leave a row marker that outlives the record: once its cells expire after it settles, an
+    /// empty row would stay forever. Cells alone keep the row (and `IF NOT EXISTS`) alive.
+    pub insert_kept: Batch,
     /// Replace a live record of a version; binds the TTL, `COLUMNS`, the key, the expected
     /// version and `now`.
     pub replace: PreparedStatement,
@@ -93,6 +100,26 @@ pub fn insert_text(keyspace: &str) -> String {
     format!(
         "INSERT INTO {keyspace}.{RECORDS} ({}) VALUES ({marks}) IF NOT EXISTS USING TTL ?",
         names.join(", ")
+    )
+}
+
+/// `INSERT INTO … (<key>) VALUES (…) IF NOT EXISTS USING TTL 1`: only the row marker.
+pub fn insert_key_text(keyspace: &str) -> String {
+    let marks = vec!["?"; KEY_COLUMNS.len()].join(", ");
+    format!(
+        "INSERT INTO {keyspace}.{RECORDS} ({}) VALUES ({marks}) IF NOT EXISTS USING TTL 1",
+        KEY_COLUMNS.join(", ")
+    )
+}
+
+/// `UPDATE … USING TTL 0 SET <every column> WHERE <key>`: unconditional, so only ever part of a
+/// conditional batch (never a plain write on the records table).
+pub fn set_text(keyspace: &str) -> String {
+    let sets: Vec<String> = COLUMNS.iter().map(|c| format!("{c} = ?")).collect();
+    format!(
+        "UPDATE {keyspace}.{RECORDS} USING TTL 0 SET {} WHERE {}",
+        sets.join(", "),
+        where_key()
     )
 }
 
@@ -137,10 +164,17 @@ impl Statements {
         };
         let mut read_serial = prepare(select_text(keyspace), true).await?;
         read_serial.set_consistency(levels.serial_read());
+        let mut insert_kept = Batch::new(BatchType::Unlogged);
+        insert_kept.append_statement(prepare(insert_key_text(keyspace), false).await?);
+        insert_kept.append_statement(prepare(set_text(keyspace), false).await?);
+        insert_kept.set_consistency(levels.consistency);
+        insert_kept.set_serial_consistency(Some(levels.serial));
+        insert_kept.set_is_idempotent(false);
         Ok(Self {
             read: prepare(select_text(keyspace), true).await?,
             read_serial,
             insert: prepare(insert_text(keyspace), false).await?,
+            insert_kept,
             replace: prepare(
                 update_text(keyspace, "version = ? AND expires_at > ?"),
                 false,
@@ -178,6 +212,15 @@ mod tests {
             "UPDATE ks.records USING TTL ? SET version = ?, dedup_hits = ?, write_id = ?, \
              history = ? WHERE tenant = ? AND namespace = ? AND key = ? IF version = ?"
         );
+        assert_eq!(
+            insert_key_text("ks"),
+            "INSERT INTO ks.records (tenant, namespace, key) VALUES (?, ?, ?) \
+             IF NOT EXISTS USING TTL 1"
+        );
+        let set = set_text("ks");
+        assert!(set.starts_with("UPDATE ks.records USING TTL 0 SET version = ?, status = ?"));
+        assert!(set.ends_with("WHERE tenant = ? AND namespace = ? AND key = ?"));
+        assert_eq!(set.matches('?').count(), COLUMNS.len() + KEY_COLUMNS.len());
         assert_eq!(
             delete_text("ks"),
             "DELETE FROM ks.records WHERE tenant = ? AND namespace = ? AND key = ? \

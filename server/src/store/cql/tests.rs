@@ -9,7 +9,7 @@
 
 use super::*;
 use crate::config::{CqlArgs, MigrateArgs};
-use crate::ledger::{OpError, OpResult, ParentRef};
+use crate::ledger::{OpError, OpResult, ParentRef, Semantics};
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -98,7 +98,7 @@ pub(super) async fn fresh_store() -> (CqlStore, String) {
 
 crate::store_suite!(cql, async { fresh_store().await });
 
-fn now_ms() -> Millis {
+pub(super) fn now_ms() -> Millis {
     i64::try_from(
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -108,13 +108,23 @@ fn now_ms() -> Millis {
     .unwrap()
 }
 
+/// A new at-least-once record (it expires: its row has a TTL).
 fn new_record(now: Millis, retention: Millis) -> Record {
+    claimed(now, retention, Semantics::AtLeastOnce)
+}
+
+/// A new at-most-once record (kept until it settles: no TTL).
+pub(super) fn new_kept_record(now: Millis, retention: Millis) -> Record {
+    claimed(now, retention, Semantics::AtMostOnce)
+}
+
+fn claimed(now: Millis, retention: Millis, semantics: Semantics) -> Record {
     let id = RecordId::new("t", "cql.ns", format!("k-{}", rand::random::<u64>()));
     let args = crate::ledger::ClaimArgs {
         fingerprint: [7; 32],
         lease_ttl: 1_000,
         retention,
-        semantics: crate::ledger::Semantics::AtMostOnce,
+        semantics,
         owner: "worker-1".into(),
         parent: Some(ParentRef {
             namespace: "parent.ns".into(),
@@ -132,7 +142,8 @@ fn new_record(now: Millis, retention: Millis) -> Record {
 async fn every_field_round_trips() {
     let (store, _) = fresh_store().await;
     let now = now_ms();
-    let mut rec = new_record(now, 60_000);
+    let mut rec = new_kept_record(now, 60_000);
+    assert_eq!(rec.expires_at, None);
     assert_eq!(
         store.insert_if_absent(&rec, now).await.unwrap(),
         Cas::Applied
@@ -158,6 +169,7 @@ async fn every_field_round_trips() {
         details: vec![9; 10],
     });
     next.dedup_hits = u64::from(u32::MAX) + 5;
+    next.expires_at = Some(now + 60_000);
     assert_eq!(
         store.replace_if_version(&next, 1, true, now).await.unwrap(),
         Cas::Applied
@@ -188,7 +200,7 @@ async fn row_marker_outliving_its_cells_counts_as_absent() {
     );
     let mut short = rec.clone();
     short.version = 2;
-    short.expires_at = now + 1_000;
+    short.expires_at = Some(now + 1_000);
     assert_eq!(
         store
             .replace_if_version(&short, 1, true, now)
@@ -224,7 +236,7 @@ async fn insert_overwrites_an_expired_row_once() {
     let now = now_ms();
     let rec = new_record(now, 60_000);
     store.insert_if_absent(&rec, now).await.unwrap();
-    let later = rec.expires_at;
+    let later = rec.expires_at.unwrap();
     let mut again = new_record(later, 60_000);
     again.id = rec.id.clone();
     assert_eq!(
@@ -402,12 +414,15 @@ async fn uncertain_writes_are_settled_truthfully() {
             s.set_request_timeout(Some(timeout));
             s
         };
+        let mut insert_kept = st.insert_kept.clone();
+        insert_kept.set_request_timeout(Some(timeout));
         CqlStore {
             session: store.session.clone(),
             statements: Arc::new(Statements {
                 read: st.read.clone(),
                 read_serial: st.read_serial.clone(),
                 insert: cut(&st.insert),
+                insert_kept,
                 replace: cut(&st.replace),
                 replace_hits: cut(&st.replace_hits),
                 overwrite: cut(&st.overwrite),
@@ -436,7 +451,11 @@ async fn uncertain_writes_are_settled_truthfully() {
     let (mut applied, mut unknown) = (0, 0);
     for i in 0..12 {
         let flaky = &stores[i % 2];
-        let rec = new_record(now, 60_000);
+        // Both kinds of insert: the plain one and the batch of a record kept until it settles.
+        let rec = match i % 4 < 2 {
+            true => new_record(now, 60_000),
+            false => new_kept_record(now, 60_000),
+        };
         match flaky.insert_if_absent(&rec, now).await {
             Ok(Cas::Applied) => {}
             Ok(Cas::Conflict(found)) => panic!("nobody else writes this key: {found:?}"),
@@ -516,14 +535,14 @@ async fn a_row_left_with_only_hit_columns_counts_as_absent() {
     let (store, _) = fresh_store().await;
     let now = now_ms();
     let mut rec = new_record(now, 60_000);
-    rec.expires_at = now + 1_000;
+    rec.expires_at = Some(now + 1_000);
     store.insert_if_absent(&rec, now).await.unwrap();
     // The hit's cells outlive the record's (by up to a second in real life; by nine here, so
     // that the second-granular TTLs leave no doubt which cells are gone after the sleep).
     let mut hit = rec.clone();
     hit.version += 1;
     hit.dedup_hits += 1;
-    hit.expires_at = now + 10_000;
+    hit.expires_at = Some(now + 10_000);
     let write = store.replace_if_version(&hit, rec.version, false, now);
     assert_eq!(write.await.unwrap(), Cas::Applied);
     tokio::time::sleep(Duration::from_millis(2_200)).await;

@@ -51,6 +51,7 @@ struct StoredRecord {
     created_at: i64,
     #[prost(int64, tag = "14")]
     updated_at: i64,
+    /// `NEVER` for a record kept until it settles.
     #[prost(int64, tag = "15")]
     expires_at: i64,
     #[prost(int64, tag = "16")]
@@ -71,6 +72,18 @@ struct StoredOutcome {
     result: Option<StoredResult>,
     #[prost(message, optional, tag = "2")]
     error: Option<StoredError>,
+}
+
+/// The stored `expires_at` of a record that never expires before it settles (`Record::expires_at`
+/// unset). A sentinel rather than an absent field: an absent int64 reads as 0, "long expired".
+const NEVER: i64 = i64::MAX;
+
+fn stored_expiry(expires_at: Option<Millis>) -> i64 {
+    expires_at.unwrap_or(NEVER)
+}
+
+fn expiry_from(stored: i64) -> Option<Millis> {
+    (stored != NEVER).then_some(stored)
 }
 
 /// Encoded outcomes at least this large are stored apart from their record.
@@ -166,7 +179,7 @@ pub fn encode_record(record: &Record) -> Encoded {
         parent_key: record.parent.as_ref().map(|p| p.key.clone()),
         created_at: record.created_at,
         updated_at: record.updated_at,
-        expires_at: record.expires_at,
+        expires_at: stored_expiry(record.expires_at),
         retention: record.retention,
         version: record.version,
         history: crate::store::events::encode(&record.history),
@@ -179,8 +192,9 @@ pub fn encode_record(record: &Record) -> Encoded {
     }
 }
 
-/// When a record encoded by `encode_record` expires, without decoding the rest of it.
-pub fn expires_at(bytes: &[u8]) -> Result<Millis, StoreError> {
+/// When a record encoded by `encode_record` expires (`None`: not before it settles), without
+/// decoding the rest of it.
+pub fn expires_at(bytes: &[u8]) -> Result<Option<Millis>, StoreError> {
     head(bytes).map(|h| h.expires_at)
 }
 
@@ -188,7 +202,8 @@ pub fn expires_at(bytes: &[u8]) -> Result<Millis, StoreError> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Head {
     pub version: u64,
-    pub expires_at: Millis,
+    /// `None`: kept until it settles.
+    pub expires_at: Option<Millis>,
     /// Whether the record's outcome is stored apart.
     pub outcome_apart: bool,
 }
@@ -208,10 +223,17 @@ pub fn head(bytes: &[u8]) -> Result<Head, StoreError> {
     HeadOnly::decode(bytes)
         .map(|h| Head {
             version: h.version,
-            expires_at: h.expires_at,
+            expires_at: expiry_from(h.expires_at),
             outcome_apart: h.outcome_apart,
         })
         .map_err(corrupt)
+}
+
+impl Head {
+    /// Whether the record is live at `now` (the same rule as `Record::is_expired`).
+    pub fn is_live(&self, now: Millis) -> bool {
+        self.expires_at.is_none_or(|at| at > now)
+    }
 }
 
 /// A decoder of a stored record: `decode_record` or `decode_brief`.
@@ -327,7 +349,7 @@ fn decode(
         },
         created_at: s.created_at,
         updated_at: s.updated_at,
-        expires_at: s.expires_at,
+        expires_at: expiry_from(s.expires_at),
         retention: s.retention,
         version: s.version,
         history: crate::store::events::decode(&s.history)?,

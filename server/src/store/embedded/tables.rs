@@ -54,31 +54,33 @@ impl<'t> Tables<'t> {
     }
 
     /// Stores `row` (expiring at `expires_at`) under `key`, replacing the record `old` describes.
+    /// A record that never expires before it settles (`None`) has no entry in the expiry index,
+    /// so the sweeper never meets it.
     fn put(
         &mut self,
         key: &[u8],
         row: &[u8],
-        expires_at: Millis,
+        expires_at: Option<Millis>,
         old: Option<Head>,
     ) -> Result<(), StoreError> {
-        if let Some(old) = old {
-            if old.expires_at != expires_at {
-                self.expiry
-                    .remove((old.expires_at, key))
-                    .map_err(internal)?;
+        if let Some(old_at) = old.and_then(|h| h.expires_at) {
+            if Some(old_at) != expires_at {
+                self.expiry.remove((old_at, key)).map_err(internal)?;
             }
         }
         self.records.insert(key, row).map_err(internal)?;
-        self.expiry
-            .insert((expires_at, key), ())
-            .map_err(internal)?;
+        if let Some(at) = expires_at {
+            self.expiry.insert((at, key), ()).map_err(internal)?;
+        }
         Ok(())
     }
 
     /// Removes the record under `key`, which expires at `expires_at`, and its outcome.
-    fn remove(&mut self, key: &[u8], expires_at: Millis) -> Result<(), StoreError> {
+    fn remove(&mut self, key: &[u8], expires_at: Option<Millis>) -> Result<(), StoreError> {
         self.records.remove(key).map_err(internal)?;
-        self.expiry.remove((expires_at, key)).map_err(internal)?;
+        if let Some(at) = expires_at {
+            self.expiry.remove((at, key)).map_err(internal)?;
+        }
         self.outcomes.remove(key).map_err(internal)?;
         Ok(())
     }
@@ -127,7 +129,7 @@ impl<'t> Tables<'t> {
     fn apply(&mut self, op: &mut Op, effects: &mut Vec<Effect>) -> Result<Done, StoreError> {
         match op {
             Op::Insert { put, now } => match self.head(&put.key)? {
-                Some(old) if old.expires_at > *now => self.conflict(&put.id, &put.key, *now),
+                Some(old) if old.is_live(*now) => self.conflict(&put.id, &put.key, *now),
                 old => self.put_record(put, old, effects),
             },
             Op::Replace {
@@ -136,7 +138,7 @@ impl<'t> Tables<'t> {
                 now,
                 ..
             } => match self.head(&put.key)? {
-                Some(old) if old.expires_at > *now && old.version == *expected_version => {
+                Some(old) if old.is_live(*now) && old.version == *expected_version => {
                     self.put_record(put, Some(old), effects)
                 }
                 _ => self.conflict(&put.id, &put.key, *now),
@@ -148,7 +150,7 @@ impl<'t> Tables<'t> {
             } => {
                 let key = codec::encode_id(id);
                 match self.head(&key)? {
-                    Some(old) if old.expires_at > *now && old.version == *expected_version => {
+                    Some(old) if old.is_live(*now) && old.version == *expected_version => {
                         self.remove(&key, old.expires_at)?;
                         effects.push(Effect::Remove { key });
                         Ok(Done::Cas(Cas::Applied))
@@ -184,7 +186,7 @@ impl<'t> Tables<'t> {
         }
         let swept = due.len();
         for (at, key) in due {
-            self.remove(&key, at)?;
+            self.remove(&key, Some(at))?;
             effects.push(Effect::Remove { key });
         }
         Ok(swept)

@@ -42,7 +42,8 @@ const IDLE: Duration = Duration::from_secs(3600);
 pub struct Put {
     pub id: RecordId,
     pub key: Vec<u8>,
-    pub expires_at: Millis,
+    /// `None`: kept until it settles (not in the expiry index).
+    pub expires_at: Option<Millis>,
     pub encoded: Encoded,
 }
 

@@ -466,7 +466,10 @@ export interface Record {
   updatedAt?:
     | Date
     | undefined;
-  /** When the record disappears from the ledger. */
+  /**
+   * When the record disappears from the ledger; unset while an at-most-once operation is
+   * unsettled (PROCESSING or UNKNOWN): such a record is kept until it settles.
+   */
   expiresAt?: Date | undefined;
 }
 
