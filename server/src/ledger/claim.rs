@@ -1,4 +1,5 @@
-//! Claim (CONTRACT §5, rules 2–9): acquire, replay, report in-progress or ask for reconciliation.
+//! Claim (docs/api.md, "Claim transitions", rules 2–9): acquire, replay, report in-progress or
+//! ask for reconciliation.
 
 use super::expiry::with_expiry;
 use super::{next_version, Change, LedgerError, Transition};

@@ -54,16 +54,6 @@ impl MemoryStore {
         }
     }
 
-    /// Every stored row, live or expired but not yet swept (for tests).
-    pub fn len(&self) -> usize {
-        self.records().len()
-    }
-
-    /// Whether no row is stored.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     fn records(&self) -> MutexGuard<'_, BTreeMap<RecordId, Record>> {
         // A panic elsewhere never leaves a record half-written: every change is one insert or
         // remove on the map.
