@@ -28,8 +28,9 @@ use std::future::Future;
 pub enum Cas {
     /// The write was applied.
     Applied,
-    /// The condition failed; carries the live record the store holds now (`None` when absent or
-    /// expired), so the caller can decide again without another read.
+    /// The condition failed; carries the live record the store holds now, whole (with its
+    /// history; `None` when absent or expired), so the caller can decide again without another
+    /// read.
     Conflict(Option<Record>),
 }
 
