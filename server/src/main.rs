@@ -130,6 +130,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Lookup(cmd) => client::lookup(cmd).await?,
         Command::Health(cmd) => client::health(cmd).await?,
         Command::Bench(args) => return oncekey_server::bench::run(*args).await,
+        Command::Gateway(cmd) => return oncekey_server::cli::gateway::run(*cmd).await,
     };
     println!("{}", serde_json::to_string_pretty(&output)?);
     Ok(())
