@@ -225,3 +225,29 @@ async fn claims_follow_the_store_capabilities() {
         assert_eq!(engine.lookup(&id).await.unwrap().history.len(), 3);
     }
 }
+
+/// A dedup hit's background write runs through the same loop as every request's write: it is
+/// timed like any store operation and, here, lands in the store with the hit's receipt.
+#[tokio::test]
+async fn a_dedup_hit_write_is_a_store_operation_like_any_other() {
+    let engine = Engine::new(MemoryStore::new(), Clock::manual(1_000_000));
+    let id = RecordId::new("t", "ns", "replayed");
+    let token = engine.claim(&id, &args(), None).await.unwrap();
+    engine
+        .complete(&id, token.lease.unwrap().token, &result())
+        .await
+        .unwrap();
+    assert_eq!(store_ops(&engine, "replace"), 1);
+    let replay = engine.claim(&id, &args(), None).await.unwrap();
+    assert_eq!(
+        (replay.outcome, replay.record.dedup_hits),
+        (ClaimOutcome::Completed, 1)
+    );
+    engine.begin_shutdown(); // the flush writes at once, without lingering
+    engine.flush_parked_hits().await;
+    assert_eq!(store_ops(&engine, "replace"), 2, "the hit's write");
+    let stored = engine.store().get(&id, engine.clock().now()).await;
+    let stored = stored.unwrap().unwrap();
+    assert_eq!(stored.dedup_hits, 1);
+    assert_eq!(stored.history.last().unwrap().outcome, "COMPLETED");
+}
