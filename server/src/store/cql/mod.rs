@@ -41,7 +41,7 @@ pub use config::{CqlConfig, CqlTlsConfig, SerialLevel};
 pub use connect::ConnectError;
 
 use crate::ledger::{Millis, Record, RecordId};
-use crate::store::{Cas, Store, StoreError};
+use crate::store::{Capabilities, Cas, Store, StoreError};
 use codec::{RowView, Value};
 use errors::Failure;
 use scylla::client::session::Session;
@@ -305,6 +305,11 @@ impl Store for CqlStore {
         Ok(record.flatten().filter(|r| !r.is_expired(now)))
     }
 
+    async fn get_brief(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+        // Not worth a statement of its own: a Claim inserts first (`insert_returns_live`).
+        self.get(id, now).await
+    }
+
     async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
         let write_id = rand::random();
         let key = codec::key_values(&record.id).to_vec();
@@ -403,11 +408,12 @@ impl Store for CqlStore {
             .map_err(|e| errors::classify(&e).into_store_error())
     }
 
-    fn single_process(&self) -> bool {
-        false
-    }
-
-    fn insert_first(&self) -> bool {
-        true
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            single_process: false,
+            // A failed `INSERT … IF NOT EXISTS` answers with the existing row.
+            insert_returns_live: true,
+            brief_reads: false,
+        }
     }
 }
