@@ -465,6 +465,15 @@ pub fn cql_node() -> &'static str {
     })
 }
 
+/// `--cql-replication` of test keyspaces: `$ONCEKEY_TEST_CQL_REPLICATION` (e.g. `SimpleStrategy:3`
+/// on the three-node cluster of `scripts/test cluster`), else `SimpleStrategy:1` (one node).
+pub fn cql_test_replication() -> String {
+    match std::env::var("ONCEKEY_TEST_CQL_REPLICATION") {
+        Ok(r) if !r.trim().is_empty() => r.trim().to_owned(),
+        _ => "SimpleStrategy:1".to_owned(),
+    }
+}
+
 /// A fresh keyspace on `node`, migrated with the real `oncekey migrate`; named `oncekey_t_…` so
 /// the CQL store's tests drop it once stale.
 pub fn migrated_keyspace(node: &str) -> String {
@@ -487,7 +496,7 @@ pub fn migrated_keyspace(node: &str) -> String {
         "--cql-keyspace",
         &keyspace,
         "--cql-replication",
-        "SimpleStrategy:1",
+        &cql_test_replication(),
     ]);
     assert_eq!(code, 0, "migrate failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("0001_ledger applied"), "{stdout}");

@@ -119,6 +119,19 @@ pub fn delete_text(keyspace: &str) -> String {
     )
 }
 
+/// The condition of `replace`: the version the write was decided on, on a live record. With
+/// `ONCEKEY_TEST_PLANTED_BUG=lost-update` in the environment it is weakened to `version >= ?`, so
+/// a write decided on a stale read still applies (a lost update): the known bug the cluster tests
+/// plant to show that their linearizability checker catches it. Never set it anywhere else.
+fn replace_condition() -> &'static str {
+    if std::env::var("ONCEKEY_TEST_PLANTED_BUG").as_deref() == Ok("lost-update") {
+        tracing::warn!("ONCEKEY_TEST_PLANTED_BUG=lost-update: replacing writes skip their version check (a planted bug, for tests only)");
+        "version >= ? AND expires_at > ?"
+    } else {
+        "version = ? AND expires_at > ?"
+    }
+}
+
 impl Statements {
     /// Prepares every statement against `keyspace`; fails when the table does not exist.
     pub async fn prepare(
@@ -141,11 +154,7 @@ impl Statements {
             read: prepare(select_text(keyspace), true).await?,
             read_serial,
             insert: prepare(insert_text(keyspace), false).await?,
-            replace: prepare(
-                update_text(keyspace, "version = ? AND expires_at > ?"),
-                false,
-            )
-            .await?,
+            replace: prepare(update_text(keyspace, replace_condition()), false).await?,
             replace_hits: prepare(
                 update_columns_text(keyspace, &HIT_COLUMNS, "version = ? AND expires_at > ?"),
                 false,

@@ -3,6 +3,9 @@
 //!
 //! The node is `$ONCEKEY_TEST_CQL_NODES` when set, else started once per test process with
 //! `scripts/cassandra start` (a no-op when it runs already); if it cannot start, every test fails with the script's output: nothing is skipped.
+//! On a cluster (`scripts/test cluster`) `$ONCEKEY_TEST_CQL_NODES` lists several contact points,
+//! comma-separated, and `$ONCEKEY_TEST_CQL_REPLICATION` (e.g. `SimpleStrategy:3`) says how the
+//! test keyspaces replicate.
 //! Each test gets its own keyspace, so tests run in parallel and need no teardown; keyspaces that
 //! earlier runs left behind are dropped once they are ten minutes old (a node holding hundreds of
 //! tables slows down).
@@ -31,7 +34,7 @@ fn unix_secs() -> u64 {
 
 fn cql_args(keyspace: &str) -> CqlArgs {
     CqlArgs {
-        cql_nodes: vec![node().to_owned()],
+        cql_nodes: node().split(',').map(str::to_owned).collect(),
         cql_keyspace: keyspace.to_owned(),
         cql_local_dc: None,
         cql_username: None,
@@ -42,7 +45,9 @@ fn cql_args(keyspace: &str) -> CqlArgs {
 fn migrate_args(keyspace: &str) -> MigrateArgs {
     MigrateArgs {
         cql: cql_args(keyspace),
-        cql_replication: Some(migrate::parse_replication("SimpleStrategy:1").unwrap()),
+        cql_replication: Some(
+            migrate::parse_replication(&oncekey_tests::cql_test_replication()).unwrap(),
+        ),
     }
 }
 
