@@ -312,3 +312,100 @@ async fn the_checker_catches_a_planted_lost_update() {
         println!("[planted]   {line}");
     }
 }
+
+/// A conditional write that applied, answered with an `Unavailable` error instead (what a
+/// coordinator may say when a Paxos round it gave up on had its proposal accepted): the store must
+/// still report it applied. Were the driver to retry it on another node (its default policy does
+/// so for Unavailable, even for non-idempotent statements), the retry would find the condition
+/// failed by the write's own first copy and the store would call its own write a conflict: the
+/// engine then answers a Claim that acquired with IN_PROGRESS (the history check found such an
+/// acquisition nobody was told about under a node kill).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a 3-node Cassandra cluster: scripts/test cluster runs it"]
+async fn a_write_answered_unavailable_after_it_applied_is_recognised() {
+    use faults::proxy::{CqlProxy, Fault};
+    use oncekey_server::ledger::{self, ClaimArgs, RecordId, Semantics};
+    use oncekey_server::store::cql::CqlStore;
+    use oncekey_server::store::{Cas, Store};
+    use std::collections::HashMap;
+    use std::net::SocketAddr;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cluster = block(cluster::nodes::Cluster::require);
+    let keyspace = block(|| cluster::run::keyspace(&cluster.nodes));
+    let nodes: Vec<&str> = cluster.nodes.split(',').collect();
+    let proxies = CqlProxy::start_group(&nodes, faults::Rng::seed()).await;
+    // The driver learns the nodes' own addresses, with the port of its contact point (Cassandra's
+    // system.peers has none); each is reached through its proxy.
+    let mut map: HashMap<SocketAddr, SocketAddr> = HashMap::new();
+    for (node, proxy) in nodes.iter().zip(&proxies) {
+        let node: SocketAddr = node.parse().unwrap();
+        map.insert(node, proxy.addr);
+        map.insert(
+            SocketAddr::new(node.ip(), proxies[0].addr.port()),
+            proxy.addr,
+        );
+    }
+    let session = scylla::client::session_builder::SessionBuilder::new()
+        .known_node_addr(proxies[0].addr)
+        .address_translator(Arc::new(map))
+        .build()
+        .await
+        .expect("a session through the proxies");
+    let store = CqlStore::open(Arc::new(session), &keyspace, false)
+        .await
+        .expect("the store");
+
+    let args = ClaimArgs {
+        fingerprint: [9; 32],
+        lease_ttl: 30_000,
+        retention: 3_600_000,
+        semantics: Semantics::AtMostOnce,
+        owner: "unavailable-test".into(),
+        parent: None,
+        reconcile: false,
+    };
+    for (n, case) in ["insert", "replace"].into_iter().enumerate() {
+        let id = RecordId::new("t", "unavailable.test", format!("k{n}"));
+        let now = now_ms();
+        let created = ledger::claim(&id, None, &args, now)
+            .unwrap()
+            .record()
+            .clone();
+        if case == "replace" {
+            assert_eq!(
+                store.insert_if_absent(&created, now).await.unwrap(),
+                Cas::Applied
+            );
+        }
+        proxies[0].set(Fault::UnavailableOnce);
+        let cas = match case {
+            "insert" => store.insert_if_absent(&created, now).await.unwrap(),
+            _ => {
+                let mut next = created.clone();
+                next.version += 1;
+                next.fencing_token += 1;
+                store
+                    .replace_if_version(&next, created.version, true, now)
+                    .await
+                    .unwrap()
+            }
+        };
+        let forged: u64 = proxies
+            .iter()
+            .map(|p| p.stats().forged.load(Ordering::Relaxed))
+            .sum();
+        assert_eq!(
+            forged,
+            n as u64 + 1,
+            "the proxy did not forge the answer to the {case}"
+        );
+        assert_eq!(
+            cas,
+            Cas::Applied,
+            "{case}: the store called its own write a conflict"
+        );
+    }
+}

@@ -87,7 +87,7 @@ fn scale() -> f64 {
 }
 
 /// A keyspace replicated to three nodes, migrated with the real `oncekey migrate`.
-fn keyspace(nodes: &str) -> String {
+pub fn keyspace(nodes: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static RUNS: AtomicU32 = AtomicU32::new(0);
     let secs = now_ms() / 1000;

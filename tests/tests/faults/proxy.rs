@@ -3,9 +3,11 @@
 //! It forwards bytes both ways and parses CQL v4 frame headers: it learns which prepared
 //! statements are conditional (`… IF …`) from PREPARE requests and their RESULT Prepared answers,
 //! marks EXECUTEs of those, and applies the current [`Fault`] to the node's answer to them: drop it
-//! and cut the connection (the LWT ran, the driver never hears: an unknown outcome), or delay it.
-//! The driver needs no address translation: it learns the node's address from `system.local`'s
-//! `rpc_address` (127.0.0.1) with the port of its contact point, i.e. this proxy.
+//! and cut the connection (the LWT ran, the driver never hears: an unknown outcome), delay it, or
+//! replace it with an `Unavailable` error (the LWT ran, the driver hears it did not).
+//! For a single node the driver needs no address translation: it learns the node's address from
+//! `system.local`'s `rpc_address` (127.0.0.1) with the port of its contact point, i.e. this proxy.
+//! A group of proxies in front of a cluster's nodes needs the driver's address translation.
 //!
 //! Why not `scylla-proxy`: it pins scylla-cql 0.x/1.x versions that differ from the workspace's
 //! driver, and mapping its per-node rules onto a single-node Cassandra adds nothing this small
@@ -35,6 +37,10 @@ pub enum Fault {
     DropAndClose(f64),
     /// With probability `p`, hold the answer for up to `max_ms`.
     Delay(f64, u64),
+    /// Replace the next answer (of any proxy of a group) with an `Unavailable` error, though the
+    /// write ran: what a coordinator may answer when a Paxos round it gave up on had its proposal
+    /// accepted. Then back to `None`.
+    UnavailableOnce,
 }
 
 /// What the proxy did.
@@ -46,13 +52,15 @@ pub struct ProxyStats {
     pub dropped: AtomicU64,
     /// Of those, delayed.
     pub delayed: AtomicU64,
+    /// Of those, replaced by an `Unavailable` error.
+    pub forged: AtomicU64,
     /// Client connections accepted.
     pub connections: AtomicU64,
 }
 
 struct Shared {
     upstream: SocketAddr,
-    fault: Mutex<Fault>,
+    fault: Arc<Mutex<Fault>>,
     conditional: Mutex<HashSet<Vec<u8>>>,
     rng: Mutex<Rng>,
     stats: ProxyStats,
@@ -68,11 +76,26 @@ pub struct CqlProxy {
 impl CqlProxy {
     /// Listens on a free local port and forwards to `upstream` (`host:port`).
     pub async fn start(upstream: &str, seed: u64) -> CqlProxy {
+        Self::start_sharing(upstream, seed, Arc::new(Mutex::new(Fault::None))).await
+    }
+
+    /// One proxy per node of a cluster (`upstreams`), all under one fault: setting it on any
+    /// sets it for all, and `Fault::UnavailableOnce` forges one answer in the whole group.
+    pub async fn start_group(upstreams: &[&str], seed: u64) -> Vec<CqlProxy> {
+        let fault = Arc::new(Mutex::new(Fault::None));
+        let mut group = Vec::new();
+        for (i, upstream) in upstreams.iter().enumerate() {
+            group.push(Self::start_sharing(upstream, seed ^ i as u64, fault.clone()).await);
+        }
+        group
+    }
+
+    async fn start_sharing(upstream: &str, seed: u64, fault: Arc<Mutex<Fault>>) -> CqlProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
             upstream: upstream.parse().expect("upstream host:port"),
-            fault: Mutex::new(Fault::None),
+            fault,
             conditional: Mutex::default(),
             rng: Mutex::new(Rng::new(seed)),
             stats: ProxyStats::default(),
@@ -203,11 +226,19 @@ async fn answers(
         }
         if lwt {
             shared.stats.lwt_answers.fetch_add(1, Ordering::Relaxed);
-            let fault = *shared.fault.lock().unwrap();
+            let fault = {
+                let mut current = shared.fault.lock().unwrap();
+                let fault = *current;
+                if fault == Fault::UnavailableOnce {
+                    *current = Fault::None;
+                }
+                fault
+            };
             let (hit, delay) = {
                 let mut rng = shared.rng.lock().unwrap();
                 match fault {
                     Fault::None => (false, 0),
+                    Fault::UnavailableOnce => (true, 0),
                     Fault::DropAndClose(p) | Fault::Delay(p, _) if !rng.chance(p) => (false, 0),
                     Fault::DropAndClose(_) => (true, 0),
                     Fault::Delay(_, max) => (true, rng.range(1, max)),
@@ -223,6 +254,16 @@ async fn answers(
                     shared.stats.delayed.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(Duration::from_millis(delay)).await;
                 }
+                Fault::UnavailableOnce => {
+                    shared.stats.forged.fetch_add(1, Ordering::Relaxed);
+                    let (header, body) = unavailable(&header);
+                    if client.write_all(&header).await.is_err()
+                        || client.write_all(&body).await.is_err()
+                    {
+                        return;
+                    }
+                    continue;
+                }
                 _ => {}
             }
         }
@@ -231,6 +272,23 @@ async fn answers(
         }
     }
     let _ = client.shutdown().await;
+}
+
+/// An ERROR frame answering the request of `header`: Unavailable at QUORUM, 2 required, 1 alive.
+fn unavailable(header: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    const OP_ERROR: u8 = 0x00;
+    const UNAVAILABLE: i32 = 0x1000;
+    const QUORUM: u16 = 0x0004;
+    let message = b"Cannot achieve consistency level QUORUM (forged by the test proxy)";
+    let mut body = UNAVAILABLE.to_be_bytes().to_vec();
+    body.extend((message.len() as u16).to_be_bytes());
+    body.extend(message);
+    body.extend(QUORUM.to_be_bytes());
+    body.extend(2i32.to_be_bytes());
+    body.extend(1i32.to_be_bytes());
+    let mut out = vec![0x84, 0x00, header[2], header[3], OP_ERROR];
+    out.extend((body.len() as u32).to_be_bytes());
+    (out, body)
 }
 
 /// The id of a RESULT Prepared body, skipping the tracing id and warnings the flags announce.

@@ -8,8 +8,10 @@
 use super::codec::{COLUMNS, HIT_COLUMNS, KEY_COLUMNS};
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
+use scylla::policies::retry::FallthroughRetryPolicy;
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
+use std::sync::Arc;
 
 /// The table holding the records (inside the configured keyspace).
 pub const RECORDS: &str = "records";
@@ -146,6 +148,13 @@ impl Statements {
             // Reads may be retried by the driver; conditional writes never are: an uncertain
             // write is settled by a serial read instead (see `mod.rs`).
             statement.set_is_idempotent(idempotent);
+            if !idempotent {
+                // Not even where the driver's default policy retries regardless (Unavailable, a
+                // bootstrapping node): a coordinator can answer Unavailable after a proposal of
+                // the write was accepted, and a retry would then find the condition failed by
+                // the write's own first copy, which `write` must recognise instead.
+                statement.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy::new())));
+            }
             Ok::<_, PrepareError>(statement)
         };
         let mut read_serial = prepare(select_text(keyspace), true).await?;
