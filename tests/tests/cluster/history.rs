@@ -72,6 +72,8 @@ pub struct Seen {
     pub token: u64,
     /// Acquisitions so far.
     pub attempt: u32,
+    /// Who holds (or last held) the lease: tells which client's Claim acquired it.
+    pub owner: String,
     /// End of the current lease.
     pub lease_expires_at: Option<Millis>,
     /// Stored result.
@@ -117,7 +119,11 @@ impl Answer {
 
 impl fmt::Display for Seen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} t{} a{}", self.status, self.token, self.attempt)?;
+        write!(
+            f,
+            "{:?} t{} a{} {}",
+            self.status, self.token, self.attempt, self.owner
+        )?;
         if let Some(end) = self.lease_expires_at {
             write!(f, " lease..{}", end % 100_000)?;
         }

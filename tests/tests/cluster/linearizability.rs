@@ -15,7 +15,7 @@
 //! at which other operations' decisions flip are tried for it.
 //!
 //! Left out of the model on purpose: dedup counters and receipts (dedup hits are written off the
-//! answer path), versions, owners, timestamps other than the lease end, and expiry (runs stay far
+//! answer path), versions, timestamps other than the lease end, and expiry (runs stay far
 //! inside the 24 h retention). ABANDON is not modelled.
 
 use super::history::{Answer, Call, Op, Seen};
@@ -122,6 +122,7 @@ type Snap = Option<(
     Semantics,
     u64,
     u32,
+    String,
     Option<Millis>,
     Option<(i32, Vec<u8>, String, BTreeMap<String, String>)>,
     Option<(i32, String, Vec<u8>)>,
@@ -135,6 +136,7 @@ fn snap(state: &Option<Record>) -> Snap {
             r.semantics,
             r.fencing_token,
             r.attempt,
+            r.lease_owner.clone(),
             r.lease_expires_at,
             r.result.as_ref().map(|x| {
                 (
@@ -160,7 +162,6 @@ fn norm(r: &Record) -> Record {
     r.version = 0;
     r.created_at = 0;
     r.updated_at = 0;
-    r.lease_owner.clear();
     r.parent = None;
     r.expires_at = FAR;
     r
@@ -177,6 +178,7 @@ fn shows(rec: &Record, seen: &Seen, now: Millis) -> bool {
     status
         && rec.fencing_token == seen.token
         && rec.attempt == seen.attempt
+        && rec.lease_owner == seen.owner
         && rec.lease_expires_at == seen.lease_expires_at
         && rec.result == seen.result
         && rec.error == seen.error

@@ -513,6 +513,7 @@ fn seen(r: &v1::Record) -> Seen {
         },
         token: r.fencing_token,
         attempt: r.attempt,
+        owner: r.lease_owner.clone(),
         lease_expires_at: r.lease_expires_at.as_ref().map(|t| millis(Some(t))),
         result: r.result.as_ref().map(|x| OpResult {
             code: x.code,

@@ -5,7 +5,8 @@
 //! the faults a test injects, and the findings at the end.
 //!
 //! `ONCEKEY_CLUSTER_SCALE` (default 1) stretches every phase of every scenario: `4` runs each
-//! about four times as long, for a longer soak than CI's.
+//! about four times as long, for a longer soak than CI's. `ONCEKEY_CLUSTER_KEEP=DIR` keeps each
+//! run's recorded history and server logs in DIR.
 
 use super::history::Op;
 use super::linearizability::{self, Report};
@@ -243,6 +244,7 @@ impl Run {
             None => None,
         };
         let ops = self.history.ops();
+        self.keep(&ops);
         let started = std::time::Instant::now();
         let report = tokio::task::block_in_place(|| linearizability::check(&ops));
         println!(
@@ -260,6 +262,26 @@ impl Run {
                 .internal
                 .load(std::sync::atomic::Ordering::Relaxed),
         }
+    }
+}
+
+impl Run {
+    /// With `ONCEKEY_CLUSTER_KEEP=DIR`: writes the recorded history (one operation a line, by
+    /// key) and both servers' logs to DIR/<scenario>.*, for looking into a run afterwards.
+    fn keep(&self, ops: &[Op]) {
+        let Some(dir) = std::env::var_os("ONCEKEY_CLUSTER_KEEP") else {
+            return;
+        };
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).expect("ONCEKEY_CLUSTER_KEEP dir");
+        let mut sorted: Vec<&Op> = ops.iter().collect();
+        sorted.sort_by(|a, b| (&a.key, a.invoke).cmp(&(&b.key, b.invoke)));
+        let text: Vec<String> = sorted.iter().map(|op| format!("{} {op}", op.key)).collect();
+        std::fs::write(dir.join(format!("{}.history", self.name)), text.join("\n")).unwrap();
+        for (i, server) in self.servers.iter().enumerate() {
+            std::fs::write(dir.join(format!("{}.server{i}.log", self.name)), server.stderr()).unwrap();
+        }
+        println!("[{}] history and server logs kept in {}", self.name, dir.display());
     }
 }
 
