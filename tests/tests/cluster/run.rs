@@ -279,9 +279,17 @@ impl Run {
         let text: Vec<String> = sorted.iter().map(|op| format!("{} {op}", op.key)).collect();
         std::fs::write(dir.join(format!("{}.history", self.name)), text.join("\n")).unwrap();
         for (i, server) in self.servers.iter().enumerate() {
-            std::fs::write(dir.join(format!("{}.server{i}.log", self.name)), server.stderr()).unwrap();
+            std::fs::write(
+                dir.join(format!("{}.server{i}.log", self.name)),
+                server.stderr(),
+            )
+            .unwrap();
         }
-        println!("[{}] history and server logs kept in {}", self.name, dir.display());
+        println!(
+            "[{}] history and server logs kept in {}",
+            self.name,
+            dir.display()
+        );
     }
 }
 

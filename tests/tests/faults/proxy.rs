@@ -4,7 +4,9 @@
 //! statements are conditional (`… IF …`) from PREPARE requests and their RESULT Prepared answers,
 //! marks EXECUTEs of those, and applies the current [`Fault`] to the node's answer to them: drop it
 //! and cut the connection (the LWT ran, the driver never hears: an unknown outcome), delay it, or
-//! replace it with an `Unavailable` error (the LWT ran, the driver hears it did not).
+//! replace it with an `Unavailable` error (the LWT ran, the driver hears it did not); or it runs
+//! one conditional write twice, answering with the second run (the condition failed on the row
+//! the first run wrote).
 //! For a single node the driver needs no address translation: it learns the node's address from
 //! `system.local`'s `rpc_address` (127.0.0.1) with the port of its contact point, i.e. this proxy.
 //! A group of proxies in front of a cluster's nodes needs the driver's address translation.
@@ -41,6 +43,12 @@ pub enum Fault {
     /// write ran: what a coordinator may answer when a Paxos round it gave up on had its proposal
     /// accepted. Then back to `None`.
     UnavailableOnce,
+    /// Run the next conditional write whose statement starts with the given text (`"INSERT"`,
+    /// `"UPDATE"`) twice: an identical copy first, whose answer is swallowed, then the request
+    /// itself, whose answer (the condition failed, on the row the copy wrote) goes back. What
+    /// Cassandra answers when its Paxos round, retried under contention, completes the write's own
+    /// accepted proposal before evaluating the condition. Then back to `None`.
+    DuplicateOnce(&'static str),
 }
 
 /// What the proxy did.
@@ -54,6 +62,8 @@ pub struct ProxyStats {
     pub delayed: AtomicU64,
     /// Of those, replaced by an `Unavailable` error.
     pub forged: AtomicU64,
+    /// Conditional writes sent twice.
+    pub duplicated: AtomicU64,
     /// Client connections accepted.
     pub connections: AtomicU64,
 }
@@ -61,7 +71,8 @@ pub struct ProxyStats {
 struct Shared {
     upstream: SocketAddr,
     fault: Arc<Mutex<Fault>>,
-    conditional: Mutex<HashSet<Vec<u8>>>,
+    /// Prepared ids of conditional statements → their text.
+    conditional: Mutex<HashMap<Vec<u8>, String>>,
     rng: Mutex<Rng>,
     stats: ProxyStats,
 }
@@ -128,13 +139,18 @@ impl CqlProxy {
     }
 }
 
-/// Per connection: stream id → the PREPARE's query was conditional; stream ids of conditional
-/// EXECUTEs awaiting their answer.
+/// Per connection: stream id → the PREPARE's query if it was conditional; stream ids of
+/// conditional EXECUTEs awaiting their answer; the wake-up of a request held until its swallowed
+/// copy was answered.
 #[derive(Default)]
 struct Inflight {
-    prepares: HashMap<i16, bool>,
+    prepares: HashMap<i16, Option<String>>,
     lwts: HashSet<i16>,
+    copy_answered: Option<tokio::sync::oneshot::Sender<()>>,
 }
+
+/// The stream id of a swallowed copy (the driver allocates its ids from 0 up).
+const COPY_STREAM: i16 = 0x7f00;
 
 async fn connection(shared: Arc<Shared>, client: TcpStream, node: TcpStream) {
     let (client_r, client_w) = client.into_split();
@@ -185,7 +201,7 @@ async fn requests(
                     .get(0..4)
                     .map_or(0, |b| u32::from_be_bytes(b.try_into().unwrap()) as usize);
                 let query = String::from_utf8_lossy(body.get(4..4 + n).unwrap_or_default());
-                let conditional = query.contains(" IF ");
+                let conditional = query.contains(" IF ").then(|| query.into_owned());
                 inflight
                     .lock()
                     .unwrap()
@@ -193,10 +209,33 @@ async fn requests(
                     .insert(stream, conditional);
             }
             OP_EXECUTE => {
-                let conditional = short_bytes(&body)
-                    .is_some_and(|id| shared.conditional.lock().unwrap().contains(id));
-                if conditional {
+                let query = short_bytes(&body)
+                    .and_then(|id| shared.conditional.lock().unwrap().get(id).cloned());
+                if let Some(query) = query {
                     inflight.lock().unwrap().lwts.insert(stream);
+                    let duplicate = {
+                        let mut fault = shared.fault.lock().unwrap();
+                        match *fault {
+                            Fault::DuplicateOnce(prefix) if query.starts_with(prefix) => {
+                                *fault = Fault::None;
+                                true
+                            }
+                            _ => false,
+                        }
+                    };
+                    if duplicate {
+                        shared.stats.duplicated.fetch_add(1, Ordering::Relaxed);
+                        let (tx, rx) = tokio::sync::oneshot::channel();
+                        inflight.lock().unwrap().copy_answered = Some(tx);
+                        let mut copy = header.clone();
+                        copy[2..4].copy_from_slice(&COPY_STREAM.to_be_bytes());
+                        if node.write_all(&copy).await.is_err()
+                            || node.write_all(&body).await.is_err()
+                        {
+                            return;
+                        }
+                        let _ = rx.await;
+                    }
                 }
             }
             _ => {}
@@ -215,13 +254,20 @@ async fn answers(
 ) {
     while let Some((header, body)) = read_frame(&mut node).await {
         let stream = stream_id(&header);
+        if stream == COPY_STREAM {
+            // The answer to a copy: swallowed; the request itself may go now.
+            if let Some(tx) = inflight.lock().unwrap().copy_answered.take() {
+                let _ = tx.send(());
+            }
+            continue;
+        }
         let (prepare, lwt) = {
             let mut i = inflight.lock().unwrap();
             (i.prepares.remove(&stream), i.lwts.remove(&stream))
         };
-        if prepare == Some(true) && header[4] == OP_RESULT {
+        if let (Some(Some(query)), OP_RESULT) = (prepare, header[4]) {
             if let Some(id) = prepared_id(header[1], &body) {
-                shared.conditional.lock().unwrap().insert(id);
+                shared.conditional.lock().unwrap().insert(id, query);
             }
         }
         if lwt {
@@ -239,6 +285,7 @@ async fn answers(
                 match fault {
                     Fault::None => (false, 0),
                     Fault::UnavailableOnce => (true, 0),
+                    Fault::DuplicateOnce(_) => (false, 0),
                     Fault::DropAndClose(p) | Fault::Delay(p, _) if !rng.chance(p) => (false, 0),
                     Fault::DropAndClose(_) => (true, 0),
                     Fault::Delay(_, max) => (true, rng.range(1, max)),
