@@ -187,8 +187,10 @@ async fn two_nodes_killed_then_restarted() {
     run.run_for(3.0).await;
     let up = run.event(&format!("starting nodes {first} and {second} again"));
     block(|| {
-        run.cluster.restart(first);
-        run.cluster.restart(second);
+        std::thread::scope(|s| {
+            s.spawn(|| run.cluster.restart(first));
+            s.spawn(|| run.cluster.restart(second));
+        })
     });
     let restarted = run.event("both nodes Up/Normal again");
     for server in 0..2 {

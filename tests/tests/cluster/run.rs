@@ -302,6 +302,12 @@ impl Findings {
             assert!(v.acked > 0, "the effect workload did nothing");
         }
         assert_eq!(self.internal, 0, "INTERNAL answers");
+        for (key, lines) in &self.report.untold {
+            println!("key {key}: linearizable only with a grant its caller was not told about:");
+            for line in lines.iter().take(40) {
+                println!("  {line}");
+            }
+        }
         self.report.assert_linearizable();
         assert!(self.report.ops > 0, "the recorded workload did nothing");
     }
