@@ -3,7 +3,10 @@
 //! through both: the claim → effect → complete workload judged from the external effect file
 //! (faults/workload.rs), and a recorded workload whose history must be linearizable against the
 //! ledger's single-record model (cluster/linearizability.rs). In every scenario one Oncekey
-//! server's clock is stepped (restarted with the hidden `--clock-skew-ms`) before the fault.
+//! server's clock is stepped (restarted with the hidden `--clock-skew-ms`) before the fault, by
+//! less than the shortest lease (1 s): a step beyond a lease lets a takeover on the server ahead
+//! come before the holder's effect even started, an AT_LEAST_ONCE re-run out of token order that
+//! the effect verdict rightly flags and that the contract does not exclude (docs/reliability.md).
 //!
 //! - one node SIGKILLed under load, later started again: serving goes on; the figures of how long
 //!   RPCs failed are printed;
@@ -63,7 +66,7 @@ async fn one_node_killed_under_load() {
     let _one = ONE_AT_A_TIME.lock().await;
     let mut run = Run::start("one.node", Setup::default()).await;
     run.run_for(3.0).await;
-    run.clock_step(1, 1_500);
+    run.clock_step(1, 600);
     run.run_for(2.0).await;
     let node = pick_node(&mut run, false);
     let killed = run.event(&format!("SIGKILL node {node} ({})", run.cluster.addr(node)));
@@ -169,7 +172,7 @@ async fn two_nodes_killed_then_restarted() {
     let _one = ONE_AT_A_TIME.lock().await;
     let mut run = Run::start("two.nodes", Setup::default()).await;
     run.run_for(3.0).await;
-    run.clock_step(0, -1_500);
+    run.clock_step(0, -600);
     run.run_for(2.0).await;
     let first = pick_node(&mut run, false);
     let second = 1 + (first + run.rng.range(0, 2) as usize) % 3;
@@ -241,7 +244,7 @@ async fn wiped_node_replaced_under_load_then_repaired() {
     let _one = ONE_AT_A_TIME.lock().await;
     let mut run = Run::start("replaced", Setup::default()).await;
     run.run_for(3.0).await;
-    run.clock_step(1, 2_000);
+    run.clock_step(1, 500);
     run.run_for(2.0).await;
     let node = pick_node(&mut run, true);
     let killed = run.event(&format!("SIGKILL node {node}"));
