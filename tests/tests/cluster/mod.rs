@@ -1,6 +1,6 @@
 //! The cluster tests' harness: the three-node Cassandra cluster (`nodes`), a run of two Oncekey
 //! servers under the effect workload and the recorded workload (`run`), recorded histories
-//! (`history`, `recorder`), their linearizability checker (`linearizability`) and the
+//! (`history`, `recorder`, `wire`), their linearizability checker (`linearizability`) and the
 //! unavailability figures measured from them (`downtime`).
 
 #![allow(dead_code)]
@@ -11,6 +11,7 @@ pub mod linearizability;
 pub mod nodes;
 pub mod recorder;
 pub mod run;
+pub mod wire;
 
 #[cfg(test)]
 mod checker_tests;
