@@ -21,7 +21,13 @@ pub struct Figures {
     pub longest_silence: Millis,
     /// Slowest answered operation.
     pub slowest_answer: Millis,
+    /// From the period's start to the end (answer or give-up) of its last operation that got no
+    /// answer or took longer than `SLOW`: how long the disturbance lasted for this server's clients.
+    pub disturbed_for: Millis,
 }
+
+/// An answer slower than this counts as a disturbance (normal answers take milliseconds).
+pub const SLOW: Millis = 1_000;
 
 /// Figures per server (`servers` of them) for operations invoked in `from..=to`.
 pub fn measure(ops: &[Op], servers: usize, from: Millis, to: Millis) -> Vec<Figures> {
@@ -40,6 +46,9 @@ pub fn measure(ops: &[Op], servers: usize, from: Millis, to: Millis) -> Vec<Figu
             let mut streak: Option<Millis> = None;
             let mut answers: Vec<Millis> = vec![from];
             for op in &mine {
+                if !op.answer.is_known() || op.ret - op.invoke > SLOW {
+                    f.disturbed_for = f.disturbed_for.max(op.ret - from);
+                }
                 if op.answer.is_known() {
                     f.slowest_answer = f.slowest_answer.max(op.ret - op.invoke);
                     answers.push(op.ret);
@@ -67,13 +76,15 @@ impl fmt::Display for Figures {
         write!(
             f,
             "server {}: {} RPCs, {} without an answer; longest failing stretch {} ms, longest \
-             without an answer {} ms, slowest answer {} ms",
+             without an answer {} ms, slowest answer {} ms, disturbed (no answer or > {SLOW} ms) \
+             for {} ms",
             self.server,
             self.ops,
             self.failed,
             self.longest_failing,
             self.longest_silence,
-            self.slowest_answer
+            self.slowest_answer,
+            self.disturbed_for
         )
     }
 }
