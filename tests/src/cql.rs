@@ -111,6 +111,15 @@ pub fn is_stale_keyspace(name: &str) -> bool {
         .is_some_and(|created| created + STALE_SECS < unix_secs())
 }
 
+/// `--cql-replication` of test keyspaces: `$ONCEKEY_TEST_CQL_REPLICATION` (e.g. `SimpleStrategy:3`
+/// on the three-node cluster of `scripts/test cluster`), else `SimpleStrategy:1` (one node).
+pub fn test_replication() -> String {
+    match std::env::var("ONCEKEY_TEST_CQL_REPLICATION") {
+        Ok(r) if !r.trim().is_empty() => r.trim().to_owned(),
+        _ => "SimpleStrategy:1".to_owned(),
+    }
+}
+
 /// A fresh keyspace on `node`, migrated with the real `oncekey migrate`.
 pub fn migrated_keyspace(node: &str) -> String {
     migrated_keyspace_with(node, &[])
@@ -119,6 +128,7 @@ pub fn migrated_keyspace(node: &str) -> String {
 /// `migrated_keyspace` with extra `oncekey migrate` flags (e.g. TLS to the node).
 pub fn migrated_keyspace_with(node: &str, extra: &[&str]) -> String {
     let keyspace = keyspace_name();
+    let replication = test_replication();
     let mut args = vec![
         "migrate",
         "--cql-nodes",
@@ -126,7 +136,7 @@ pub fn migrated_keyspace_with(node: &str, extra: &[&str]) -> String {
         "--cql-keyspace",
         &keyspace,
         "--cql-replication",
-        "SimpleStrategy:1",
+        &replication,
     ];
     args.extend_from_slice(extra);
     let (code, stdout, stderr) = run_cli(&args);

@@ -5,7 +5,9 @@
 //!
 //! The node comes from `$ONCEKEY_TEST_CQL_NODES`, or is started with `scripts/cassandra start`
 //! (once per process). Each test migrates a fresh keyspace with the real `oncekey migrate`. A
-//! plain `cargo test` lists these tests as ignored: `scripts/test cql` runs them.
+//! plain `cargo test` lists these tests as ignored: `scripts/test cql` runs them, and
+//! `scripts/test cluster` runs them again on a three-node cluster (all three contact points,
+//! keyspaces replicated three times).
 
 use oncekey_api::v1::{ClaimOutcome, RecordStatus};
 use oncekey_tests::*;
