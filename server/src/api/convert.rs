@@ -394,6 +394,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_outcome_has_its_wire_name() {
+        for o in ClaimOutcome::ALL {
+            let wire = outcome(o).as_str_name();
+            assert_eq!(wire, format!("CLAIM_OUTCOME_{}", o.name()), "{o:?}");
+        }
+    }
+
+    #[test]
     fn namespaces() {
         for ok in ["payments.charge", "a", "0-x_y.z", &"a".repeat(128)] {
             assert!(valid_namespace(ok), "{ok}");
