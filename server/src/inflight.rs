@@ -191,7 +191,7 @@ fn refusal(headers: &http::HeaderMap) -> Option<Refusal> {
 }
 
 /// The contract's answer to an undecodable request: INVALID_ARGUMENT with ErrorInfo and a
-/// BadRequest naming the request itself (CONTRACT §7), not an unclassified INTERNAL.
+/// BadRequest naming the request itself (docs/api.md#errors), not an unclassified INTERNAL.
 fn invalid_request() -> http::Response<tonic::body::Body> {
     let error = crate::api::error::ApiError::invalid(
         "request",

@@ -1,5 +1,5 @@
-//! Wire ↔ ledger: validates every request field against CONTRACT §1, §2, §6, §7 (naming the field
-//! on error) and turns records into their wire form. Nothing here touches a store.
+//! Wire ↔ ledger: validates every request field against docs/api.md (identity and scope,
+//! fingerprint, limits; errors name the field) and turns records into their wire form. Nothing here touches a store.
 
 use super::error::ApiError;
 use super::limits::*;
