@@ -1,5 +1,6 @@
 //! Wire ↔ ledger: validates every request field against docs/api.md (identity and scope,
-//! fingerprint, limits; errors name the field) and turns records into their wire form. Nothing here touches a store.
+//! fingerprint, limits; errors name the field) and turns records into their wire form. Nothing
+//! here touches a store.
 
 use super::error::ApiError;
 use super::limits::*;
