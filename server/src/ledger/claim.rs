@@ -1,4 +1,5 @@
-//! Claim (CONTRACT §5, rules 2–9): acquire, replay, report in-progress or ask for reconciliation.
+//! Claim (docs/api.md, "Claim transitions", rules 2–9): acquire, replay, report in-progress or
+//! ask for reconciliation.
 
 use super::expiry::with_expiry;
 use super::{next_version, Change, LedgerError, Transition};
@@ -23,7 +24,8 @@ pub struct ClaimArgs {
     pub reconcile: bool,
 }
 
-/// What the caller should do.
+/// What the caller should do: the one outcome type of the server (the API maps it to the wire's
+/// enum, metrics label counters with `name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClaimOutcome {
     /// The caller holds the lease.
@@ -36,6 +38,28 @@ pub enum ClaimOutcome {
     InProgress,
     /// An at-most-once outcome is unknown.
     NeedsReconciliation,
+}
+
+impl ClaimOutcome {
+    /// Every outcome, in declaration order (`outcome as usize` indexes it).
+    pub const ALL: [ClaimOutcome; 5] = [
+        ClaimOutcome::Acquired,
+        ClaimOutcome::Completed,
+        ClaimOutcome::Failed,
+        ClaimOutcome::InProgress,
+        ClaimOutcome::NeedsReconciliation,
+    ];
+
+    /// The outcome's name in the documented API (`ACQUIRED`, `IN_PROGRESS`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            ClaimOutcome::Acquired => "ACQUIRED",
+            ClaimOutcome::Completed => "COMPLETED",
+            ClaimOutcome::Failed => "FAILED",
+            ClaimOutcome::InProgress => "IN_PROGRESS",
+            ClaimOutcome::NeedsReconciliation => "NEEDS_RECONCILIATION",
+        }
+    }
 }
 
 /// The answer to a Claim and the change that makes it true.
@@ -54,6 +78,25 @@ impl ClaimDecision {
             .record
             .as_ref()
             .expect("a claim always yields a record")
+    }
+
+    /// The receipt the Claim leaves in the record's history; its kind tells an acquisition that
+    /// took an expired lease over (`EventKind::Takeover`) from any other.
+    pub fn receipt(&self) -> &super::Event {
+        self.record()
+            .history
+            .last()
+            .expect("every Claim leaves its receipt last")
+    }
+
+    /// Whether the Claim was answered from the record as it is (a dedup hit): its write changes
+    /// only the counter and the history (`durable: false`), so it may be gathered with other
+    /// hits and added later (`add_hits`).
+    pub fn is_dedup_hit(&self) -> bool {
+        matches!(
+            self.transition.change,
+            Change::Replace { durable: false, .. }
+        )
     }
 }
 

@@ -1,5 +1,0 @@
-//! The operator side of `oncekey`: token generation and the claim/complete/fail/lookup commands.
-
-pub mod client;
-pub mod gateway;
-pub mod token;
