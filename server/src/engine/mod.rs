@@ -8,6 +8,7 @@
 mod claim;
 mod clock;
 mod hits;
+mod list;
 mod recent;
 mod waiters;
 
@@ -261,11 +262,11 @@ impl<S: Store> Engine<S> {
             // Decided on: a later round decides on what the conditional write returns instead.
             let decided_on = current.take();
             if let (Change::Replace { durable: false, .. }, Some(next), Some(stored)) =
-                (&transition.change, &transition.record, decided_on)
+                (&transition.change, &transition.record, &decided_on)
             {
                 // Only the counter and history change: park the hit, answer now.
-                self.park_hit(&stored, next);
-                return Ok((Some(stored), extra));
+                self.park_hit(stored, next);
+                return Ok((decided_on, extra));
             }
             let started = Instant::now();
             let (op, cas) = match (&transition.change, &transition.record) {
@@ -281,9 +282,14 @@ impl<S: Store> Engine<S> {
                     Some(next),
                 ) => (
                     "replace",
-                    self.store
-                        .replace_if_version(next, *expected_version, *durable, now)
-                        .await?,
+                    match decided_on.as_ref().filter(|r| r.version == *expected_version) {
+                        Some(previous) => self.store.replace(next, previous, *durable, now).await?,
+                        None => {
+                            self.store
+                                .replace_if_version(next, *expected_version, *durable, now)
+                                .await?
+                        }
+                    },
                 ),
                 (Change::Insert | Change::Replace { .. }, None) => {
                     unreachable!("the ledger writes a record it returns")

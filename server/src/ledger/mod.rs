@@ -6,6 +6,7 @@
 
 mod claim;
 mod expiry;
+mod listing;
 mod record;
 mod settle;
 #[cfg(test)]
@@ -13,6 +14,7 @@ mod tests;
 
 pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome};
 pub use expiry::expiry;
+pub use listing::{Attention, AttentionCounts, Bucket, ListFilter, LISTED};
 pub use record::{bound_history, Event, EventKind, MAX_HISTORY};
 pub use record::{
     Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status,

@@ -391,6 +391,22 @@ impl Store for CqlStore {
         self.answer(written, id, Mine::Delete, now).await
     }
 
+    async fn list(
+        &self,
+        _query: crate::store::ListQuery<'_>,
+        _now: Millis,
+    ) -> Result<crate::store::ListPage, StoreError> {
+        Err(StoreError::Internal("TODO".into()))
+    }
+
+    async fn attention(&self, _now: Millis) -> Result<crate::ledger::AttentionCounts, StoreError> {
+        Err(StoreError::Internal("TODO".into()))
+    }
+
+    fn page_token_key(&self) -> [u8; 32] {
+        [0; 32]
+    }
+
     async fn sweep_expired(&self, _now: Millis, _limit: usize) -> Result<usize, StoreError> {
         // Rows expire by their TTL.
         Ok(0)
