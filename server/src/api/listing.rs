@@ -179,8 +179,14 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert_eq!(field_of(request("t", &parent("", "k"), &tokens)), "parent.namespace");
-        assert_eq!(field_of(request("t", &parent("ns", ""), &tokens)), "parent.key");
+        assert_eq!(
+            field_of(request("t", &parent("", "k"), &tokens)),
+            "parent.namespace"
+        );
+        assert_eq!(
+            field_of(request("t", &parent("ns", ""), &tokens)),
+            "parent.key"
+        );
         let ok = request("t", &parent("flows", "f-1"), &tokens).unwrap();
         assert_eq!(ok.filter.parent.unwrap().key, "f-1");
         let forged = v1::ListRecordsRequest {
@@ -223,6 +229,9 @@ mod tests {
         assert_eq!((result.code, result.body.len()), (201, 0));
         assert_eq!(result.metadata.get("m").map(String::as_str), Some("v"));
         let error = wire.error.unwrap();
-        assert_eq!((error.message.as_str(), error.details.len()), ("last error", 0));
+        assert_eq!(
+            (error.message.as_str(), error.details.len()),
+            ("last error", 0)
+        );
     }
 }

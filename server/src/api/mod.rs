@@ -13,11 +13,11 @@ pub mod listing;
 pub mod page_token;
 
 use crate::engine::Engine;
+use crate::ledger::Millis;
 use crate::store::Store;
 use crate::telemetry::{key_hash, metrics::code_name, otel};
 use auth::{Auth, Tenant};
 use error::ApiError;
-use crate::ledger::Millis;
 use limits::Limits;
 use oncekey_api::v1;
 use page_token::PageTokens;

@@ -186,7 +186,8 @@ mod tests {
             assert!(tokens.open("acme", &f, &altered).is_err(), "byte {i}");
             bytes[i] ^= 1;
         }
-        let forged = URL_SAFE_NO_PAD.encode([&[VERSION][..], b"\x01\x00x", &[0; MAC_BYTES]].concat());
+        let forged =
+            URL_SAFE_NO_PAD.encode([&[VERSION][..], b"\x01\x00x", &[0; MAC_BYTES]].concat());
         for bad in [
             "",
             "!!!",

@@ -282,7 +282,10 @@ impl<S: Store> Engine<S> {
                     Some(next),
                 ) => (
                     "replace",
-                    match decided_on.as_ref().filter(|r| r.version == *expected_version) {
+                    match decided_on
+                        .as_ref()
+                        .filter(|r| r.version == *expected_version)
+                    {
                         Some(previous) => self.store.replace(next, previous, *durable, now).await?,
                         None => {
                             self.store

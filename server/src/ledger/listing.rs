@@ -305,7 +305,13 @@ mod tests {
         assert_eq!(rec.status, Status::Processing, "nothing was written");
         assert_eq!(rec.reported_status(T0 + LEASE), Status::Unknown);
         // A Claim since then stores UNKNOWN: reported the same.
-        let d = claim(&rec.id, Some(&rec), &args(Semantics::AtMostOnce), T0 + LEASE).unwrap();
+        let d = claim(
+            &rec.id,
+            Some(&rec),
+            &args(Semantics::AtMostOnce),
+            T0 + LEASE,
+        )
+        .unwrap();
         assert_eq!(d.outcome, ClaimOutcome::NeedsReconciliation);
         assert_eq!(d.record().reported_status(T0 + LEASE), Status::Unknown);
         // A renewal by the holder before anyone claimed makes it PROCESSING again.

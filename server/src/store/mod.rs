@@ -136,8 +136,10 @@ pub trait Store: Send + Sync + 'static {
     /// How many records of every tenant need attention at `now` (`ledger::Attention`). Costs a
     /// pass over the index of unsettled records: for a metric refreshed every few seconds, never
     /// for each scrape.
-    fn attention(&self, now: Millis)
-        -> impl Future<Output = Result<AttentionCounts, StoreError>> + Send;
+    fn attention(
+        &self,
+        now: Millis,
+    ) -> impl Future<Output = Result<AttentionCounts, StoreError>> + Send;
 
     /// The key that signs this store's page tokens: the same for every server sharing the store
     /// (kept in it), so a token from one replica is accepted by all, and only theirs.

@@ -86,11 +86,15 @@ impl<'t> Index<'t> {
         if old_parent != new_parent {
             if let Some(p) = old_parent {
                 let p = parent_key(key, &p)?;
-                self.children.remove((p.as_slice(), key)).map_err(internal)?;
+                self.children
+                    .remove((p.as_slice(), key))
+                    .map_err(internal)?;
             }
             if let Some(p) = new_parent {
                 let p = parent_key(key, &p)?;
-                self.children.insert((p.as_slice(), key), ()).map_err(internal)?;
+                self.children
+                    .insert((p.as_slice(), key), ())
+                    .map_err(internal)?;
             }
         }
         Ok(())
@@ -128,10 +132,7 @@ pub(super) fn prepare(txn: &WriteTransaction) -> Result<[u8; 32], StoreError> {
         }
         meta.insert(BUILT, &[1u8][..]).map_err(internal)?;
         if count > 0 {
-            tracing::info!(
-                records = count,
-                "embedded store: built the listing indexes"
-            );
+            tracing::info!(records = count, "embedded store: built the listing indexes");
         }
     }
     let stored = meta

@@ -37,7 +37,10 @@ struct Cursor {
 
 impl Cursor {
     fn encode(&self) -> Vec<u8> {
-        let mut out = vec![self.source as u8, u8::try_from(self.bucket).unwrap_or(u8::MAX)];
+        let mut out = vec![
+            self.source as u8,
+            u8::try_from(self.bucket).unwrap_or(u8::MAX),
+        ];
         out.extend_from_slice(&self.after);
         out
     }
@@ -106,7 +109,11 @@ impl Page<'_> {
 
 impl EmbeddedStore {
     /// `Store::list`.
-    pub(super) fn list_page(&self, query: ListQuery<'_>, now: Millis) -> Result<ListPage, StoreError> {
+    pub(super) fn list_page(
+        &self,
+        query: ListQuery<'_>,
+        now: Millis,
+    ) -> Result<ListPage, StoreError> {
         let txn = self.db.begin_read().map_err(internal)?;
         let snapshot = Snapshot {
             records: txn.open_table(RECORDS).map_err(internal)?,
@@ -198,10 +205,7 @@ impl EmbeddedStore {
                 if c != code {
                     break;
                 }
-                if let Some(why) = snapshot
-                    .record(key)?
-                    .and_then(|r| Attention::of(&r, now))
-                {
+                if let Some(why) = snapshot.record(key)?.and_then(|r| Attention::of(&r, now)) {
                     counts.add(why);
                 }
             }
