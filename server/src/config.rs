@@ -33,6 +33,9 @@ pub enum Command {
     Fail(crate::cli::client::FailCmd),
     /// Show a key's record (client side).
     Lookup(crate::cli::client::LookupCmd),
+    /// Find records: `oncekey records list` (client side).
+    #[command(subcommand)]
+    Records(crate::cli::records::RecordsCommand),
     /// Ask a server's grpc.health.v1 service; exit 0 only when SERVING (for probes and helm test).
     Health(crate::cli::client::HealthCmd),
     /// Load-test a running server (and optionally the PostgreSQL design) over real gRPC.

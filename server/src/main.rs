@@ -5,6 +5,7 @@
 
 use clap::Parser;
 use oncekey_server::cli::client;
+use oncekey_server::cli::records::{self, RecordsCommand};
 use oncekey_server::config::{Cli, Command, ConfigError, TokenCommand};
 use oncekey_server::store::embedded::IntegrityError;
 use oncekey_server::{serve, telemetry};
@@ -128,6 +129,10 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             return Ok(());
         }
         Command::Lookup(cmd) => client::lookup(cmd).await?,
+        Command::Records(RecordsCommand::List(cmd)) => {
+            print!("{}", records::list(cmd).await?);
+            return Ok(());
+        }
         Command::Health(cmd) => client::health(cmd).await?,
         Command::Bench(args) => return oncekey_server::bench::run(*args).await,
     };
