@@ -135,6 +135,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         }
         Command::Health(cmd) => client::health(cmd).await?,
         Command::Bench(args) => return oncekey_server::bench::run(*args).await,
+        Command::Gateway(cmd) => return oncekey_server::cli::gateway::run(*cmd).await,
     };
     println!("{}", serde_json::to_string_pretty(&output)?);
     Ok(())

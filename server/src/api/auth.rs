@@ -2,8 +2,8 @@
 //! (local/dev mode), the `x-oncekey-tenant` header, default `default`.
 //!
 //! The tokens file holds `tenant:sha256-hex-of-token` lines, never tokens. A presented token is
-//! hashed and compared with every entry in constant time. Reloaded on SIGHUP; a bad file keeps the
-//! previous table. Never logs a token or its hash.
+//! hashed and compared with every entry in constant time. Reloaded on SIGHUP and when the file
+//! changes (`crate::reload`); a bad file keeps the previous table. Never logs a token or its hash.
 
 use super::error::ApiError;
 use oncekey_api::TENANT_HEADER;

@@ -2,5 +2,6 @@
 //! `records list`.
 
 pub mod client;
+pub mod gateway;
 pub mod records;
 pub mod token;

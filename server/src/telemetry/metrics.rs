@@ -101,6 +101,7 @@ pub struct Metrics {
     store_seconds: Family<StoreLabels, Histogram>,
     conflicts: Family<StoreLabels, Counter>,
     swept: Counter,
+    reload: crate::reload::ReloadMetrics,
     admission_refused: Family<LimitLabels, Counter>,
     needing_attention: Family<AttentionLabels, Gauge>,
     /// The Claim counters by tenant and namespace: the hot path finds its counter without
@@ -248,6 +249,8 @@ impl Metrics {
         for why in crate::ledger::Attention::ALL {
             let _ = needing_attention.get_or_create(&AttentionLabels { status: why.name() });
         }
+        let reload = crate::reload::ReloadMetrics::default();
+        reload.register(registry);
         Self {
             registry: root,
             rpcs,
@@ -261,10 +264,16 @@ impl Metrics {
             swept,
             admission_refused,
             needing_attention,
+            reload,
             series: RwLock::default(),
             max_series,
             per_tenant: Self::per_tenant_share(max_series),
         }
+    }
+
+    /// The tokens-file and TLS reload metrics.
+    pub fn reload(&self) -> &crate::reload::ReloadMetrics {
+        &self.reload
     }
 
     /// The Prometheus text exposition of every metric.

@@ -35,6 +35,9 @@ pub(crate) mod statements;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_levels;
+mod tls;
+#[cfg(test)]
 mod ttl_tests;
 
 pub use connect::ConnectError;
@@ -71,23 +74,17 @@ impl CqlStore {
     /// Connects with the `--cql-*` flags and checks that `oncekey migrate` ran on the keyspace.
     pub async fn connect(args: &CqlArgs) -> Result<Self, ConnectError> {
         let session = connect::session(args).await?;
-        Self::open(
-            Arc::new(session),
-            &args.cql_keyspace,
-            args.cql_local_dc.is_some(),
-        )
-        .await
+        Self::open(Arc::new(session), &args.cql_keyspace, connect::levels(args)).await
     }
 
-    /// Opens the store on an existing session.
+    /// Opens the store on an existing session, with these consistency levels.
     pub async fn open(
         session: Arc<Session>,
         keyspace: &str,
-        local_dc: bool,
+        levels: Levels,
     ) -> Result<Self, ConnectError> {
         connect::check_keyspace(keyspace)?;
         migrate::check_applied(&session, keyspace).await?;
-        let levels = Levels::new(local_dc);
         let statements = Statements::prepare(&session, keyspace, levels)
             .await
             .map_err(|e| ConnectError::Other(format!("preparing statements: {e}")))?;

@@ -29,17 +29,20 @@ fn unix_secs() -> u64 {
         .as_secs()
 }
 
-fn cql_args(keyspace: &str) -> CqlArgs {
+pub(super) fn cql_args(keyspace: &str) -> CqlArgs {
     CqlArgs {
         cql_nodes: vec![node().to_owned()],
         cql_keyspace: keyspace.to_owned(),
         cql_local_dc: None,
         cql_username: None,
         cql_password: None,
+        cql_serial_consistency: Default::default(),
+        cql_keys_dc_pinned: false,
+        cql_tls: Default::default(),
     }
 }
 
-fn migrate_args(keyspace: &str) -> MigrateArgs {
+pub(super) fn migrate_args(keyspace: &str) -> MigrateArgs {
     MigrateArgs {
         cql: cql_args(keyspace),
         cql_replication: Some(migrate::parse_replication("SimpleStrategy:1").unwrap()),
@@ -47,7 +50,7 @@ fn migrate_args(keyspace: &str) -> MigrateArgs {
 }
 
 /// A keyspace name no other test uses.
-fn fresh_keyspace() -> String {
+pub(super) fn fresh_keyspace() -> String {
     format!("{PREFIX}{}_{:08x}", unix_secs(), rand::random::<u32>())
 }
 
