@@ -21,6 +21,8 @@ mod frame;
 mod identity;
 mod index;
 mod list;
+#[cfg(test)]
+mod list_tests;
 mod meta;
 mod metrics;
 mod recovery;
