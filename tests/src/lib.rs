@@ -540,6 +540,15 @@ pub fn cql_tls_node() -> &'static (String, PathBuf) {
     })
 }
 
+/// `--cql-replication` of test keyspaces: `$ONCEKEY_TEST_CQL_REPLICATION` (e.g. `SimpleStrategy:3`
+/// on the three-node cluster of `scripts/test cluster`), else `SimpleStrategy:1` (one node).
+pub fn cql_test_replication() -> String {
+    match std::env::var("ONCEKEY_TEST_CQL_REPLICATION") {
+        Ok(r) if !r.trim().is_empty() => r.trim().to_owned(),
+        _ => "SimpleStrategy:1".to_owned(),
+    }
+}
+
 /// A fresh keyspace on `node`, migrated with the real `oncekey migrate`; named `oncekey_t_…` so
 /// the CQL store's tests drop it once stale.
 pub fn migrated_keyspace(node: &str) -> String {
@@ -560,6 +569,7 @@ pub fn migrated_keyspace_with(node: &str, extra: &[&str]) -> String {
         now.subsec_nanos(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
+    let replication = cql_test_replication();
     let mut args = vec![
         "migrate",
         "--cql-nodes",
@@ -567,7 +577,7 @@ pub fn migrated_keyspace_with(node: &str, extra: &[&str]) -> String {
         "--cql-keyspace",
         &keyspace,
         "--cql-replication",
-        "SimpleStrategy:1",
+        &replication,
     ];
     args.extend_from_slice(extra);
     let (code, stdout, stderr) = run_cli(&args);

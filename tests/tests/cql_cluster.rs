@@ -5,6 +5,8 @@
 //!
 //! The node comes from `$ONCEKEY_TEST_CQL_NODES`, or is started with `scripts/cassandra start`
 //! (once per process). Each test migrates a fresh keyspace with the real `oncekey migrate`.
+//! `scripts/test cluster` runs these again on a three-node cluster (all three contact points,
+//! keyspaces replicated three times).
 
 use oncekey_api::v1::{ClaimOutcome, RecordStatus};
 use oncekey_tests::*;

@@ -5,6 +5,8 @@
 //!   on its own ports, `$ONCEKEY_FAULT_CQL_PORT`, default 9044, so no other test loses its node);
 //! - a fault proxy between server and node that drops (cutting the connection) or delays the
 //!   node's answers to conditional writes: the LWT may have applied though no answer came back;
+//! - a conditional write answered "not applied" on the row it wrote itself (run twice by the
+//!   proxy): still recognised as applied;
 //! - two servers on one keyspace: concurrent Claims of one key acquire once (300, or
 //!   `$ONCEKEY_FAULT_CLAIMS`; the full run sends 1000); takeovers across
 //!   servers whose clocks are 2 s apart (hidden `--clock-skew-ms`).
@@ -16,7 +18,7 @@ mod faults;
 use faults::proxy::{CqlProxy, Fault};
 use faults::workload::{self, Workload, TENANT};
 use faults::{cql, Rng};
-use oncekey_api::v1::ClaimOutcome;
+use oncekey_api::v1::{self, ClaimOutcome};
 use oncekey_client::{Claim, Claimed, Client, OperationKey, StoredResult};
 use oncekey_tests::*;
 use serde_json::json;
@@ -185,6 +187,42 @@ async fn lost_and_late_answers_to_conditional_writes() {
         resolved > 0,
         "no unknown outcome went through the store's re-proposal and serial read"
     );
+}
+
+/// A conditional write answered "not applied" on the row it wrote itself: Cassandra answers so
+/// when a contended Paxos round, retried, first completes the write's own accepted proposal and
+/// then evaluates the condition (found by the cluster tests' linearizability check: a Claim that
+/// created its record was answered IN_PROGRESS, naming its own caller as the holder). The proxy
+/// reproduces it by running the write twice. The Claim must still be ACQUIRED, for a new record
+/// (INSERT) and for a released one (UPDATE).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_reported_not_applied_on_its_own_row_is_recognised() {
+    let node = cql::shared_node();
+    let keyspace = cql::migrated_keyspace(node);
+    let proxy = CqlProxy::start(node, Rng::seed()).await;
+    let server = cql_server(&proxy.addr.to_string(), &keyspace, &[]);
+    let mut rpc = server.client(TENANT).await;
+    let ns = "own.write";
+
+    proxy.set(Fault::DuplicateOnce("INSERT"));
+    let mut request = claim(ns, "new", "{}");
+    request.owner = "first".into();
+    let first = rpc.claim(request).await.unwrap().into_inner();
+    assert_eq!(proxy.stats().duplicated.load(Ordering::Relaxed), 1);
+    assert_eq!(outcome(&first), ClaimOutcome::Acquired, "{first:?}");
+
+    // Released after a retryable failure: the next Claim acquires it with an UPDATE.
+    let token = first.lease.unwrap().token;
+    rpc.fail(fail(ns, "new", token, v1::Disposition::Retryable, "again"))
+        .await
+        .unwrap();
+    proxy.set(Fault::DuplicateOnce("UPDATE"));
+    let mut request = claim(ns, "new", "{}");
+    request.owner = "second".into();
+    let second = rpc.claim(request).await.unwrap().into_inner();
+    assert_eq!(proxy.stats().duplicated.load(Ordering::Relaxed), 2);
+    assert_eq!(outcome(&second), ClaimOutcome::Acquired, "{second:?}");
+    assert_eq!(second.lease.unwrap().token, token + 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

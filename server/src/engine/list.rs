@@ -24,16 +24,16 @@ impl<S: Store> Engine<S> {
             limit: limit.clamp(1, MAX_PAGE),
         };
         let started = Instant::now();
-        let page = self.store.list(query, self.clock.now()).await;
-        self.metrics.store_op("list", started.elapsed());
+        let page = self.core.store.list(query, self.core.clock.now()).await;
+        self.core.metrics.store_op("list", started.elapsed());
         Ok(page?)
     }
 
     /// How many records of every tenant need attention now.
     pub async fn attention(&self) -> Result<AttentionCounts, EngineError> {
         let started = Instant::now();
-        let counts = self.store.attention(self.clock.now()).await;
-        self.metrics.store_op("attention", started.elapsed());
+        let counts = self.core.store.attention(self.core.clock.now()).await;
+        self.core.metrics.store_op("attention", started.elapsed());
         Ok(counts?)
     }
 }

@@ -1,4 +1,5 @@
-//! Claim (CONTRACT §5, rules 2–9): acquire, replay, report in-progress or ask for reconciliation.
+//! Claim (docs/api.md, "Claim transitions", rules 2–9): acquire, replay, report in-progress or
+//! ask for reconciliation.
 
 use super::expiry::with_expiry;
 use super::{next_version, Change, LedgerError, Transition};
@@ -54,6 +55,25 @@ impl ClaimDecision {
             .record
             .as_ref()
             .expect("a claim always yields a record")
+    }
+
+    /// The receipt the Claim leaves in the record's history; its kind tells an acquisition that
+    /// took an expired lease over (`EventKind::Takeover`) from any other.
+    pub fn receipt(&self) -> &super::Event {
+        self.record()
+            .history
+            .last()
+            .expect("every Claim leaves its receipt last")
+    }
+
+    /// Whether the Claim was answered from the record as it is (a dedup hit): its write changes
+    /// only the counter and the history (`durable: false`), so it may be gathered with other
+    /// hits and added later (`add_hits`).
+    pub fn is_dedup_hit(&self) -> bool {
+        matches!(
+            self.transition.change,
+            Change::Replace { durable: false, .. }
+        )
     }
 }
 

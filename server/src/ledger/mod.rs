@@ -1,11 +1,14 @@
-//! The ledger state machine of CONTRACT §5: given the current record (or none), a request and `now`,
-//! it decides the answer and the next record. Pure code, the one definition for every store.
+//! The ledger state machine (docs/api.md, "Claim transitions" and "Settling"): given the current
+//! record (or none), a request and `now`, it decides the answer and the next record. Pure code,
+//! the one definition for every store. That includes the dedup hits a Claim answered from the
+//! record leaves, and where hits gathered to be written later go (`hits`).
 //!
 //! It must not do I/O, read a clock, or know about gRPC or a database: the engine feeds it records
 //! read from a store and writes back what it decides with compare-and-set.
 
 mod claim;
 mod expiry;
+mod hits;
 mod listing;
 mod record;
 mod settle;
@@ -14,6 +17,7 @@ mod tests;
 
 pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome};
 pub use expiry::expiry;
+pub use hits::{add_hits, count_hits, HitBatch, Life, Share};
 pub use listing::{Attention, AttentionCounts, Bucket, ListFilter, LISTED};
 pub use record::{bound_history, Event, EventKind, MAX_HISTORY};
 pub use record::{

@@ -6,7 +6,7 @@
 //! Nothing here trusts the service's own answers for the verdict: duplicates are counted in the
 //! effect file, losses by looking up what the client saw acknowledged.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod cql;
 pub mod effects;

@@ -14,8 +14,12 @@
 //!
 //! A write whose outcome is unknown (timeout, broken connection) is proposed again, identically,
 //! until a node answers; each write carries a random `write_id`, so when the re-proposal finds its
-//! condition failed, a SERIAL read tells whether an earlier copy of it is what applied. If no
-//! answer comes, the caller gets `Unavailable` (safe to retry: the next attempt sees the truth).
+//! condition failed, a SERIAL read tells whether an earlier copy of it is what applied. A failed
+//! condition on a row carrying the write's own `write_id` always means it applied: Cassandra
+//! answers so when a contended Paxos round, retried, completes the write's own accepted proposal
+//! before checking the condition. Conditional writes are never retried by the driver (whose
+//! default policy retries even them after Unavailable). If no answer comes, the caller gets
+//! `Unavailable` (safe to retry: the next attempt sees the truth).
 //! A failed condition (Cassandra returns only the condition columns) is answered from a SERIAL
 //! read.
 //!
@@ -41,10 +45,11 @@ mod tls;
 mod ttl_tests;
 
 pub use connect::ConnectError;
+pub use statements::Levels;
 
 use crate::config::CqlArgs;
 use crate::ledger::{AttentionCounts, Millis, Record, RecordId};
-use crate::store::{Cas, ListPage, ListQuery, Store, StoreError};
+use crate::store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
 use codec::{RowView, Value};
 use errors::Failure;
 use scylla::client::session::Session;
@@ -52,7 +57,7 @@ use scylla::response::query_result::QueryResult;
 use scylla::statement::batch::Batch;
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
-use statements::{Levels, Statements};
+use statements::Statements;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -186,7 +191,7 @@ impl CqlStore {
         let (applied, full) = with_first_row(written.result, |row| {
             let row = row.ok_or_else(|| StoreError::Internal("LWT without a result row".into()))?;
             let full = if row.is_full() {
-                Some(row.record(id)?)
+                Some(StoredRow::decode(&row, id)?)
             } else {
                 None
             };
@@ -195,21 +200,21 @@ impl CqlStore {
         if applied {
             return Ok(Cas::Applied);
         }
-        if written.resent {
-            // The condition may have failed because an earlier copy of this write applied.
-            let found = self.read_serial(id).await?;
-            let live = found.live(now);
-            return Ok(match mine {
-                Mine::Write(ours) if found.write_id == Some(ours) => Cas::Applied,
-                Mine::Delete if live.is_none() => Cas::Applied,
-                _ => Cas::Conflict(live),
-            });
-        }
-        match full {
+        let found = match full {
             // ScyllaDB returns the whole current row; Cassandra only the condition columns.
-            Some(current) => Ok(Cas::Conflict(current.filter(|r| !r.is_expired(now)))),
-            None => Ok(Cas::Conflict(self.read_serial(id).await?.live(now))),
-        }
+            // After a re-proposal the row must be read at SERIAL anyway (see below).
+            Some(found) if !written.resent => found,
+            _ => self.read_serial(id).await?,
+        };
+        let live = found.live(now);
+        Ok(match mine {
+            // The condition failed on the row this very write produced: an earlier copy of it
+            // applied (after a re-proposal), or the coordinator, retrying a contended Paxos
+            // round, completed the write's own accepted proposal before checking the condition.
+            Mine::Write(ours) if found.write_id == Some(ours) => Cas::Applied,
+            Mine::Delete if written.resent && live.is_none() => Cas::Applied,
+            _ => Cas::Conflict(live),
+        })
     }
 }
 
@@ -334,6 +339,11 @@ impl Store for CqlStore {
         Ok(record.flatten().filter(|r| !r.is_expired(now)))
     }
 
+    async fn get_brief(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+        // Not worth a statement of its own: a Claim inserts first (`insert_returns_live`).
+        self.get(id, now).await
+    }
+
     async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
         let write_id = rand::random();
         let key = codec::key_values(&record.id).to_vec();
@@ -349,7 +359,6 @@ impl Store for CqlStore {
             let batch = &self.statements.insert_kept;
             self.propose(Proposal::Batch(batch, vec![key, set])).await?
         };
-        let resent = written.resent;
         // A failed INSERT … IF NOT EXISTS returns the existing row (both Cassandra and ScyllaDB);
         // should a server return less, a serial read tells.
         let existing = with_first_row(written.result, |row| {
@@ -367,8 +376,9 @@ impl Store for CqlStore {
             Some(Some(found)) => found,
             Some(None) => self.read_serial(&record.id).await?,
         };
-        if resent && found.write_id == Some(write_id) {
-            // An earlier copy of this insert applied.
+        if found.write_id == Some(write_id) {
+            // The row is this insert's own: an earlier copy of it applied (`resent`), or the
+            // coordinator completed its accepted proposal before checking the condition.
             return Ok(self.indexed_new(record, now).await);
         }
         match found.live(now) {
@@ -467,11 +477,12 @@ impl Store for CqlStore {
             .map_err(|e| errors::classify(&e).into_store_error())
     }
 
-    fn single_process(&self) -> bool {
-        false
-    }
-
-    fn insert_first(&self) -> bool {
-        true
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            single_process: false,
+            // A failed `INSERT … IF NOT EXISTS` answers with the existing row.
+            insert_returns_live: true,
+            brief_reads: false,
+        }
     }
 }

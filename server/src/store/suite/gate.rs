@@ -3,7 +3,7 @@
 //! a background hit flush is between its read and its write.
 
 use crate::ledger::{AttentionCounts, Millis, Record, RecordId};
-use crate::store::{Cas, ListPage, ListQuery, Store, StoreError};
+use crate::store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
@@ -128,11 +128,7 @@ impl<S: Store> Store for Gated<S> {
         self.inner.check_ready().await
     }
 
-    fn single_process(&self) -> bool {
-        self.inner.single_process()
-    }
-
-    fn insert_first(&self) -> bool {
-        self.inner.insert_first()
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
     }
 }
