@@ -12,10 +12,12 @@ mod expiry;
 mod gate;
 mod hits;
 mod listing;
+mod listing_changes;
 mod waits;
 pub use expiry::*;
 pub use hits::*;
 pub use listing::*;
+pub use listing_changes::*;
 pub use waits::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -60,6 +62,8 @@ macro_rules! store_suite {
             case!(list_never_shows_a_stale_entry_under_a_wrong_status);
             case!(list_shows_a_status_held_for_5s);
             case!(attention_counts_what_needs_attention);
+            case!(list_walks_on_while_records_change);
+            case!(list_never_shows_a_gone_record);
         }
     };
 }

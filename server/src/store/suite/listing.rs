@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 const LEASE: Millis = 30_000;
 
-fn args(semantics: Semantics, parent: Option<ParentRef>) -> ClaimArgs {
+pub(super) fn args(semantics: Semantics, parent: Option<ParentRef>) -> ClaimArgs {
     ClaimArgs {
         fingerprint: [3; 32],
         lease_ttl: LEASE,
@@ -27,7 +27,7 @@ fn args(semantics: Semantics, parent: Option<ParentRef>) -> ClaimArgs {
     }
 }
 
-fn parent(key: &str) -> ParentRef {
+pub(super) fn parent(key: &str) -> ParentRef {
     ParentRef {
         namespace: "flows".into(),
         key: key.into(),
@@ -35,17 +35,21 @@ fn parent(key: &str) -> ParentRef {
 }
 
 /// A tenant no other case uses.
-fn tenant() -> String {
+pub(super) fn tenant() -> String {
     format!("list-{:08x}", rand::random::<u32>())
 }
 
-fn filter(namespace: Option<&str>, statuses: &[Status], parent: Option<ParentRef>) -> ListFilter {
+pub(super) fn filter(
+    namespace: Option<&str>,
+    statuses: &[Status],
+    parent: Option<ParentRef>,
+) -> ListFilter {
     ListFilter::new(namespace.map(str::to_owned), statuses.to_vec(), parent)
 }
 
 /// Every page of `tenant`'s listing with `filter`, `limit` at a time; checks that no page is
 /// larger than asked and that no record comes twice.
-async fn all_pages<S: Store>(
+pub(super) async fn all_pages<S: Store>(
     engine: &Engine<S>,
     tenant: &str,
     filter: &ListFilter,
@@ -85,7 +89,7 @@ async fn all_pages<S: Store>(
     panic!("the listing never ended");
 }
 
-fn keys(records: &[Record]) -> BTreeSet<(String, String)> {
+pub(super) fn keys(records: &[Record]) -> BTreeSet<(String, String)> {
     records
         .iter()
         .map(|r| (r.id.namespace.clone(), r.id.key.clone()))
