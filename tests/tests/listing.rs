@@ -7,6 +7,7 @@
 //!   `oncekey_records_needing_attention` before any Claim comes, and a lapsed AT_LEAST_ONCE one
 //!   counts as PROCESSING_LAPSED;
 //! - the CLI's table and JSON, one page at a time, and its refusal of an unknown status;
+//! - a page token still pages on after its embedded server restarts, and is refused by another;
 //! - on the CQL store: the same, and a page token of one replica accepted by another.
 
 use oncekey_api::v1::{self, ClaimOutcome, RecordStatus, Semantics};
@@ -144,6 +145,47 @@ async fn pages_filters_and_refusals(server: &Server) {
 async fn list_records_pages_filters_and_refusals_embedded() {
     let server = Server::start(&[]);
     pages_filters_and_refusals(&server).await;
+}
+
+/// The embedded store keeps its page-token key in its database: a token still pages on after
+/// the server restarts (cleanly or after `kill -9`), and a server on another data directory
+/// refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_token_outlives_a_restart_of_its_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let mut server = Server::start_on(&data_dir, &[]);
+    let mut acme = server.client("acme").await;
+    fill(&mut acme, 30).await;
+    let first = acme
+        .list_records(list(&[], 10, ""))
+        .await
+        .unwrap()
+        .into_inner();
+    let token = first.next_page_token;
+    assert!(!token.is_empty());
+    let keys = |records: &[v1::Record]| -> BTreeSet<String> {
+        records.iter().map(|r| r.key.clone()).collect()
+    };
+    let seen = keys(&first.records);
+    for clean in [true, false] {
+        if clean {
+            assert!(server.terminate(Duration::from_secs(60)).success());
+        } else {
+            server.kill9();
+        }
+        server = tokio::task::block_in_place(|| Server::start_on(&data_dir, &[]));
+        let mut acme = server.client("acme").await;
+        let rest = walk(&mut acme, list(&[], 10, &token)).await;
+        assert_eq!(rest.len(), 20, "restarted cleanly: {clean}");
+        assert!(keys(&rest).is_disjoint(&seen), "restarted cleanly: {clean}");
+    }
+    // Another store (another data directory) signs with another key.
+    let other = tokio::task::block_in_place(|| Server::start(&[]));
+    let mut acme = other.client("acme").await;
+    fill(&mut acme, 30).await;
+    let err = acme.list_records(list(&[], 10, &token)).await.unwrap_err();
+    assert_eq!(invalid_field(&err), "page_token");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
