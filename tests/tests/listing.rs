@@ -147,6 +147,57 @@ async fn list_records_pages_filters_and_refusals_embedded() {
     pages_filters_and_refusals(&server).await;
 }
 
+/// The Rust client's typed listing: one page (`list_records`) and a pager (`list_all`) that
+/// follows the tokens to the end, with filters, against the real binary.
+#[tokio::test]
+async fn the_rust_client_lists_a_page_and_pages_through_all() {
+    use oncekey_client::{Client, ConnectOptions, ListRecords, RecordStatus as Status};
+    let server = Server::start(&[]);
+    let mut raw = server.client("acme").await;
+    fill(&mut raw, 75).await;
+    let options = ConnectOptions {
+        tenant: Some("acme".into()),
+        ..Default::default()
+    };
+    let client = Client::connect(&server.grpc, options).await.unwrap();
+    let page = client
+        .list_records(&ListRecords::new().page_size(10))
+        .await
+        .unwrap();
+    assert_eq!(page.records.len(), 10);
+    let token = page.next_page_token.expect("more pages");
+    let rest = client
+        .list_all(ListRecords::new().page_size(10).page_token(token))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 65);
+    let all: BTreeSet<String> = page
+        .records
+        .iter()
+        .chain(&rest)
+        .map(|r| r.key.clone())
+        .collect();
+    assert_eq!(all.len(), 75);
+    let mut pager = client.list_all(
+        ListRecords::new()
+            .namespace("jobs")
+            .status(Status::Succeeded)
+            .page_size(7),
+    );
+    let mut succeeded = 0;
+    while let Some(record) = pager.next().await {
+        let record = record.unwrap();
+        assert_eq!(record.status, Status::Succeeded);
+        let result = record.result.expect("the result, less its body");
+        assert!(result.body.is_empty());
+        succeeded += 1;
+    }
+    assert_eq!(succeeded, 25, "every third of 75");
+    let none = client.list_all(ListRecords::new().namespace("other"));
+    assert!(none.collect().await.unwrap().is_empty());
+}
+
 /// The embedded store keeps its page-token key in its database: a token still pages on after
 /// the server restarts (cleanly or after `kill -9`), and a server on another data directory
 /// refuses it.

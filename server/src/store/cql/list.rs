@@ -9,10 +9,11 @@
 //! A page walks the filter's buckets in order, each over its `index::SHARDS` partitions in
 //! order; its cursor is (bucket, shard, namespace, key) of the last row read. A page stops when
 //! full, or after `SCAN_BUDGET` rows or `QUERY_BUDGET` queries, with a cursor to go on from.
+//! The needs-attention counts read the same rows (`attention`).
 
 use super::index::{self, StatusRow, SHARDS};
 use super::{errors, with_first_row, CqlStore};
-use crate::ledger::{Attention, AttentionCounts, Bucket, ListFilter, Millis, Record, RecordId};
+use crate::ledger::{Bucket, ListFilter, Millis, Record, RecordId};
 use crate::store::{ListPage, ListQuery, StoreError};
 use futures_util::{StreamExt, TryStreamExt};
 use scylla::statement::prepared::PreparedStatement;
@@ -25,18 +26,18 @@ const QUERY_BUDGET: usize = 400;
 /// Records read at once while checking rows.
 const READS_IN_FLIGHT: usize = 64;
 /// Rows one query of a whole partition returns (the attention counts).
-const PARTITION_PAGE: i32 = 1000;
+pub(super) const PARTITION_PAGE: i32 = 1000;
 
 /// One index row as read.
 #[derive(Debug, Clone)]
-struct Row {
-    id: RecordId,
-    version: u64,
+pub(super) struct Row {
+    pub(super) id: RecordId,
+    pub(super) version: u64,
     /// The lease end the row recorded (`records_by_status` only).
-    lease_expires_at: Option<Millis>,
-    written_at: Millis,
+    pub(super) lease_expires_at: Option<Millis>,
+    pub(super) written_at: Millis,
     /// The row's write time, to delete exactly it.
-    write_time: i64,
+    pub(super) write_time: i64,
 }
 
 /// Where a page stopped: which source, bucket and shard, and the last (namespace, key) read.
@@ -112,7 +113,7 @@ impl Page<'_> {
     }
 }
 
-fn text(s: &str) -> Option<CqlValue> {
+pub(super) fn text(s: &str) -> Option<CqlValue> {
     Some(CqlValue::Text(s.to_owned()))
 }
 
@@ -162,7 +163,7 @@ impl CqlStore {
     }
 
     /// Runs index deletes in the background; a failure only leaves a stale row.
-    fn spawn_deletes(&self, deletes: Vec<(&'static str, Vec<super::Value>)>) {
+    pub(super) fn spawn_deletes(&self, deletes: Vec<(&'static str, Vec<super::Value>)>) {
         let (session, statements) = (self.session.clone(), self.index.clone());
         tokio::spawn(async move {
             for (table, values) in deletes {
@@ -193,7 +194,7 @@ impl CqlStore {
     }
 
     /// The records of `rows`, read concurrently, in order.
-    async fn read_rows(
+    pub(super) async fn read_rows(
         &self,
         rows: Vec<Row>,
         now: Millis,
@@ -209,7 +210,7 @@ impl CqlStore {
     }
 
     /// Runs a query for index rows (`with_lease`: rows of `records_by_status`).
-    async fn rows(
+    pub(super) async fn rows(
         &self,
         statement: &PreparedStatement,
         values: Vec<super::Value>,
@@ -455,74 +456,10 @@ impl CqlStore {
             _ => page.examined += 1,
         }
     }
-
-    /// `Store::attention`: the shared bucket rows that may need attention, each candidate checked
-    /// against its record. A PROCESSING row whose recorded lease end is still ahead is not read
-    /// (every durable write rewrites the row, so a renewal shows there).
-    pub(super) async fn attention_counts(
-        &self,
-        now: Millis,
-    ) -> Result<AttentionCounts, StoreError> {
-        let mut counts = AttentionCounts::default();
-        for bucket in Attention::buckets() {
-            let leased = matches!(
-                bucket,
-                Bucket::ProcessingAtMostOnce | Bucket::Stored(crate::ledger::Status::Processing)
-            );
-            for shard in 0..SHARDS {
-                let mut after = (String::new(), String::new(), String::new());
-                loop {
-                    let values = vec![
-                        text(index::SHARED_SCOPE),
-                        text(index::bucket_name(bucket)),
-                        Some(CqlValue::Int(shard)),
-                        text(&after.0),
-                        text(&after.1),
-                        text(&after.2),
-                        Some(CqlValue::Int(PARTITION_PAGE)),
-                    ];
-                    let rows = self.rows(&self.index.page_partition, values, true).await?;
-                    let exhausted = rows.len() < PARTITION_PAGE as usize;
-                    if let Some(last) = rows.last() {
-                        after = (
-                            last.id.tenant.clone(),
-                            last.id.namespace.clone(),
-                            last.id.key.clone(),
-                        );
-                    }
-                    let candidates: Vec<Row> = rows
-                        .into_iter()
-                        .filter(|r| !leased || r.lease_expires_at.is_none_or(|end| end <= now))
-                        .collect();
-                    for (row, record) in self.read_rows(candidates, now).await? {
-                        let in_place = record
-                            .as_ref()
-                            .is_some_and(|r| Bucket::of(r) == Some(bucket));
-                        if in_place {
-                            if let Some(why) = record.as_ref().and_then(|r| Attention::of(r, now)) {
-                                counts.add(why);
-                            }
-                        } else if record_is_stale(record.as_ref(), &row, now) {
-                            let status_row = StatusRow {
-                                bucket,
-                                id: row.id.clone(),
-                            };
-                            let values = index::delete_status_values(&status_row, row.write_time);
-                            self.spawn_deletes(vec![("status", values)]);
-                        }
-                    }
-                    if exhausted {
-                        break;
-                    }
-                }
-            }
-        }
-        Ok(counts)
-    }
 }
 
 /// `index::is_stale` for a row that does not point at where its record is.
-fn record_is_stale(record: Option<&Record>, row: &Row, now: Millis) -> bool {
+pub(super) fn record_is_stale(record: Option<&Record>, row: &Row, now: Millis) -> bool {
     index::is_stale(record, false, row.version, row.written_at, now)
 }
 

@@ -28,6 +28,7 @@
 
 // `codec`, `connect` and `statements` are also used, read-only, by `oncekey bench --cql-raw`,
 // which issues the store's LWTs without the service around them.
+mod attention;
 pub(crate) mod codec;
 pub(crate) mod connect;
 mod errors;
