@@ -23,7 +23,7 @@
 //! random choices. The checker's own tests (cluster/checker_tests.rs) need no cluster and always run.
 
 mod cluster;
-mod faults;
+use oncekey_tests::faults;
 
 use cluster::downtime::{self, Figures};
 use cluster::history::{Answer, Op};

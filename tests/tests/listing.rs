@@ -240,6 +240,7 @@ async fn a_page_token_outlives_a_restart_of_its_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Cassandra: scripts/test cql runs it"]
 async fn list_records_on_cql_and_tokens_across_replicas() {
     let node = cql_node();
     let keyspace = migrated_keyspace(node);

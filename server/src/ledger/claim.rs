@@ -24,7 +24,8 @@ pub struct ClaimArgs {
     pub reconcile: bool,
 }
 
-/// What the caller should do.
+/// What the caller should do: the one outcome type of the server (the API maps it to the wire's
+/// enum, metrics label counters with `name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClaimOutcome {
     /// The caller holds the lease.
@@ -37,6 +38,28 @@ pub enum ClaimOutcome {
     InProgress,
     /// An at-most-once outcome is unknown.
     NeedsReconciliation,
+}
+
+impl ClaimOutcome {
+    /// Every outcome, in declaration order (`outcome as usize` indexes it).
+    pub const ALL: [ClaimOutcome; 5] = [
+        ClaimOutcome::Acquired,
+        ClaimOutcome::Completed,
+        ClaimOutcome::Failed,
+        ClaimOutcome::InProgress,
+        ClaimOutcome::NeedsReconciliation,
+    ];
+
+    /// The outcome's name in the documented API (`ACQUIRED`, `IN_PROGRESS`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            ClaimOutcome::Acquired => "ACQUIRED",
+            ClaimOutcome::Completed => "COMPLETED",
+            ClaimOutcome::Failed => "FAILED",
+            ClaimOutcome::InProgress => "IN_PROGRESS",
+            ClaimOutcome::NeedsReconciliation => "NEEDS_RECONCILIATION",
+        }
+    }
 }
 
 /// The answer to a Claim and the change that makes it true.

@@ -10,10 +10,10 @@
 
 use super::history::{Answer, Call, Op};
 use super::wire;
-use crate::faults::Rng;
 use oncekey_client::{Client, ConnectOptions, LedgerRpc};
 use oncekey_server::ledger::{ClaimArgs, ClaimOutcome, Disposition, Millis};
 use oncekey_server::ledger::{OpError, OpResult, Semantics};
+use oncekey_tests::faults::Rng;
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -26,17 +26,16 @@
 //! This module must not decide ledger transitions (the engine does) nor write plain, non-conditional
 //! statements to the records table: mixing them with LWTs on one row breaks linearizability.
 
-// `codec`, `connect` and `statements` are also used, read-only, by `oncekey bench --cql-raw`,
-// which issues the store's LWTs without the service around them.
 mod attention;
-pub(crate) mod codec;
-pub(crate) mod connect;
+mod codec;
+mod config;
+mod connect;
 mod errors;
 mod index;
 mod list;
 pub mod migrate;
 mod replication;
-pub(crate) mod statements;
+mod statements;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -45,10 +44,10 @@ mod tls;
 #[cfg(test)]
 mod ttl_tests;
 
+pub use config::{CqlConfig, CqlTlsConfig, SerialLevel};
 pub use connect::ConnectError;
 pub use statements::Levels;
 
-use crate::config::CqlArgs;
 use crate::ledger::{AttentionCounts, Millis, Record, RecordId};
 use crate::store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
 use codec::{RowView, Value};
@@ -77,10 +76,10 @@ pub struct CqlStore {
 }
 
 impl CqlStore {
-    /// Connects with the `--cql-*` flags and checks that `oncekey migrate` ran on the keyspace.
-    pub async fn connect(args: &CqlArgs) -> Result<Self, ConnectError> {
-        let session = connect::session(args).await?;
-        Self::open(Arc::new(session), &args.cql_keyspace, connect::levels(args)).await
+    /// Connects with the `--cql-*` settings and checks that `oncekey migrate` ran on the keyspace.
+    pub async fn connect(config: &CqlConfig) -> Result<Self, ConnectError> {
+        let session = connect::session(config).await?;
+        Self::open(Arc::new(session), &config.keyspace, connect::levels(config)).await
     }
 
     /// Opens the store on an existing session, with these consistency levels.

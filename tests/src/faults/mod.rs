@@ -1,14 +1,11 @@
 //! The fault-injection harness shared by the crash and store-fault trials: an external side-effect
 //! ledger that workers append to when they perform their effect, a claim → effect → complete
 //! workload over the Rust client, the checks that count duplicates and losses from the outside,
-//! CQL node helpers and a CQL-aware TCP fault proxy.
+//! and a CQL-aware TCP fault proxy (CQL nodes: `crate::cql`).
 //!
 //! Nothing here trusts the service's own answers for the verdict: duplicates are counted in the
 //! effect file, losses by looking up what the client saw acknowledged.
 
-#![allow(dead_code, unused_imports)]
-
-pub mod cql;
 pub mod effects;
 pub mod proxy;
 pub mod workload;
@@ -40,7 +37,7 @@ impl Rng {
     }
 
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -51,12 +48,12 @@ impl Rng {
 
     /// A number in `lo..hi`.
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo).max(1)
+        lo + self.next_u64() % (hi - lo).max(1)
     }
 
     /// True with probability `p`.
     pub fn chance(&mut self, p: f64) -> bool {
-        (self.next() % 1_000_000) as f64 / 1_000_000.0 < p
+        (self.next_u64() % 1_000_000) as f64 / 1_000_000.0 < p
     }
 }
 

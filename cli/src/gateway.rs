@@ -2,9 +2,11 @@
 //! `oncekey-gateway` crate's) plus the client commands' ledger connection (`--server`, `--token`,
 //! `--tenant`, TLS). Everything else lives in that crate.
 
-use crate::cli::client::ConnArgs;
-use crate::config::{ConfigError, LogFormat};
+use crate::args::LogFormat;
+use crate::client::ConnArgs;
 use clap::Args;
+use oncekey_server::settings::ConfigError;
+use oncekey_server::telemetry;
 
 /// `oncekey gateway`
 #[derive(Debug, Clone, Args)]
@@ -27,7 +29,7 @@ pub struct GatewayCmd {
 
 /// Runs `oncekey gateway` until SIGTERM or SIGINT, then drains.
 pub async fn run(cmd: GatewayCmd) -> anyhow::Result<()> {
-    crate::telemetry::init(cmd.log_format, None).map_err(ConfigError)?;
+    telemetry::init(cmd.log_format.into(), None).map_err(ConfigError)?;
     let options = oncekey_client::ConnectOptions {
         token: cmd.conn.token.clone(),
         tenant: cmd.conn.tenant.clone(),

@@ -78,7 +78,7 @@ impl Rig {
             options: oncekey_client::ConnectOptions {
                 token: args.token.clone(),
                 tenant: Some(args.tenant.clone()),
-                tls: args.tls.options()?,
+                tls: args.tls.clone(),
                 ..Default::default()
             },
         };

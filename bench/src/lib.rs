@@ -9,9 +9,10 @@
 //! issues, through the same driver and session settings, so a `--store cql` server's overhead over
 //! them can be stated.
 //!
-//! It is a client: it must not link into the server's request path, and it keeps its own per-op
-//! work small (precomputed fingerprint and result body, worker-local histograms) so that what it
-//! measures is the server.
+//! It is a client, in a crate of its own (`oncekey-bench`): the production library does not carry
+//! it, and it reaches the stores only through the server library's public API. It keeps its own
+//! per-op work small (precomputed fingerprint and result body, worker-local histograms) so that
+//! what it measures is the server.
 
 mod args;
 mod cpu;
@@ -43,7 +44,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     ));
     let target = grpc::Target::connect(&args).await?;
     // Connected before anything runs, so a wrong node or keyspace fails fast.
-    let raw_cql = match args.cql_raw_args() {
+    let raw_cql = match args.cql_raw_config() {
         Some(cql) => {
             Some(cql::RawCql::connect(&cql, &args.tenant, &args.namespace, args.body_bytes).await?)
         }

@@ -87,7 +87,7 @@ pub(super) fn describe(status: &tonic::Status) -> String {
         .unwrap_or_default();
     format!(
         "{} {reason}",
-        crate::telemetry::metrics::code_name(status.code())
+        oncekey_server::telemetry::metrics::code_name(status.code())
     )
 }
 

@@ -1,9 +1,10 @@
 //! The `oncekey bench` flags and their checks. Nothing here talks to a server.
 
 use super::driver::Kind;
-use crate::config::{parse_duration, ConfigError, CqlArgs};
-use crate::ledger::Millis;
 use clap::{Args, ValueEnum};
+use oncekey_server::ledger::Millis;
+use oncekey_server::settings::{parse_duration, ConfigError};
+use oncekey_server::store::cql::CqlConfig;
 use std::path::PathBuf;
 
 /// A workload to measure.
@@ -54,9 +55,10 @@ pub struct BenchArgs {
     /// Tenant header (dev-mode servers).
     #[arg(long, env = "ONCEKEY_TENANT", default_value = "bench")]
     pub tenant: String,
-    /// TLS to the server (with an `https://` --server), as for the client commands.
-    #[command(flatten)]
-    pub tls: crate::cli::client::TlsArgs,
+    /// TLS to the server (with an `https://` --server): set by the command line from the client
+    /// commands' TLS flags.
+    #[arg(skip)]
+    pub tls: Option<oncekey_client::TlsOptions>,
     /// Scenarios to run, in order, comma-separated.
     #[arg(
         long = "scenario",
@@ -231,16 +233,14 @@ impl BenchArgs {
     }
 
     /// The CQL connection of `--cql-raw`, when given: what `serve --store cql` would use.
-    pub fn cql_raw_args(&self) -> Option<CqlArgs> {
-        Some(CqlArgs {
-            cql_nodes: self.cql_raw.clone()?,
-            cql_keyspace: self.cql_raw_keyspace.clone(),
-            cql_local_dc: self.cql_raw_local_dc.clone(),
-            cql_username: self.cql_raw_username.clone(),
-            cql_password: self.cql_raw_password.clone(),
-            cql_serial_consistency: Default::default(),
-            cql_keys_dc_pinned: false,
-            cql_tls: Default::default(),
+    pub fn cql_raw_config(&self) -> Option<CqlConfig> {
+        Some(CqlConfig {
+            nodes: self.cql_raw.clone()?,
+            keyspace: self.cql_raw_keyspace.clone(),
+            local_dc: self.cql_raw_local_dc.clone(),
+            username: self.cql_raw_username.clone(),
+            password: self.cql_raw_password.clone(),
+            ..CqlConfig::new(&[], &self.cql_raw_keyspace)
         })
     }
 }

@@ -1,8 +1,16 @@
 //! `oncekey token new`: a random bearer token and the tokens-file line that admits it.
 
-use crate::api::auth::{token_hash, valid_tenant};
-use crate::config::ConfigError;
+use oncekey_server::api::auth::{token_hash, valid_tenant};
+use oncekey_server::settings::ConfigError;
 use rand::RngCore;
+
+/// Prints a new token for `tenant` and its tokens-file line.
+pub fn new(tenant: &str) -> anyhow::Result<()> {
+    let (token, line) = new_token(tenant)?;
+    println!("token: {token}");
+    println!("tokens-file line: {line}");
+    Ok(())
+}
 
 /// Returns (token, tokens-file line) for `tenant`.
 pub fn new_token(tenant: &str) -> Result<(String, String), ConfigError> {

@@ -45,7 +45,7 @@ impl Probe {
             None => None,
         };
         Sample {
-            client: crate::telemetry::process::cpu_seconds(),
+            client: oncekey_server::telemetry::process::cpu_seconds(),
             server,
         }
     }

@@ -24,13 +24,13 @@ pub struct Target {
 }
 
 impl Target {
-    /// Opens `--connections` HTTP/2 connections to `--server`.
+    /// Opens `--connections` HTTP/2 connections to `--server` (over TLS with `args.tls`).
     pub async fn connect(args: &BenchArgs) -> anyhow::Result<Self> {
         let mut endpoint = Endpoint::from_shared(args.server.clone())
             .with_context(|| format!("bad --server {}", args.server))?
             .tcp_nodelay(true)
             .connect_timeout(std::time::Duration::from_secs(5));
-        if let Some(tls) = args.tls.options()? {
+        if let Some(tls) = &args.tls {
             endpoint = endpoint.tls_config(tls.config()?)?;
         }
         let mut channels = Vec::with_capacity(args.connections);

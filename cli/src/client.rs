@@ -1,10 +1,10 @@
 //! `oncekey claim|complete|fail|lookup`: one RPC each, for operators and scripts. Output is one
 //! JSON document on stdout; a gRPC error prints `error: CODE REASON: message` on stderr, exit 1.
 
-use crate::config::parse_duration;
 use clap::{Args, ValueEnum};
 use oncekey_api::v1;
 use oncekey_client::{Client, ConnectOptions};
+use oncekey_server::settings::parse_duration;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use tonic_types::StatusExt;
@@ -209,7 +209,10 @@ fn parse_pair(text: &str) -> Result<(String, String), String> {
 }
 
 fn duration(ms: i64) -> prost_types::Duration {
-    crate::api::convert::duration(ms)
+    prost_types::Duration {
+        seconds: ms.div_euclid(1000),
+        nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
+    }
 }
 
 /// The generated client, connected with `conn`.

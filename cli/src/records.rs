@@ -2,7 +2,7 @@
 //! readable table (default) or one JSON document (`--json`). It follows every page, unless
 //! `--page-size` or `--page-token` asks for one page (then it says how to get the next).
 
-use super::client::{describe_status, record_json, ConnArgs};
+use crate::client::{describe_status, record_json, ConnArgs};
 use clap::{Args, Subcommand};
 use oncekey_api::v1;
 use serde_json::json;
@@ -84,7 +84,7 @@ impl ListCmd {
 
 /// Runs `oncekey records list`; returns what to print.
 pub async fn list(cmd: ListCmd) -> anyhow::Result<String> {
-    let mut rpc = super::client::connect(&cmd.conn).await?;
+    let mut rpc = crate::client::connect(&cmd.conn).await?;
     let one_page = cmd.page_size.is_some() || cmd.page_token.is_some();
     let mut token = cmd.page_token.clone().unwrap_or_default();
     let mut records = Vec::new();
