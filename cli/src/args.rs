@@ -42,6 +42,9 @@ pub enum Command {
     Fail(crate::client::FailCmd),
     /// Show a key's record (client side).
     Lookup(crate::client::LookupCmd),
+    /// Find records: `oncekey records list` (client side).
+    #[command(subcommand)]
+    Records(crate::records::RecordsCommand),
     /// Ask a server's grpc.health.v1 service; exit 0 only when SERVING (for probes and helm test).
     Health(crate::client::HealthCmd),
     /// Load-test a running server (and optionally the PostgreSQL design) over real gRPC.

@@ -215,7 +215,8 @@ fn duration(ms: i64) -> prost_types::Duration {
     }
 }
 
-async fn connect(conn: &ConnArgs) -> anyhow::Result<oncekey_client::LedgerRpc> {
+/// The generated client, connected with `conn`.
+pub async fn connect(conn: &ConnArgs) -> anyhow::Result<oncekey_client::LedgerRpc> {
     let options = ConnectOptions {
         token: conn.token.clone(),
         tenant: conn.tenant.clone(),
@@ -446,14 +447,24 @@ fn bytes_json(name: &str, bytes: &[u8]) -> (String, Value) {
     }
 }
 
+/// A record status's wire name without its prefix (the number when this build does not know it).
+pub fn describe_status(status: i32) -> String {
+    match v1::RecordStatus::try_from(status) {
+        Ok(s) => s
+            .as_str_name()
+            .trim_start_matches("RECORD_STATUS_")
+            .to_owned(),
+        Err(_) => status.to_string(),
+    }
+}
+
 /// A record as JSON for people and scripts.
 pub fn record_json(r: &v1::Record) -> Value {
-    let status = v1::RecordStatus::try_from(r.status).unwrap_or_default();
     let semantics = v1::Semantics::try_from(r.semantics).unwrap_or_default();
     let mut out = json!({
         "namespace": r.namespace,
         "key": r.key,
-        "status": status.as_str_name().trim_start_matches("RECORD_STATUS_"),
+        "status": describe_status(r.status),
         "fingerprint": hex::encode(&r.fingerprint),
         "semantics": semantics.as_str_name().trim_start_matches("SEMANTICS_"),
         "fencing_token": r.fencing_token,

@@ -10,6 +10,7 @@ mod client;
 mod exit;
 mod gateway;
 mod migrate;
+mod records;
 mod token;
 
 use args::{Cli, Command, TokenCommand};
@@ -67,6 +68,10 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             return Ok(());
         }
         Command::Lookup(cmd) => client::lookup(cmd).await?,
+        Command::Records(records::RecordsCommand::List(cmd)) => {
+            print!("{}", records::list(cmd).await?);
+            return Ok(());
+        }
         Command::Health(cmd) => client::health(cmd).await?,
         Command::Bench(cmd) => return bench::run(*cmd).await,
         Command::Gateway(cmd) => return gateway::run(*cmd).await,

@@ -11,8 +11,9 @@
 //!   is kept alive, then Complete with its output or Fail with the disposition its error chooses.
 //!   Replays, in-flight duplicates, final failures and unknown outcomes come back typed.
 //! - [`Client::claim`], [`Client::complete`], [`Client::fail`], [`Client::renew`],
-//!   [`Client::lookup`], [`Client::keep_alive`]: one typed method per RPC, with the typed
-//!   [`Error`] (gRPC code and `ErrorInfo` [`Reason`]).
+//!   [`Client::lookup`], [`Client::keep_alive`], [`Client::list_records`]: one typed method per
+//!   RPC, with the typed [`Error`] (gRPC code and `ErrorInfo` [`Reason`]);
+//!   [`Client::list_all`] walks a listing page by page.
 //! - Every unary call goes through tower layers ([`stack`]): a per-attempt timeout, retries of
 //!   transient failures with exponential backoff and full jitter (honoring
 //!   `grpc-retry-pushback-ms`), and a circuit breaker. A retry resends the identical request.
@@ -74,6 +75,7 @@ mod connect;
 mod error;
 mod key;
 mod lease;
+mod list;
 mod once;
 mod rpc;
 pub mod stack;
@@ -86,6 +88,7 @@ pub use connect::{
 pub use error::{Error, Reason, RETRY_PUSHBACK_HEADER};
 pub use key::{KeyBuilder, KeyError, OperationKey, MAX_KEY_BYTES};
 pub use lease::{KeepAliveGuard, Lease};
+pub use list::{ListRecords, Pager, RecordPage, MAX_PAGE_SIZE};
 pub use once::{Done, Failure, Once, OnceError, DEFAULT_WAIT_TIMEOUT};
 pub use rpc::{Arguments, Claim, KeepAlive, MAX_WAIT};
 pub use stack::{BreakerPolicy, CircuitState, RetryPolicy, Stats};

@@ -144,7 +144,7 @@ impl Client {
             .map_err(|e| Error::Fingerprint(e.to_string()))
     }
 
-    async fn call(&self, call: Call) -> Result<Reply, Error> {
+    pub(crate) async fn call(&self, call: Call) -> Result<Reply, Error> {
         Counters::bump(&self.counters().calls);
         self.stack.clone().oneshot(call).await
     }

@@ -104,6 +104,7 @@ fn method_label(path: &str) -> &'static str {
         "/oncekey.v1.Ledger/Renew" => "Renew",
         "/oncekey.v1.Ledger/KeepAlive" => "KeepAlive",
         "/oncekey.v1.Ledger/Lookup" => "Lookup",
+        "/oncekey.v1.Ledger/ListRecords" => "ListRecords",
         "/grpc.health.v1.Health/Check" => "Health.Check",
         "/grpc.health.v1.Health/Watch" => "Health.Watch",
         p if p.starts_with("/grpc.reflection.") => "Reflection",
@@ -252,6 +253,25 @@ mod tests {
         let mut h = http::HeaderMap::new();
         status.add_header(&mut h).unwrap();
         h
+    }
+
+    #[test]
+    fn every_ledger_rpc_has_a_label_of_its_own() {
+        use prost::Message;
+        let set = prost_types::FileDescriptorSet::decode(oncekey_api::FILE_DESCRIPTOR_SET).unwrap();
+        let (package, ledger) = set
+            .file
+            .iter()
+            .flat_map(|f| f.service.iter().map(move |s| (f.package(), s)))
+            .find(|(_, s)| s.name() == "Ledger")
+            .expect("the Ledger service");
+        let methods: Vec<&str> = ledger.method.iter().map(|m| m.name()).collect();
+        assert!(methods.contains(&"ListRecords"), "{methods:?}");
+        for method in methods {
+            let path = format!("/{package}.Ledger/{method}");
+            assert_eq!(method_label(&path), method, "{path}");
+        }
+        assert_eq!(method_label("/oncekey.v1.Ledger/Nope"), "other");
     }
 
     #[test]

@@ -25,6 +25,8 @@ use tonic_health::ServingStatus;
 
 /// How many expired records one sweep pass removes per transaction.
 const SWEEP_BATCH: usize = 1000;
+/// How often `oncekey_records_needing_attention` is counted again from the store's index.
+pub const ATTENTION_REFRESH: Duration = Duration::from_secs(5);
 
 /// Runs the server until a shutdown signal; configuration errors come back as `ConfigError`.
 pub async fn run(args: ServeConfig) -> anyhow::Result<()> {
@@ -166,6 +168,7 @@ pub(crate) async fn serve_store<S: Store>(
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stopped()));
     let sweeper = tokio::spawn(sweep_loop(engine.clone(), args.sweep_interval));
+    let attention = tokio::spawn(attention_loop(engine.clone()));
     let reloader =
         crate::reload::Reloader::new(args, auth, tls.clone(), engine.metrics().reload().clone());
     let reload_every =
@@ -219,6 +222,7 @@ pub(crate) async fn serve_store<S: Store>(
     }
     stop_tx.send_replace(true);
     sweeper.abort();
+    attention.abort();
     let _ = admin_task.await;
     engine.flush_parked_hits().await;
     engine.store().close().await?;
@@ -237,6 +241,20 @@ async fn sweep_loop<S: Store>(engine: Arc<Engine<S>>, every: i64) {
             Ok(0) => {}
             Ok(n) => tracing::debug!(removed = n, "swept expired records"),
             Err(e) => tracing::warn!(error = %e, "sweep failed"),
+        }
+    }
+}
+
+/// Counts the records needing attention every `ATTENTION_REFRESH` (first at once) for
+/// `/metrics`; a failed count keeps the last values and is logged.
+async fn attention_loop<S: Store>(engine: Arc<Engine<S>>) {
+    let mut tick = tokio::time::interval(ATTENTION_REFRESH);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match engine.attention().await {
+            Ok(counts) => engine.metrics().needing_attention(&counts),
+            Err(e) => tracing::warn!(error = %e, "counting the records needing attention failed"),
         }
     }
 }

@@ -38,6 +38,8 @@ pub enum Call {
     Renew(v1::RenewRequest),
     /// `Ledger.Lookup`.
     Lookup(v1::LookupRequest),
+    /// `Ledger.ListRecords`.
+    ListRecords(v1::ListRecordsRequest),
 }
 
 impl Call {
@@ -66,6 +68,8 @@ pub enum Reply {
     Renew(v1::RenewResponse),
     /// `Ledger.Lookup`.
     Lookup(v1::LookupResponse),
+    /// `Ledger.ListRecords`.
+    ListRecords(v1::ListRecordsResponse),
 }
 
 /// Counters of what the stack did, shared by every clone of a client.
@@ -135,6 +139,7 @@ impl tower::Service<Call> for LedgerService {
                 Call::Fail(r) => Reply::Fail(rpc.fail(r).await?.into_inner()),
                 Call::Renew(r) => Reply::Renew(rpc.renew(r).await?.into_inner()),
                 Call::Lookup(r) => Reply::Lookup(rpc.lookup(r).await?.into_inner()),
+                Call::ListRecords(r) => Reply::ListRecords(rpc.list_records(r).await?.into_inner()),
             })
         })
     }

@@ -344,19 +344,25 @@ pub fn history(record: &Record) -> Vec<v1::RecordEvent> {
         .collect()
 }
 
-/// A record on the wire (the tenant stays implicit). Takes the record by value: its strings and
-/// result move into the message instead of being copied (every answer carries one).
-pub fn record(r: Record) -> v1::Record {
+/// A status on the wire.
+pub fn wire_status(status: Status) -> v1::RecordStatus {
+    match status {
+        Status::Processing => v1::RecordStatus::Processing,
+        Status::Succeeded => v1::RecordStatus::Succeeded,
+        Status::Failed => v1::RecordStatus::Failed,
+        Status::Retry => v1::RecordStatus::Retry,
+        Status::Unknown => v1::RecordStatus::Unknown,
+        // Never shown: the engine answers NOT_FOUND or no record for a tombstone.
+        Status::Abandoned => v1::RecordStatus::Unspecified,
+    }
+}
+
+/// A record on the wire as callers see it at `now` (the tenant stays implicit; the status is the
+/// reported one, `Record::reported_status`). Takes the record by value: its strings and result
+/// move into the message instead of being copied (every answer carries one).
+pub fn record(r: Record, now: Millis) -> v1::Record {
     v1::Record {
-        status: match r.status {
-            Status::Processing => v1::RecordStatus::Processing,
-            Status::Succeeded => v1::RecordStatus::Succeeded,
-            Status::Failed => v1::RecordStatus::Failed,
-            Status::Retry => v1::RecordStatus::Retry,
-            Status::Unknown => v1::RecordStatus::Unknown,
-            // Never shown: the engine answers NOT_FOUND or no record for a tombstone.
-            Status::Abandoned => v1::RecordStatus::Unspecified,
-        } as i32,
+        status: wire_status(r.reported_status(now)) as i32,
         namespace: r.id.namespace,
         key: r.id.key,
         fingerprint: r.fingerprint.to_vec(),

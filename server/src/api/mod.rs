@@ -9,14 +9,18 @@ pub mod convert;
 pub mod error;
 mod keepalive;
 pub mod limits;
+pub mod listing;
+pub mod page_token;
 
 use crate::engine::Engine;
+use crate::ledger::Millis;
 use crate::store::Store;
 use crate::telemetry::{key_hash, metrics::code_name, otel};
 use auth::{Auth, Tenant};
 use error::ApiError;
 use limits::Limits;
 use oncekey_api::v1;
+use page_token::PageTokens;
 use std::sync::Arc;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::field::Empty;
@@ -28,12 +32,14 @@ pub struct LedgerService<S> {
     limits: Arc<Limits>,
     keepalives: Arc<keepalive::Registry>,
     admission: admission::Admission,
+    page_tokens: PageTokens,
 }
 
 impl<S: Store> LedgerService<S> {
     /// A service over `engine` enforcing `limits`.
     pub fn new(engine: Arc<Engine<S>>, limits: Limits) -> Self {
         Self {
+            page_tokens: PageTokens::new(engine.store().page_token_key()),
             engine,
             limits: Arc::new(limits),
             keepalives: Arc::default(),
@@ -156,6 +162,11 @@ fn record_code<T>(span: &Span, result: &Result<T, Status>) {
 }
 
 impl<S: Store> LedgerService<S> {
+    /// Now, on the engine's clock.
+    fn now(&self) -> Millis {
+        self.engine.clock().now()
+    }
+
     async fn claim_rpc(
         &self,
         tenant: &str,
@@ -172,7 +183,7 @@ impl<S: Store> LedgerService<S> {
         );
         Ok(v1::ClaimResponse {
             outcome: outcome as i32,
-            record: Some(convert::record(reply.record)),
+            record: Some(convert::record(reply.record, self.now())),
             lease,
             retry_after: reply.retry_after.map(convert::duration),
         })
@@ -188,7 +199,7 @@ impl<S: Store> LedgerService<S> {
         let result = convert::op_result(req.result.take(), &self.limits)?;
         let record = self.engine.complete(&id, token, &result).await?;
         Ok(v1::CompleteResponse {
-            record: Some(convert::record(record)),
+            record: Some(convert::record(record, self.now())),
         })
     }
 
@@ -203,7 +214,7 @@ impl<S: Store> LedgerService<S> {
         let disposition = convert::disposition(req.disposition)?;
         let record = self.engine.fail(&id, token, &error, disposition).await?;
         Ok(v1::FailResponse {
-            record: record.map(convert::record),
+            record: record.map(|r| convert::record(r, self.now())),
         })
     }
 
@@ -235,7 +246,7 @@ impl<S: Store> LedgerService<S> {
         };
         Ok(v1::LookupResponse {
             history,
-            record: Some(convert::record(record)),
+            record: Some(convert::record(record, self.now())),
         })
     }
 }
@@ -326,5 +337,31 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
         req: Request<v1::LookupRequest>,
     ) -> Result<Response<v1::LookupResponse>, Status> {
         traced!(self, req, "oncekey.v1.Ledger/Lookup", lookup_rpc)
+    }
+
+    async fn list_records(
+        &self,
+        req: Request<v1::ListRecordsRequest>,
+    ) -> Result<Response<v1::ListRecordsResponse>, Status> {
+        const NAME: &str = "oncekey.v1.Ledger/ListRecords";
+        let span = rpc_span(NAME, &req, &req.get_ref().namespace, "");
+        let (_, mut extensions, message) = req.into_parts();
+        let (tenant, result) = match take_tenant(&mut extensions) {
+            Ok(tenant) => {
+                let result = self
+                    .list_records_rpc(&tenant, &message)
+                    .instrument(span.clone())
+                    .await;
+                (tenant, result)
+            }
+            Err(e) => (String::new(), Err(e)),
+        };
+        let context = LogContext {
+            name: NAME,
+            tenant: &tenant,
+            namespace: &message.namespace,
+            key: "",
+        };
+        finish(&span, context, result)
     }
 }

@@ -10,6 +10,7 @@
 mod claim;
 mod clock;
 mod hits;
+mod list;
 mod recent;
 mod rounds;
 mod waiters;

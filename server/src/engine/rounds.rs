@@ -150,7 +150,7 @@ impl<S: Store> Core<S> {
                 }
             })?;
             if transition.change != Change::Keep {
-                if let Cas::Conflict(stored) = self.write(&transition, now).await? {
+                if let Cas::Conflict(stored) = self.write(&transition, basis.record(), now).await? {
                     basis = Basis::Stored(stored);
                     continue;
                 }
@@ -165,8 +165,15 @@ impl<S: Store> Core<S> {
         Err(EngineError::Contention)
     }
 
-    /// The one conditional write `transition` asks for, timed and counted.
-    async fn write(&self, transition: &Transition, now: Millis) -> Result<Cas, StoreError> {
+    /// The one conditional write `transition` asks for, timed and counted. `decided_on` is the
+    /// record the decision was made on: a replace of that very version hands it to the store
+    /// (`Store::replace`), which learns from it where the record was indexed.
+    async fn write(
+        &self,
+        transition: &Transition,
+        decided_on: Option<&Record>,
+        now: Millis,
+    ) -> Result<Cas, StoreError> {
         let started = Instant::now();
         let (op, cas) = match (transition.change, &transition.record) {
             (Change::Insert, Some(next)) => {
@@ -180,9 +187,14 @@ impl<S: Store> Core<S> {
                 Some(next),
             ) => (
                 "replace",
-                self.store
-                    .replace_if_version(next, expected_version, durable, now)
-                    .await?,
+                match decided_on.filter(|r| r.version == expected_version) {
+                    Some(previous) => self.store.replace(next, previous, durable, now).await?,
+                    None => {
+                        self.store
+                            .replace_if_version(next, expected_version, durable, now)
+                            .await?
+                    }
+                },
             ),
             (Change::Keep, _) | (_, None) => {
                 unreachable!("a write carries the record it writes")

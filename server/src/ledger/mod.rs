@@ -9,6 +9,7 @@
 mod claim;
 mod expiry;
 mod hits;
+mod listing;
 mod record;
 mod settle;
 #[cfg(test)]
@@ -17,6 +18,7 @@ mod tests;
 pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome};
 pub use expiry::expiry;
 pub use hits::{add_hits, count_hits, HitBatch, Life, Share};
+pub use listing::{Attention, AttentionCounts, Bucket, ListFilter, LISTED};
 pub use record::{bound_history, Event, EventKind, MAX_HISTORY};
 pub use record::{
     Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status,

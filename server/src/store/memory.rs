@@ -6,10 +6,11 @@
 //! run the engine the way it runs on each real backend (`MemoryStore::new` like the embedded
 //! store, `MemoryStore::shared` like a CQL cluster several servers share).
 //!
-//! It keeps nothing across a restart: it is not a backend to serve with.
+//! It keeps nothing across a restart: it is not a backend to serve with. Listing is a scan of
+//! the tenant's records in id order (no index), its page cursor the last id listed.
 
-use crate::ledger::{Millis, Record, RecordId};
-use crate::store::{Capabilities, Cas, Store, StoreError};
+use crate::ledger::{Attention, AttentionCounts, Millis, Record, RecordId};
+use crate::store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
@@ -18,6 +19,8 @@ use std::sync::{Mutex, MutexGuard};
 pub struct MemoryStore {
     records: Mutex<BTreeMap<RecordId, Record>>,
     capabilities: Capabilities,
+    /// Signs page tokens: random, as the store lives only as long as its process.
+    page_token_key: [u8; 32],
 }
 
 impl Default for MemoryStore {
@@ -51,6 +54,7 @@ impl MemoryStore {
         Self {
             records: Mutex::default(),
             capabilities,
+            page_token_key: rand::random(),
         }
     }
 
@@ -59,6 +63,30 @@ impl MemoryStore {
         // remove on the map.
         self.records.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// A page cursor: the namespace and key of the last record listed (the tenant is the query's),
+/// the namespace's length first.
+fn cursor(id: &RecordId) -> Vec<u8> {
+    let ns = id.namespace.as_bytes();
+    let mut out = Vec::with_capacity(4 + ns.len() + id.key.len());
+    out.extend_from_slice(&(ns.len() as u32).to_be_bytes());
+    out.extend_from_slice(ns);
+    out.extend_from_slice(id.key.as_bytes());
+    out
+}
+
+/// The id `cursor` names in `tenant`'s records.
+fn after(tenant: &str, cursor: &[u8]) -> Result<RecordId, StoreError> {
+    let bad = || StoreError::Internal("a page cursor this store did not make".into());
+    let (len, rest) = cursor.split_first_chunk::<4>().ok_or_else(bad)?;
+    let len = u32::from_be_bytes(*len) as usize;
+    if rest.len() < len {
+        return Err(bad());
+    }
+    let (ns, key) = rest.split_at(len);
+    let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| bad());
+    Ok(RecordId::new(tenant, text(ns)?, text(key)?))
 }
 
 /// The record of `id` in `records` if it is live at `now`.
@@ -134,6 +162,49 @@ impl Store for MemoryStore {
             }
             other => Ok(Cas::Conflict(other.map(|r| r.clone()))),
         }
+    }
+
+    async fn list(&self, query: ListQuery<'_>, now: Millis) -> Result<ListPage, StoreError> {
+        use std::ops::Bound;
+        let start = match query.after {
+            Some(cursor) => Bound::Excluded(after(query.tenant, cursor)?),
+            None => Bound::Included(RecordId::new(query.tenant, "", "")),
+        };
+        let records = self.records();
+        let mut page = ListPage::default();
+        for (id, record) in records.range((start, Bound::Unbounded)) {
+            if id.tenant != query.tenant {
+                break;
+            }
+            if !query.filter.matches(record, now) {
+                continue;
+            }
+            if page.records.len() == query.limit {
+                page.next = page.records.last().map(|r| cursor(&r.id));
+                break;
+            }
+            page.records.push(Record {
+                history: Vec::new(),
+                ..record.clone()
+            });
+        }
+        Ok(page)
+    }
+
+    async fn attention(&self, now: Millis) -> Result<AttentionCounts, StoreError> {
+        let mut counts = AttentionCounts::default();
+        for why in self
+            .records()
+            .values()
+            .filter_map(|r| Attention::of(r, now))
+        {
+            counts.add(why);
+        }
+        Ok(counts)
+    }
+
+    fn page_token_key(&self) -> [u8; 32] {
+        self.page_token_key
     }
 
     async fn sweep_expired(&self, now: Millis, limit: usize) -> Result<usize, StoreError> {

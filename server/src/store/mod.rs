@@ -18,8 +18,37 @@ pub mod memory;
 #[cfg(test)]
 pub(crate) mod suite;
 
-use crate::ledger::{Millis, Record, RecordId};
+use crate::ledger::{AttentionCounts, ListFilter, Millis, Record, RecordId};
 use std::future::Future;
+
+/// Most records one `Store::list` call returns.
+pub const MAX_PAGE: usize = 1000;
+
+/// One page of a listing to read (`Store::list`).
+#[derive(Debug, Clone, Copy)]
+pub struct ListQuery<'a> {
+    /// Whose records: never another tenant's.
+    pub tenant: &'a str,
+    /// Which of them.
+    pub filter: &'a ListFilter,
+    /// Where the previous page ended (its `ListPage::next`); `None` for the first page.
+    pub after: Option<&'a [u8]>,
+    /// The most records to return, 1..=`MAX_PAGE`.
+    pub limit: usize,
+}
+
+/// A page of records read by `Store::list`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListPage {
+    /// The records of the page, in the store's listing order: live, matching the filter at the
+    /// `now` of the call, each at most once. Their receipt history is left out (empty), and their
+    /// result body and error details may be.
+    pub records: Vec<Record>,
+    /// Where the next page starts, opaque to everyone but the store that made it; `None` when
+    /// nothing is left. A page may hold fewer than `limit` records and still have a next one
+    /// (a store bounds the work of one call).
+    pub next: Option<Vec<u8>>,
+}
 
 /// The result of a conditional write.
 // A conflict carries the record unboxed: it is the common answer under contention.
@@ -117,6 +146,41 @@ pub trait Store: Send + Sync + 'static {
         expected_version: u64,
         now: Millis,
     ) -> impl Future<Output = Result<Cas, StoreError>> + Send;
+
+    /// A page of `query.tenant`'s records matching `query.filter` at `now`, after
+    /// `query.after`. A record whose status has not changed for 5 s is listed under it; one that
+    /// moved meanwhile may be missed or listed twice across pages, never under a status it does
+    /// not have at `now`.
+    fn list(
+        &self,
+        query: ListQuery<'_>,
+        now: Millis,
+    ) -> impl Future<Output = Result<ListPage, StoreError>> + Send;
+
+    /// How many records of every tenant need attention at `now` (`ledger::Attention`). Costs a
+    /// pass over the index of unsettled records: for a metric refreshed every few seconds, never
+    /// for each scrape.
+    fn attention(
+        &self,
+        now: Millis,
+    ) -> impl Future<Output = Result<AttentionCounts, StoreError>> + Send;
+
+    /// The key that signs this store's page tokens: the same for every server sharing the store
+    /// (kept in it), so a token from one replica is accepted by all, and only theirs.
+    fn page_token_key(&self) -> [u8; 32];
+
+    /// `replace_if_version` of `previous` (the record as read, whose version is the expected
+    /// one). A store that indexes records by state (for `list`) learns from `previous` where the
+    /// record was indexed; by default this is `replace_if_version`.
+    fn replace(
+        &self,
+        record: &Record,
+        previous: &Record,
+        durable: bool,
+        now: Millis,
+    ) -> impl Future<Output = Result<Cas, StoreError>> + Send {
+        self.replace_if_version(record, previous.version, durable, now)
+    }
 
     /// Removes up to `limit` records expired at `now`; returns how many were removed. Stores whose
     /// rows expire by themselves (CQL row TTLs) return `Ok(0)`.

@@ -11,9 +11,13 @@ use crate::store::{Cas, Store};
 mod expiry;
 mod gate;
 mod hits;
+mod listing;
+mod listing_changes;
 mod waits;
 pub use expiry::*;
 pub use hits::*;
+pub use listing::*;
+pub use listing_changes::*;
 pub use waits::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -54,6 +58,14 @@ macro_rules! store_suite {
             case!(expiry_keeps_an_unsettled_at_most_once_record);
             case!(expiry_follows_a_renewing_at_least_once_holder);
             case!(expiry_removes_settled_records);
+            case!(list_pages_through_thousands_of_records);
+            case!(list_filters_by_status_namespace_and_parent);
+            case!(list_never_shows_another_tenants_records);
+            case!(list_never_shows_a_stale_entry_under_a_wrong_status);
+            case!(list_shows_a_status_held_for_5s);
+            case!(attention_counts_what_needs_attention);
+            case!(list_walks_on_while_records_change);
+            case!(list_never_shows_a_gone_record);
         }
     };
 }

@@ -1,7 +1,8 @@
 //! Prometheus metrics served on the admin port's `/metrics`: RPCs by method and code, Claim outcomes
 //! by tenant and namespace (the dedup-hit rate is COMPLETED+FAILED+IN_PROGRESS over all Claims),
 //! lease takeovers and losses, open keep-alive streams, store latency and conditional-write
-//! conflicts, records swept.
+//! conflicts, records swept, and the records needing attention (refreshed from the store every
+//! few seconds, never counted per scrape).
 //!
 //! Label cardinality is bounded: keys are never labels, and at most `max_series` distinct
 //! (tenant, namespace) pairs get their own series. Each tenant gets a fair share of them
@@ -72,8 +73,15 @@ pub struct LimitLabels {
 /// Labels of store metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StoreLabels {
-    /// `get`, `insert`, `replace`, `delete` or `sweep`.
+    /// `get`, `insert`, `replace`, `delete`, `sweep`, `list` or `attention`.
     pub op: &'static str,
+}
+
+/// Labels of the needs-attention gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AttentionLabels {
+    /// `UNKNOWN`, `AWAITING_APPROVAL` or `PROCESSING_LAPSED` (`ledger::Attention::name`).
+    pub status: &'static str,
 }
 
 /// Every Oncekey metric, registered once.
@@ -90,6 +98,7 @@ pub struct Metrics {
     swept: Counter,
     reload: crate::reload::ReloadMetrics,
     admission_refused: Family<LimitLabels, Counter>,
+    needing_attention: Family<AttentionLabels, Gauge>,
     /// The Claim counters by tenant and namespace: the hot path finds its counter without
     /// building (allocating) a label set.
     series: RwLock<Series>,
@@ -224,6 +233,17 @@ impl Metrics {
         for limit in ["rate", "inflight"] {
             let _ = admission_refused.get_or_create(&LimitLabels { limit });
         }
+        let needing_attention = Family::<AttentionLabels, Gauge>::default();
+        registry.register(
+            "records_needing_attention",
+            "records of every tenant that need someone: UNKNOWN (an at-most-once outcome to \
+             reconcile), AWAITING_APPROVAL, PROCESSING_LAPSED (an at-least-once holder stopped); \
+             refreshed every few seconds",
+            needing_attention.clone(),
+        );
+        for why in crate::ledger::Attention::ALL {
+            let _ = needing_attention.get_or_create(&AttentionLabels { status: why.name() });
+        }
         let reload = crate::reload::ReloadMetrics::default();
         reload.register(registry);
         Self {
@@ -238,6 +258,7 @@ impl Metrics {
             conflicts,
             swept,
             admission_refused,
+            needing_attention,
             reload,
             series: RwLock::default(),
             max_series,
@@ -368,6 +389,16 @@ impl Metrics {
         self.swept.inc_by(n as u64);
     }
 
+    /// The records needing attention, as last counted.
+    pub fn needing_attention(&self, counts: &crate::ledger::AttentionCounts) {
+        for why in crate::ledger::Attention::ALL {
+            let value = i64::try_from(counts.get(why)).unwrap_or(i64::MAX);
+            self.needing_attention
+                .get_or_create(&AttentionLabels { status: why.name() })
+                .set(value);
+        }
+    }
+
     /// A request refused by admission; `limit` is `rate` or `inflight`.
     pub fn admission_refused(&self, limit: &'static str) {
         self.admission_refused
@@ -473,6 +504,29 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains(r#"tenant="late""#), "{text}");
+    }
+
+    #[test]
+    fn needing_attention_has_every_status_from_the_start() {
+        let m = Metrics::new(16);
+        for status in ["UNKNOWN", "AWAITING_APPROVAL", "PROCESSING_LAPSED"] {
+            let line = format!("oncekey_records_needing_attention{{status=\"{status}\"}} 0");
+            assert!(m.encode().contains(&line), "{line}");
+        }
+        m.needing_attention(&crate::ledger::AttentionCounts {
+            unknown: 3,
+            awaiting_approval: 0,
+            processing_lapsed: 2,
+        });
+        let text = m.encode();
+        assert!(
+            text.contains(r#"oncekey_records_needing_attention{status="UNKNOWN"} 3"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"oncekey_records_needing_attention{status="PROCESSING_LAPSED"} 2"#),
+            "{text}"
+        );
     }
 
     #[test]

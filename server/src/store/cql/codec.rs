@@ -149,7 +149,8 @@ fn metadata(map: &BTreeMap<String, String>) -> Value {
     })
 }
 
-fn status_name(status: Status) -> &'static str {
+/// The stored name of a status.
+pub fn status_name(status: Status) -> &'static str {
     match status {
         Status::Processing => "PROCESSING",
         Status::Succeeded => "SUCCEEDED",

@@ -26,10 +26,13 @@
 //! This module must not decide ledger transitions (the engine does) nor write plain, non-conditional
 //! statements to the records table: mixing them with LWTs on one row breaks linearizability.
 
+mod attention;
 mod codec;
 mod config;
 mod connect;
 mod errors;
+mod index;
+mod list;
 pub mod migrate;
 mod replication;
 mod statements;
@@ -45,8 +48,8 @@ pub use config::{CqlConfig, CqlTlsConfig, SerialLevel};
 pub use connect::ConnectError;
 pub use statements::Levels;
 
-use crate::ledger::{Millis, Record, RecordId};
-use crate::store::{Capabilities, Cas, Store, StoreError};
+use crate::ledger::{AttentionCounts, Millis, Record, RecordId};
+use crate::store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
 use codec::{RowView, Value};
 use errors::Failure;
 use scylla::client::session::Session;
@@ -68,6 +71,8 @@ const RESEND_BACKOFF: Duration = Duration::from_millis(50);
 pub struct CqlStore {
     session: Arc<Session>,
     statements: Arc<Statements>,
+    index: Arc<index::IndexStatements>,
+    page_token_key: [u8; 32],
 }
 
 impl CqlStore {
@@ -88,9 +93,17 @@ impl CqlStore {
         let statements = Statements::prepare(&session, keyspace, levels)
             .await
             .map_err(|e| ConnectError::Other(format!("preparing statements: {e}")))?;
+        let index = index::IndexStatements::prepare(&session, keyspace, levels)
+            .await
+            .map_err(|e| ConnectError::Other(format!("preparing statements: {e}")))?;
+        let page_token_key = index::page_token_key(&session, keyspace, levels)
+            .await
+            .map_err(|e| ConnectError::Other(format!("the page-token key: {e}")))?;
         Ok(Self {
             session,
             statements: Arc::new(statements),
+            index: Arc::new(index),
+            page_token_key,
         })
     }
 
@@ -202,6 +215,22 @@ impl CqlStore {
             Mine::Delete if written.resent && live.is_none() => Cas::Applied,
             _ => Cas::Conflict(live),
         })
+    }
+}
+
+impl CqlStore {
+    /// `Cas::Applied` for a new record, once its index rows are written (after its LWT: see
+    /// `index`). A failed index write is logged, not returned: the record exists, and the Claim
+    /// that made it must be answered.
+    async fn indexed_new(&self, record: &Record, now: Millis) -> Cas {
+        if let Err(e) = self.put_index(record, now).await {
+            tracing::warn!(
+                error = %e,
+                namespace = %record.id.namespace,
+                "a new record's index rows were not written: it is not listed until it changes"
+            );
+        }
+        Cas::Applied
     }
 }
 
@@ -343,20 +372,39 @@ impl Store for CqlStore {
             }
         })?;
         let found = match existing {
-            None => return Ok(Cas::Applied),
+            None => return Ok(self.indexed_new(record, now).await),
             Some(Some(found)) => found,
             Some(None) => self.read_serial(&record.id).await?,
         };
         if found.write_id == Some(write_id) {
             // The row is this insert's own: an earlier copy of it applied (`resent`), or the
             // coordinator completed its accepted proposal before checking the condition.
-            return Ok(Cas::Applied);
+            return Ok(self.indexed_new(record, now).await);
         }
         match found.live(now) {
             Some(current) => Ok(Cas::Conflict(Some(current))),
             // Expired but not yet gone (TTLs count whole seconds), or only a row marker left.
-            None => self.overwrite(record, found.version, now).await,
+            None => match self.overwrite(record, found.version, now).await? {
+                Cas::Applied => Ok(self.indexed_new(record, now).await),
+                conflict => Ok(conflict),
+            },
         }
+    }
+
+    async fn replace(
+        &self,
+        record: &Record,
+        previous: &Record,
+        durable: bool,
+        now: Millis,
+    ) -> Result<Cas, StoreError> {
+        let cas = self
+            .replace_if_version(record, previous.version, durable, now)
+            .await?;
+        if durable && cas == Cas::Applied {
+            self.left_behind(previous, record);
+        }
+        Ok(cas)
     }
 
     async fn replace_if_version(
@@ -366,6 +414,10 @@ impl Store for CqlStore {
         durable: bool,
         now: Millis,
     ) -> Result<Cas, StoreError> {
+        if durable {
+            // The new state's index rows go first: see `index`.
+            self.put_index(record, now).await?;
+        }
         // Every LWT commits at QUORUM: there is no cheaper non-durable write to offer, but a dedup
         // hit's write (the only non-durable one) sets only the columns a hit changes.
         let write_id = rand::random();
@@ -396,6 +448,18 @@ impl Store for CqlStore {
         values.push(Some(codec::timestamp(now)));
         let written = self.write(&self.statements.delete, values).await?;
         self.answer(written, id, Mine::Delete, now).await
+    }
+
+    async fn list(&self, query: ListQuery<'_>, now: Millis) -> Result<ListPage, StoreError> {
+        self.list_page(query, now).await
+    }
+
+    async fn attention(&self, now: Millis) -> Result<AttentionCounts, StoreError> {
+        self.attention_counts(now).await
+    }
+
+    fn page_token_key(&self) -> [u8; 32] {
+        self.page_token_key
     }
 
     async fn sweep_expired(&self, _now: Millis, _limit: usize) -> Result<usize, StoreError> {

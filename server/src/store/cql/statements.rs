@@ -44,7 +44,8 @@ impl Levels {
         }
     }
 
-    fn serial_read(self) -> Consistency {
+    /// The consistency of a linearizable read.
+    pub fn serial_read(self) -> Consistency {
         match self.serial {
             SerialConsistency::LocalSerial => Consistency::LocalSerial,
             SerialConsistency::Serial => Consistency::Serial,

@@ -429,6 +429,8 @@ async fn uncertain_writes_are_settled_truthfully() {
                 overwrite: cut(&st.overwrite),
                 delete: cut(&st.delete),
             }),
+            index: store.index.clone(),
+            page_token_key: store.page_token_key,
         }
     };
     let stores = [

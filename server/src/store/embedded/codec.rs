@@ -6,9 +6,13 @@
 //! counters, lease or history — a hot key's dedup hits, a renewal — then rewrite a small row, not
 //! the result it replays.
 
-use crate::ledger::{Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status};
+use crate::ledger::{
+    Bucket, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status,
+};
 use crate::store::StoreError;
 use prost::Message;
+
+mod summary;
 
 /// Encodes (tenant, namespace, key) as length-prefixed parts, so distinct ids never collide.
 pub fn encode_id(id: &RecordId) -> Vec<u8> {
@@ -19,6 +23,93 @@ pub fn encode_id(id: &RecordId) -> Vec<u8> {
         out.extend_from_slice(&part.as_bytes()[..usize::from(len)]);
     }
     out
+}
+
+/// Decodes what `encode_id` wrote.
+pub fn decode_id(bytes: &[u8]) -> Result<RecordId, StoreError> {
+    let mut parts = Vec::with_capacity(3);
+    let mut rest = bytes;
+    for _ in 0..3 {
+        let (part, after) = split_part(rest).ok_or_else(|| corrupt("a record key is cut short"))?;
+        parts.push(String::from_utf8(part.to_vec()).map_err(corrupt)?);
+        rest = after;
+    }
+    if !rest.is_empty() {
+        return Err(corrupt("a record key has bytes after its three parts"));
+    }
+    let key = parts.pop().unwrap_or_default();
+    let namespace = parts.pop().unwrap_or_default();
+    let tenant = parts.pop().unwrap_or_default();
+    Ok(RecordId {
+        tenant,
+        namespace,
+        key,
+    })
+}
+
+/// The first length-prefixed part of `bytes` and what follows it.
+fn split_part(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    let len = usize::from(u16::from_be_bytes([*bytes.first()?, *bytes.get(1)?]));
+    let part = bytes.get(2..2 + len)?;
+    Some((part, &bytes[2 + len..]))
+}
+
+/// The prefix `encode_id` gives every id of `tenant` (and of `namespace` in it, when given): the
+/// records of one tenant, or one namespace, are one range of keys.
+pub fn id_prefix(tenant: &str, namespace: Option<&str>) -> Vec<u8> {
+    let id = RecordId::new(tenant, namespace.unwrap_or_default(), "");
+    let mut bytes = encode_id(&id);
+    // Drop the empty key's length, and the namespace's when there is none.
+    bytes.truncate(bytes.len() - 2);
+    if namespace.is_none() {
+        bytes.truncate(bytes.len() - 2);
+    }
+    bytes
+}
+
+/// The tenant's part of an encoded id (its length prefix included).
+pub fn tenant_part(id: &[u8]) -> Result<&[u8], StoreError> {
+    let (tenant, _) = split_part(id).ok_or_else(|| corrupt("a record key is cut short"))?;
+    Ok(&id[..2 + tenant.len()])
+}
+
+/// The code of a listing bucket in the embedded index: the stored status's code, and one of its
+/// own for AT_MOST_ONCE PROCESSING.
+pub fn bucket_code(bucket: Bucket) -> u8 {
+    match bucket {
+        // Status codes are small (see `status_code`).
+        Bucket::Stored(status) => u8::try_from(status_code(status)).unwrap_or(u8::MAX),
+        Bucket::ProcessingAtMostOnce => PROCESSING_AT_MOST_ONCE,
+    }
+}
+
+/// `bucket_code` of `Bucket::ProcessingAtMostOnce`.
+const PROCESSING_AT_MOST_ONCE: u8 = 0x81;
+
+/// `bucket_code` of the bucket of a record stored with `status` and `semantics` codes (`None`: a
+/// tombstone, never listed).
+fn bucket_of_codes(status: i32, semantics: i32) -> Option<u8> {
+    match (status_from(status).ok()?, semantics) {
+        (Status::Abandoned, _) => None,
+        (Status::Processing, 2) => Some(PROCESSING_AT_MOST_ONCE),
+        (status, _) => Some(bucket_code(Bucket::Stored(status))),
+    }
+}
+
+/// The parent a stored record names, read without decoding the rest of it.
+pub fn parent(bytes: &[u8]) -> Result<Option<ParentRef>, StoreError> {
+    #[derive(Clone, PartialEq, Message)]
+    struct ParentOnly {
+        #[prost(string, optional, tag = "11")]
+        parent_namespace: Option<String>,
+        #[prost(string, optional, tag = "12")]
+        parent_key: Option<String>,
+    }
+    let p = ParentOnly::decode(bytes).map_err(corrupt)?;
+    Ok(match (p.parent_namespace, p.parent_key) {
+        (Some(namespace), Some(key)) => Some(ParentRef { namespace, key }),
+        _ => None,
+    })
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -206,6 +297,10 @@ pub struct Head {
     pub expires_at: Option<Millis>,
     /// Whether the record's outcome is stored apart.
     pub outcome_apart: bool,
+    /// Where the listing index holds it (`bucket_code`); `None` for a tombstone.
+    pub bucket: Option<u8>,
+    /// Whether it names a parent (then the children index holds it).
+    pub has_parent: bool,
 }
 
 /// The `Head` of a record encoded by `encode_record`.
@@ -213,6 +308,12 @@ pub fn head(bytes: &[u8]) -> Result<Head, StoreError> {
     /// The fields of `StoredRecord` this needs; prost skips the others.
     #[derive(Clone, PartialEq, Message)]
     struct HeadOnly {
+        #[prost(int32, tag = "1")]
+        status: i32,
+        #[prost(int32, tag = "3")]
+        semantics: i32,
+        #[prost(bytes = "vec", optional, tag = "11")]
+        parent_namespace: Option<Vec<u8>>,
         #[prost(int64, tag = "15")]
         expires_at: i64,
         #[prost(uint64, tag = "17")]
@@ -225,6 +326,8 @@ pub fn head(bytes: &[u8]) -> Result<Head, StoreError> {
             version: h.version,
             expires_at: expiry_from(h.expires_at),
             outcome_apart: h.outcome_apart,
+            bucket: bucket_of_codes(h.status, h.semantics),
+            has_parent: h.parent_namespace.is_some(),
         })
         .map_err(corrupt)
 }
@@ -246,7 +349,7 @@ pub fn decode_record(
     row: &[u8],
     outcome: Option<&[u8]>,
 ) -> Result<Record, StoreError> {
-    decode(id, row, outcome, true)
+    decode(id, row, outcome, Parts::Whole)
 }
 
 /// `decode_record`, leaving the receipt history out (empty).
@@ -255,7 +358,7 @@ pub fn decode_brief(
     row: &[u8],
     outcome: Option<&[u8]>,
 ) -> Result<Record, StoreError> {
-    decode(id, row, outcome, false)
+    decode(id, row, outcome, Parts::Brief)
 }
 
 fn corrupt(e: impl std::fmt::Display) -> StoreError {
@@ -297,20 +400,52 @@ impl Message for WithoutHistory {
     }
 }
 
+/// `decode_brief`, leaving out the result body and the error details too (empty): what a listing
+/// shows. An outcome stored apart is decoded without copying them.
+pub fn decode_listed(
+    id: RecordId,
+    row: &[u8],
+    outcome: Option<&[u8]>,
+) -> Result<Record, StoreError> {
+    let mut record = decode(id, row, outcome, Parts::Listed)?;
+    if let Some(result) = record.result.as_mut() {
+        result.body = Vec::new();
+    }
+    if let Some(error) = record.error.as_mut() {
+        error.details = Vec::new();
+    }
+    Ok(record)
+}
+
+/// What a decode reads of a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Parts {
+    /// Everything.
+    Whole,
+    /// Everything but the history.
+    Brief,
+    /// Everything but the history, the result body and the error details.
+    Listed,
+}
+
 fn decode(
     id: RecordId,
     row: &[u8],
     outcome: Option<&[u8]>,
-    with_history: bool,
+    parts: Parts,
 ) -> Result<Record, StoreError> {
-    let mut s = match with_history {
-        true => StoredRecord::decode(row),
-        false => WithoutHistory::decode(row).map(|brief| brief.0),
+    let mut s = match parts {
+        Parts::Whole => StoredRecord::decode(row),
+        Parts::Brief | Parts::Listed => WithoutHistory::decode(row).map(|brief| brief.0),
     }
     .map_err(corrupt)?;
     if s.outcome_apart {
         let bytes = outcome.ok_or_else(|| corrupt("the record's outcome is missing"))?;
-        let apart = StoredOutcome::decode(bytes).map_err(corrupt)?;
+        let apart = match parts {
+            Parts::Whole | Parts::Brief => StoredOutcome::decode(bytes),
+            Parts::Listed => summary::decode(bytes),
+        }
+        .map_err(corrupt)?;
         (s.result, s.error) = (apart.result, apart.error);
     }
     let fingerprint: [u8; 32] = s
@@ -359,6 +494,19 @@ fn decode(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_decode_and_prefixes_select_a_tenant_or_namespace() {
+        let id = RecordId::new("acme", "payments.charge", "order/1");
+        let bytes = encode_id(&id);
+        assert_eq!(decode_id(&bytes).unwrap(), id);
+        assert!(decode_id(&bytes[..bytes.len() - 1]).is_err());
+        assert!(bytes.starts_with(&id_prefix("acme", None)));
+        assert!(bytes.starts_with(&id_prefix("acme", Some("payments.charge"))));
+        assert!(!bytes.starts_with(&id_prefix("acm", None)));
+        assert!(!bytes.starts_with(&id_prefix("acme", Some("payments"))));
+        assert_eq!(tenant_part(&bytes).unwrap(), id_prefix("acme", None));
+    }
 
     #[test]
     fn ids_do_not_collide() {

@@ -5,7 +5,8 @@
 //! write-ahead log (group commit), commits, then answers each caller: a write is durable before
 //! its RPC answers. A durable redb commit every 50 ms (a checkpoint) lets the log start over. An
 //! expiry index (expires_at, id) lets the sweeper remove expired records without scanning the
-//! ledger.
+//! ledger; listing indexes (by bucket, by parent: `index`) let a listing read only the records
+//! it asks for (`list`).
 //!
 //! redb is copy-on-write with checksummed commits, so a `kill -9` at any moment leaves the last
 //! durable commit intact, and the log's checksummed, numbered frames carry everything after it;
@@ -18,6 +19,10 @@ mod codec;
 mod files;
 mod frame;
 mod identity;
+mod index;
+mod list;
+#[cfg(test)]
+mod list_tests;
 mod meta;
 mod metrics;
 mod recovery;
@@ -29,8 +34,8 @@ mod tables;
 mod wal;
 mod writer;
 
-use crate::ledger::{Millis, Record, RecordId};
-use crate::store::{Capabilities, Cas, Store, StoreError};
+use crate::ledger::{AttentionCounts, Millis, Record, RecordId};
+use crate::store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
 pub use identity::ID_FILE;
 pub use recovery::OpenError;
 use redb::{Database, ReadableDatabase, TableDefinition};
@@ -65,6 +70,7 @@ pub struct EmbeddedStore {
     /// the files are let go of by then.
     writer: Option<std::thread::JoinHandle<()>>,
     stats: Arc<Stats>,
+    page_token_key: [u8; 32],
 }
 
 impl Drop for EmbeddedStore {
@@ -132,6 +138,7 @@ impl EmbeddedStore {
         let mut builder = redb::Builder::new();
         builder.set_cache_size(options.cache_bytes - records_cache);
         let opened = recovery::open(data_dir, &builder, options.accept_data_loss)?;
+        let page_token_key = opened.page_token_key;
         let db = Arc::new(opened.db);
         let stats = Arc::new(Stats::default());
         stats
@@ -152,6 +159,7 @@ impl EmbeddedStore {
             writes,
             writer: Some(writer),
             stats,
+            page_token_key,
         })
     }
 
@@ -266,6 +274,18 @@ impl Store for EmbeddedStore {
             now,
         })
         .await
+    }
+
+    async fn list(&self, query: ListQuery<'_>, now: Millis) -> Result<ListPage, StoreError> {
+        self.list_page(query, now)
+    }
+
+    async fn attention(&self, now: Millis) -> Result<AttentionCounts, StoreError> {
+        self.attention_counts(now)
+    }
+
+    fn page_token_key(&self) -> [u8; 32] {
+        self.page_token_key
     }
 
     async fn sweep_expired(&self, now: Millis, limit: usize) -> Result<usize, StoreError> {

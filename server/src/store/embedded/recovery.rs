@@ -28,7 +28,7 @@ use super::meta::{self, Meta};
 use super::refusal::{IntegrityError, Problem};
 use super::scan::{self, End, Header};
 use super::wal::{Wal, WAL_FILE};
-use super::{internal, tables, DB_FILE};
+use super::{index, internal, tables, DB_FILE};
 use crate::store::StoreError;
 use redb::{Database, DatabaseError, StorageError};
 use std::path::Path;
@@ -53,6 +53,8 @@ pub(super) struct Opened {
     pub seq: u64,
     /// How many log frames were replayed.
     pub replayed: u64,
+    /// The key that signs the store's page tokens.
+    pub page_token_key: [u8; 32],
 }
 
 /// Where each problem found is refused or, with `--accept-data-loss`, logged and let through.
@@ -140,7 +142,7 @@ pub(super) fn open(dir: &Path, builder: &redb::Builder, accept: bool) -> Result<
 
     // Every check passed (or was accepted): from here on, the directory changes.
     let generation = rand::random::<u64>();
-    let seq = replay(&db, &frames, id, generation, &meta)?;
+    let (seq, page_token_key) = replay(&db, &frames, id, generation, &meta)?;
     let aside = keep_log.then(|| files::aside_name(dir, WAL_FILE));
     let wal = Wal::create(dir, id, generation, aside.as_deref())?;
     if known != Some(id) {
@@ -164,6 +166,7 @@ pub(super) fn open(dir: &Path, builder: &redb::Builder, accept: bool) -> Result<
         wal,
         seq,
         replayed: frames.len() as u64,
+        page_token_key,
     })
 }
 
@@ -277,15 +280,16 @@ fn check_log(
     }
 }
 
-/// Applies `frames` to `db` and records the store's id and new log generation, in one durable
-/// transaction; returns the last frame the database then holds.
+/// Applies `frames` to `db`, builds the listing indexes if the database has none yet, and records
+/// the store's id and new log generation, in one durable transaction; returns the last frame the
+/// database then holds and the key that signs page tokens.
 fn replay(
     db: &Database,
     frames: &[Frame],
     id: u64,
     generation: u64,
     meta: &Meta,
-) -> Result<u64, StoreError> {
+) -> Result<(u64, [u8; 32]), StoreError> {
     let txn = db.begin_write().map_err(internal)?;
     let mut seq = meta.applied;
     {
@@ -298,6 +302,7 @@ fn replay(
             seq = frame.seq;
         }
     }
+    let page_token_key = index::prepare(&txn)?;
     meta::set_seq(&txn, seq)?;
     meta::set_opened(&txn, id, generation, meta.generations.first().copied())?;
     txn.commit().map_err(internal)?;
@@ -307,5 +312,5 @@ fn replay(
             "embedded store: replayed the write-ahead log"
         );
     }
-    Ok(seq)
+    Ok((seq, page_token_key))
 }

@@ -5,8 +5,10 @@
 //! A record's large outcome lives in the outcomes table under the record's key (see `codec`). A
 //! write stores it only when it differs from the stored one, so rewriting a record for its
 //! counters or lease does not rewrite a result of up to a MiB; removing a record removes it.
+//! Every write and removal also moves the record's entries in the listing indexes (`index`).
 
 use super::codec::{self, Head};
+use super::index::{Entry, Index};
 use super::wal::Effect;
 use super::writer::{Done, Op, Put};
 use super::{internal, EXPIRY, OUTCOMES, RECORDS};
@@ -19,6 +21,7 @@ pub(super) struct Tables<'t> {
     records: Table<'t, &'static [u8], &'static [u8]>,
     expiry: Table<'t, (i64, &'static [u8]), ()>,
     outcomes: Table<'t, &'static [u8], &'static [u8]>,
+    index: Index<'t>,
 }
 
 impl<'t> Tables<'t> {
@@ -28,6 +31,7 @@ impl<'t> Tables<'t> {
             records: txn.open_table(RECORDS).map_err(internal)?,
             expiry: txn.open_table(EXPIRY).map_err(internal)?,
             outcomes: txn.open_table(OUTCOMES).map_err(internal)?,
+            index: Index::open(txn)?,
         })
     }
 
@@ -53,6 +57,20 @@ impl<'t> Tables<'t> {
         Ok((!record.is_expired(now)).then_some(record))
     }
 
+    /// Where the record stored under `key`, whose head is `head`, is indexed.
+    fn entry(&self, key: &[u8], head: &Head) -> Result<Entry, StoreError> {
+        match head.has_parent {
+            false => Ok(Entry {
+                bucket: head.bucket,
+                parent: None,
+            }),
+            true => match self.records.get(key).map_err(internal)? {
+                Some(row) => Entry::of(head, row.value()),
+                None => Ok(Entry::default()),
+            },
+        }
+    }
+
     /// Stores `row` (expiring at `expires_at`) under `key`, replacing the record `old` describes.
     /// A record that never expires before it settles (`None`) has no entry in the expiry index,
     /// so the sweeper never meets it.
@@ -68,21 +86,24 @@ impl<'t> Tables<'t> {
                 self.expiry.remove((old_at, key)).map_err(internal)?;
             }
         }
+        let was = old.map(|h| self.entry(key, &h)).transpose()?;
         self.records.insert(key, row).map_err(internal)?;
         if let Some(at) = expires_at {
             self.expiry.insert((at, key), ()).map_err(internal)?;
         }
-        Ok(())
+        let is = Entry::of(&codec::head(row)?, row)?;
+        self.index.moved(key, was.as_ref(), Some(&is))
     }
 
-    /// Removes the record under `key`, which expires at `expires_at`, and its outcome.
-    fn remove(&mut self, key: &[u8], expires_at: Option<Millis>) -> Result<(), StoreError> {
+    /// Removes the record under `key`, whose head is `old`, its outcome and its index entries.
+    fn remove(&mut self, key: &[u8], old: Head) -> Result<(), StoreError> {
+        let was = self.entry(key, &old)?;
         self.records.remove(key).map_err(internal)?;
-        if let Some(at) = expires_at {
+        if let Some(at) = old.expires_at {
             self.expiry.remove((at, key)).map_err(internal)?;
         }
         self.outcomes.remove(key).map_err(internal)?;
-        Ok(())
+        self.index.moved(key, Some(&was), None)
     }
 
     /// Writes `put` (its bytes move into the effects), replacing the record `old` describes, and
@@ -151,7 +172,7 @@ impl<'t> Tables<'t> {
                 let key = codec::encode_id(id);
                 match self.head(&key)? {
                     Some(old) if old.is_live(*now) && old.version == *expected_version => {
-                        self.remove(&key, old.expires_at)?;
+                        self.remove(&key, old)?;
                         effects.push(Effect::Remove { key });
                         Ok(Done::Cas(Cas::Applied))
                     }
@@ -186,7 +207,14 @@ impl<'t> Tables<'t> {
         }
         let swept = due.len();
         for (at, key) in due {
-            self.remove(&key, Some(at))?;
+            match self.head(&key)? {
+                Some(old) => self.remove(&key, old)?,
+                // An index entry without its record: drop the entry.
+                None => {
+                    self.expiry.remove((at, key.as_slice())).map_err(internal)?;
+                    self.outcomes.remove(key.as_slice()).map_err(internal)?;
+                }
+            }
             effects.push(Effect::Remove { key });
         }
         Ok(swept)
@@ -201,7 +229,7 @@ impl<'t> Tables<'t> {
                 self.put(key, value, codec::expires_at(value)?, old)
             }
             Effect::Remove { .. } => match self.head(key)? {
-                Some(old) => self.remove(key, old.expires_at),
+                Some(old) => self.remove(key, old),
                 None => Ok(()),
             },
             Effect::PutOutcome { value, .. } => {

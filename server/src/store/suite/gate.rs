@@ -2,8 +2,8 @@
 //! `replace_if_version`) until the test lets it go, so that cases can run other requests while
 //! a background hit flush is between its read and its write.
 
-use crate::ledger::{Millis, Record, RecordId};
-use crate::store::{Capabilities, Cas, Store, StoreError};
+use crate::ledger::{AttentionCounts, Millis, Record, RecordId};
+use crate::store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
@@ -79,6 +79,34 @@ impl<S: Store> Store for Gated<S> {
         self.inner
             .replace_if_version(record, expected_version, durable, now)
             .await
+    }
+
+    async fn replace(
+        &self,
+        record: &Record,
+        previous: &Record,
+        durable: bool,
+        now: Millis,
+    ) -> Result<Cas, StoreError> {
+        match durable {
+            true => self.inner.replace(record, previous, durable, now).await,
+            false => {
+                self.replace_if_version(record, previous.version, durable, now)
+                    .await
+            }
+        }
+    }
+
+    async fn list(&self, query: ListQuery<'_>, now: Millis) -> Result<ListPage, StoreError> {
+        self.inner.list(query, now).await
+    }
+
+    async fn attention(&self, now: Millis) -> Result<AttentionCounts, StoreError> {
+        self.inner.attention(now).await
+    }
+
+    fn page_token_key(&self) -> [u8; 32] {
+        self.inner.page_token_key()
     }
 
     async fn delete_if_version(

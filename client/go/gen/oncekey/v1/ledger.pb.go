@@ -1666,6 +1666,143 @@ func (x *RecordEvent) GetOwner() string {
 	return ""
 }
 
+// Asks for one page of the caller's records; every filter left empty matches every record.
+type ListRecordsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only records of this namespace (empty: every namespace).
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Only records with one of these statuses, as Lookup would report them (empty: every status).
+	Statuses []RecordStatus `protobuf:"varint,2,rep,packed,name=statuses,proto3,enum=oncekey.v1.RecordStatus" json:"statuses,omitempty"`
+	// Only records whose first Claim named this parent operation.
+	Parent *OperationRef `protobuf:"bytes,3,opt,name=parent,proto3" json:"parent,omitempty"`
+	// The most records to return: 1..=1000, default 100 when 0; a page may hold fewer.
+	PageSize uint32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page, sent with the same filters; empty for the first page.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRecordsRequest) Reset() {
+	*x = ListRecordsRequest{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRecordsRequest) ProtoMessage() {}
+
+func (x *ListRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRecordsRequest.ProtoReflect.Descriptor instead.
+func (*ListRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListRecordsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListRecordsRequest) GetStatuses() []RecordStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *ListRecordsRequest) GetParent() *OperationRef {
+	if x != nil {
+		return x.Parent
+	}
+	return nil
+}
+
+func (x *ListRecordsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRecordsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// One page of records: without history, result body or error details (Lookup has them).
+type ListRecordsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The records of this page, in a stable order.
+	Records []*Record `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Pass it as page_token to get the next page; empty when this is the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRecordsResponse) Reset() {
+	*x = ListRecordsResponse{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRecordsResponse) ProtoMessage() {}
+
+func (x *ListRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRecordsResponse.ProtoReflect.Descriptor instead.
+func (*ListRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListRecordsResponse) GetRecords() []*Record {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *ListRecordsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_oncekey_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_oncekey_v1_ledger_proto_rawDesc = "" +
@@ -1779,7 +1916,17 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12\x18\n" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x12#\n" +
 	"\rfencing_token\x18\x05 \x01(\x04R\ffencingToken\x12\x14\n" +
-	"\x05owner\x18\x06 \x01(\tR\x05owner*\xb6\x01\n" +
+	"\x05owner\x18\x06 \x01(\tR\x05owner\"\xd6\x01\n" +
+	"\x12ListRecordsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x124\n" +
+	"\bstatuses\x18\x02 \x03(\x0e2\x18.oncekey.v1.RecordStatusR\bstatuses\x120\n" +
+	"\x06parent\x18\x03 \x01(\v2\x18.oncekey.v1.OperationRefR\x06parent\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"k\n" +
+	"\x13ListRecordsResponse\x12,\n" +
+	"\arecords\x18\x01 \x03(\v2\x12.oncekey.v1.RecordR\arecords\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xb6\x01\n" +
 	"\fRecordStatus\x12\x1d\n" +
 	"\x19RECORD_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RECORD_STATUS_PROCESSING\x10\x01\x12\x1b\n" +
@@ -1809,14 +1956,15 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x13EVENT_KIND_TAKEOVER\x10\x02\x12\x17\n" +
 	"\x13EVENT_KIND_COMPLETE\x10\x03\x12\x13\n" +
 	"\x0fEVENT_KIND_FAIL\x10\x04\x12\x14\n" +
-	"\x10EVENT_KIND_RENEW\x10\x052\x89\x03\n" +
+	"\x10EVENT_KIND_RENEW\x10\x052\xd9\x03\n" +
 	"\x06Ledger\x12<\n" +
 	"\x05Claim\x12\x18.oncekey.v1.ClaimRequest\x1a\x19.oncekey.v1.ClaimResponse\x12E\n" +
 	"\bComplete\x12\x1b.oncekey.v1.CompleteRequest\x1a\x1c.oncekey.v1.CompleteResponse\x129\n" +
 	"\x04Fail\x12\x17.oncekey.v1.FailRequest\x1a\x18.oncekey.v1.FailResponse\x12<\n" +
 	"\x05Renew\x12\x18.oncekey.v1.RenewRequest\x1a\x19.oncekey.v1.RenewResponse\x12@\n" +
 	"\tKeepAlive\x12\x1c.oncekey.v1.KeepAliveRequest\x1a\x11.oncekey.v1.Lease(\x010\x01\x12?\n" +
-	"\x06Lookup\x12\x19.oncekey.v1.LookupRequest\x1a\x1a.oncekey.v1.LookupResponseBJ\n" +
+	"\x06Lookup\x12\x19.oncekey.v1.LookupRequest\x1a\x1a.oncekey.v1.LookupResponse\x12N\n" +
+	"\vListRecords\x12\x1e.oncekey.v1.ListRecordsRequest\x1a\x1f.oncekey.v1.ListRecordsResponseBJ\n" +
 	"\x0edev.oncekey.v1P\x01Z6oncekey.dev/oncekey/client/go/gen/oncekey/v1;oncekeyv1b\x06proto3"
 
 var (
@@ -1832,7 +1980,7 @@ func file_oncekey_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_oncekey_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_oncekey_v1_ledger_proto_goTypes = []any{
 	(RecordStatus)(0),             // 0: oncekey.v1.RecordStatus
 	(Semantics)(0),                // 1: oncekey.v1.Semantics
@@ -1856,60 +2004,67 @@ var file_oncekey_v1_ledger_proto_goTypes = []any{
 	(*LookupRequest)(nil),         // 19: oncekey.v1.LookupRequest
 	(*LookupResponse)(nil),        // 20: oncekey.v1.LookupResponse
 	(*RecordEvent)(nil),           // 21: oncekey.v1.RecordEvent
-	nil,                           // 22: oncekey.v1.OperationResult.MetadataEntry
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*ListRecordsRequest)(nil),    // 22: oncekey.v1.ListRecordsRequest
+	(*ListRecordsResponse)(nil),   // 23: oncekey.v1.ListRecordsResponse
+	nil,                           // 24: oncekey.v1.OperationResult.MetadataEntry
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
 }
 var file_oncekey_v1_ledger_proto_depIdxs = []int32{
-	23, // 0: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
-	23, // 1: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	25, // 0: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
+	25, // 1: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
 	1,  // 2: oncekey.v1.ClaimRequest.semantics:type_name -> oncekey.v1.Semantics
 	5,  // 3: oncekey.v1.ClaimRequest.parent:type_name -> oncekey.v1.OperationRef
-	23, // 4: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	24, // 5: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 4: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	26, // 5: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	2,  // 6: oncekey.v1.ClaimResponse.outcome:type_name -> oncekey.v1.ClaimOutcome
 	11, // 7: oncekey.v1.ClaimResponse.record:type_name -> oncekey.v1.Record
 	7,  // 8: oncekey.v1.ClaimResponse.lease:type_name -> oncekey.v1.Lease
-	23, // 9: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
-	22, // 10: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
+	25, // 9: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
+	24, // 10: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
 	0,  // 11: oncekey.v1.Record.status:type_name -> oncekey.v1.RecordStatus
 	1,  // 12: oncekey.v1.Record.semantics:type_name -> oncekey.v1.Semantics
-	24, // 13: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
+	26, // 13: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
 	9,  // 14: oncekey.v1.Record.result:type_name -> oncekey.v1.OperationResult
 	10, // 15: oncekey.v1.Record.error:type_name -> oncekey.v1.OperationError
 	5,  // 16: oncekey.v1.Record.parent:type_name -> oncekey.v1.OperationRef
-	24, // 17: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
-	24, // 18: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
-	24, // 19: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 17: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
+	26, // 18: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
+	26, // 19: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
 	9,  // 20: oncekey.v1.CompleteRequest.result:type_name -> oncekey.v1.OperationResult
 	11, // 21: oncekey.v1.CompleteResponse.record:type_name -> oncekey.v1.Record
 	10, // 22: oncekey.v1.FailRequest.error:type_name -> oncekey.v1.OperationError
 	3,  // 23: oncekey.v1.FailRequest.disposition:type_name -> oncekey.v1.Disposition
 	11, // 24: oncekey.v1.FailResponse.record:type_name -> oncekey.v1.Record
-	23, // 25: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
+	25, // 25: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
 	7,  // 26: oncekey.v1.RenewResponse.lease:type_name -> oncekey.v1.Lease
-	23, // 27: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
+	25, // 27: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
 	11, // 28: oncekey.v1.LookupResponse.record:type_name -> oncekey.v1.Record
 	21, // 29: oncekey.v1.LookupResponse.history:type_name -> oncekey.v1.RecordEvent
-	24, // 30: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
+	26, // 30: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
 	4,  // 31: oncekey.v1.RecordEvent.kind:type_name -> oncekey.v1.EventKind
-	6,  // 32: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
-	12, // 33: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
-	14, // 34: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
-	16, // 35: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
-	18, // 36: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
-	19, // 37: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
-	8,  // 38: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
-	13, // 39: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
-	15, // 40: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
-	17, // 41: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
-	7,  // 42: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
-	20, // 43: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
-	38, // [38:44] is the sub-list for method output_type
-	32, // [32:38] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	0,  // 32: oncekey.v1.ListRecordsRequest.statuses:type_name -> oncekey.v1.RecordStatus
+	5,  // 33: oncekey.v1.ListRecordsRequest.parent:type_name -> oncekey.v1.OperationRef
+	11, // 34: oncekey.v1.ListRecordsResponse.records:type_name -> oncekey.v1.Record
+	6,  // 35: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
+	12, // 36: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
+	14, // 37: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
+	16, // 38: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
+	18, // 39: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
+	19, // 40: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
+	22, // 41: oncekey.v1.Ledger.ListRecords:input_type -> oncekey.v1.ListRecordsRequest
+	8,  // 42: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
+	13, // 43: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
+	15, // 44: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
+	17, // 45: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
+	7,  // 46: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
+	20, // 47: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
+	23, // 48: oncekey.v1.Ledger.ListRecords:output_type -> oncekey.v1.ListRecordsResponse
+	42, // [42:49] is the sub-list for method output_type
+	35, // [35:42] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_oncekey_v1_ledger_proto_init() }
@@ -1927,7 +2082,7 @@ func file_oncekey_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncekey_v1_ledger_proto_rawDesc), len(file_oncekey_v1_ledger_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,12 +28,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Ledger_Claim_FullMethodName     = "/oncekey.v1.Ledger/Claim"
-	Ledger_Complete_FullMethodName  = "/oncekey.v1.Ledger/Complete"
-	Ledger_Fail_FullMethodName      = "/oncekey.v1.Ledger/Fail"
-	Ledger_Renew_FullMethodName     = "/oncekey.v1.Ledger/Renew"
-	Ledger_KeepAlive_FullMethodName = "/oncekey.v1.Ledger/KeepAlive"
-	Ledger_Lookup_FullMethodName    = "/oncekey.v1.Ledger/Lookup"
+	Ledger_Claim_FullMethodName       = "/oncekey.v1.Ledger/Claim"
+	Ledger_Complete_FullMethodName    = "/oncekey.v1.Ledger/Complete"
+	Ledger_Fail_FullMethodName        = "/oncekey.v1.Ledger/Fail"
+	Ledger_Renew_FullMethodName       = "/oncekey.v1.Ledger/Renew"
+	Ledger_KeepAlive_FullMethodName   = "/oncekey.v1.Ledger/KeepAlive"
+	Ledger_Lookup_FullMethodName      = "/oncekey.v1.Ledger/Lookup"
+	Ledger_ListRecords_FullMethodName = "/oncekey.v1.Ledger/ListRecords"
 )
 
 // LedgerClient is the client API for Ledger service.
@@ -54,6 +55,8 @@ type LedgerClient interface {
 	KeepAlive(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[KeepAliveRequest, Lease], error)
 	// Reads the record of one key (and, if asked, its receipt history); NOT_FOUND when absent or expired.
 	Lookup(ctx context.Context, in *LookupRequest, opts ...grpc.CallOption) (*LookupResponse, error)
+	// Lists the caller's records, filtered by namespace, status and parent, one page at a time.
+	ListRecords(ctx context.Context, in *ListRecordsRequest, opts ...grpc.CallOption) (*ListRecordsResponse, error)
 }
 
 type ledgerClient struct {
@@ -127,6 +130,16 @@ func (c *ledgerClient) Lookup(ctx context.Context, in *LookupRequest, opts ...gr
 	return out, nil
 }
 
+func (c *ledgerClient) ListRecords(ctx context.Context, in *ListRecordsRequest, opts ...grpc.CallOption) (*ListRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRecordsResponse)
+	err := c.cc.Invoke(ctx, Ledger_ListRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServer is the server API for Ledger service.
 // All implementations must embed UnimplementedLedgerServer
 // for forward compatibility.
@@ -145,6 +158,8 @@ type LedgerServer interface {
 	KeepAlive(grpc.BidiStreamingServer[KeepAliveRequest, Lease]) error
 	// Reads the record of one key (and, if asked, its receipt history); NOT_FOUND when absent or expired.
 	Lookup(context.Context, *LookupRequest) (*LookupResponse, error)
+	// Lists the caller's records, filtered by namespace, status and parent, one page at a time.
+	ListRecords(context.Context, *ListRecordsRequest) (*ListRecordsResponse, error)
 	mustEmbedUnimplementedLedgerServer()
 }
 
@@ -172,6 +187,9 @@ func (UnimplementedLedgerServer) KeepAlive(grpc.BidiStreamingServer[KeepAliveReq
 }
 func (UnimplementedLedgerServer) Lookup(context.Context, *LookupRequest) (*LookupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Lookup not implemented")
+}
+func (UnimplementedLedgerServer) ListRecords(context.Context, *ListRecordsRequest) (*ListRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRecords not implemented")
 }
 func (UnimplementedLedgerServer) mustEmbedUnimplementedLedgerServer() {}
 func (UnimplementedLedgerServer) testEmbeddedByValue()                {}
@@ -291,6 +309,24 @@ func _Ledger_Lookup_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Ledger_ListRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServer).ListRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Ledger_ListRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServer).ListRecords(ctx, req.(*ListRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Ledger_ServiceDesc is the grpc.ServiceDesc for Ledger service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -317,6 +353,10 @@ var Ledger_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Lookup",
 			Handler:    _Ledger_Lookup_Handler,
+		},
+		{
+			MethodName: "ListRecords",
+			Handler:    _Ledger_ListRecords_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

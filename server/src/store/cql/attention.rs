@@ -1,0 +1,76 @@
+//! The CQL store's needs-attention counts (`Store::attention`): a pass over the index rows of the
+//! buckets every tenant shares (PROCESSING, AT_MOST_ONCE PROCESSING, UNKNOWN), each candidate
+//! checked against its record like a listing does (`list`), stale rows deleted on the way.
+
+use super::index::{self, StatusRow, SHARDS};
+use super::list::{record_is_stale, text, Row, PARTITION_PAGE};
+use super::CqlStore;
+use crate::ledger::{Attention, AttentionCounts, Bucket, Millis};
+use crate::store::StoreError;
+use scylla::value::CqlValue;
+
+impl CqlStore {
+    /// `Store::attention`: the shared bucket rows that may need attention, each candidate checked
+    /// against its record. A PROCESSING row whose recorded lease end is still ahead is not read
+    /// (every durable write rewrites the row, so a renewal shows there).
+    pub(super) async fn attention_counts(
+        &self,
+        now: Millis,
+    ) -> Result<AttentionCounts, StoreError> {
+        let mut counts = AttentionCounts::default();
+        for bucket in Attention::buckets() {
+            let leased = matches!(
+                bucket,
+                Bucket::ProcessingAtMostOnce | Bucket::Stored(crate::ledger::Status::Processing)
+            );
+            for shard in 0..SHARDS {
+                let mut after = (String::new(), String::new(), String::new());
+                loop {
+                    let values = vec![
+                        text(index::SHARED_SCOPE),
+                        text(index::bucket_name(bucket)),
+                        Some(CqlValue::Int(shard)),
+                        text(&after.0),
+                        text(&after.1),
+                        text(&after.2),
+                        Some(CqlValue::Int(PARTITION_PAGE)),
+                    ];
+                    let rows = self.rows(&self.index.page_partition, values, true).await?;
+                    let exhausted = rows.len() < PARTITION_PAGE as usize;
+                    if let Some(last) = rows.last() {
+                        after = (
+                            last.id.tenant.clone(),
+                            last.id.namespace.clone(),
+                            last.id.key.clone(),
+                        );
+                    }
+                    let candidates: Vec<Row> = rows
+                        .into_iter()
+                        .filter(|r| !leased || r.lease_expires_at.is_none_or(|end| end <= now))
+                        .collect();
+                    for (row, record) in self.read_rows(candidates, now).await? {
+                        let in_place = record
+                            .as_ref()
+                            .is_some_and(|r| Bucket::of(r) == Some(bucket));
+                        if in_place {
+                            if let Some(why) = record.as_ref().and_then(|r| Attention::of(r, now)) {
+                                counts.add(why);
+                            }
+                        } else if record_is_stale(record.as_ref(), &row, now) {
+                            let status_row = StatusRow {
+                                bucket,
+                                id: row.id.clone(),
+                            };
+                            let values = index::delete_status_values(&status_row, row.write_time);
+                            self.spawn_deletes(vec![("status", values)]);
+                        }
+                    }
+                    if exhausted {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(counts)
+    }
+}
