@@ -12,7 +12,10 @@
 //!   Replays, in-flight duplicates, final failures and unknown outcomes come back typed.
 //! - [`Client::claim`], [`Client::complete`], [`Client::fail`], [`Client::renew`],
 //!   [`Client::lookup`], [`Client::keep_alive`]: one typed method per RPC, with the typed
-//!   [`Error`] (gRPC code and `ErrorInfo` [`Reason`]).
+//!   [`Error`] (gRPC code and `ErrorInfo` [`Reason`]). [`Claim`] also asks for an approval gate
+//!   ([`Claim::require_approval`]), a dry run ([`Claim::dry_run`]) or an attempt cap
+//!   ([`Claim::max_attempts`]); the operator's [`Client::approve`], [`Client::reject`] and
+//!   [`Client::purge`] decide and clean up.
 //! - Every unary call goes through tower layers ([`stack`]): a per-attempt timeout, retries of
 //!   transient failures with exponential backoff and full jitter (honoring
 //!   `grpc-retry-pushback-ms`), and a circuit breaker. A retry resends the identical request.
@@ -75,6 +78,7 @@ mod error;
 mod key;
 mod lease;
 mod once;
+mod operations;
 mod rpc;
 pub mod stack;
 mod types;
@@ -90,5 +94,6 @@ pub use once::{Done, Failure, Once, OnceError, DEFAULT_WAIT_TIMEOUT};
 pub use rpc::{Arguments, Claim, KeepAlive, MAX_WAIT};
 pub use stack::{BreakerPolicy, CircuitState, RetryPolicy, Stats};
 pub use types::{
-    Claimed, Disposition, LeaseGrant, Record, RecordStatus, Semantics, StoredError, StoredResult,
+    Approval, Claimed, Decision, Disposition, LeaseGrant, Outcome, Record, RecordStatus, Semantics,
+    StoredError, StoredResult,
 };

@@ -114,8 +114,13 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             return result;
         }
         Command::Migrate(args) => return oncekey_server::store::cql::migrate::command(args).await,
-        Command::Token(TokenCommand::New { tenant }) => {
-            let (token, line) = oncekey_server::cli::token::new_token(&tenant)?;
+        Command::Token(TokenCommand::New {
+            tenant,
+            label,
+            scopes,
+        }) => {
+            let (token, line) =
+                oncekey_server::cli::token::new_token_line(&tenant, label.as_deref(), &scopes)?;
             println!("token: {token}");
             println!("tokens-file line: {line}");
             return Ok(());
@@ -129,6 +134,9 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         }
         Command::Lookup(cmd) => client::lookup(cmd).await?,
         Command::Health(cmd) => client::health(cmd).await?,
+        Command::Approve(cmd) => oncekey_server::cli::operations::approve(cmd).await?,
+        Command::Reject(cmd) => oncekey_server::cli::operations::reject(cmd).await?,
+        Command::Purge(cmd) => oncekey_server::cli::operations::purge(cmd).await?,
         Command::Bench(args) => return oncekey_server::bench::run(*args).await,
     };
     println!("{}", serde_json::to_string_pretty(&output)?);

@@ -1,4 +1,6 @@
-//! The operator side of `oncekey`: token generation and the claim/complete/fail/lookup commands.
+//! The operator side of `oncekey`: token generation, the claim/complete/fail/lookup commands and
+//! the operator's approve/reject/purge.
 
 pub mod client;
+pub mod operations;
 pub mod token;

@@ -8,11 +8,13 @@
 mod claim;
 mod clock;
 mod hits;
+mod operate;
 mod recent;
 mod waiters;
 
-pub use claim::ClaimReply;
+pub use claim::{ClaimReply, DryRunReply};
 pub use clock::Clock;
+pub use operate::Decider;
 
 use crate::ledger::{self, Disposition, LedgerError, Millis};
 use crate::ledger::{Change, Lease, OpError, OpResult, Record, RecordId, Status, Transition};
@@ -150,7 +152,7 @@ impl<S: Store> Engine<S> {
                 Ok((ledger::fail(current, token, error, disposition, now)?, ()))
             })
             .await?;
-        match record.filter(|r| r.status != Status::Abandoned) {
+        match record.filter(|r| !r.status.is_tombstone()) {
             Some(mut record) => {
                 self.hits.merge_counts_into(&mut record).await;
                 Ok(Some(record))
@@ -182,7 +184,7 @@ impl<S: Store> Engine<S> {
             self.hits.merge_into(record).await;
         }
         record
-            .filter(|r| r.status != Status::Abandoned)
+            .filter(|r| !r.status.is_tombstone())
             .ok_or(EngineError::NotFound)
     }
 

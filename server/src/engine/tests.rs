@@ -13,6 +13,8 @@ fn args() -> ClaimArgs {
         owner: "here".into(),
         parent: None,
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     }
 }
 

@@ -1,21 +1,28 @@
 //! The ledger state machine of CONTRACT §5: given the current record (or none), a request and `now`,
 //! it decides the answer and the next record. Pure code, the one definition for every store.
+//! Beside the claim and settlement rules it holds the operator's transitions: the approval gate
+//! (`approval`), the attempt cap (in `claim`) and purge (`purge`).
 //!
 //! It must not do I/O, read a clock, or know about gRPC or a database: the engine feeds it records
 //! read from a store and writes back what it decides with compare-and-set.
 
+mod approval;
 mod claim;
 mod expiry;
+mod purge;
 mod record;
 mod settle;
 #[cfg(test)]
 mod tests;
 
-pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome};
+pub use approval::{approve, reject, REJECTED_CODE};
+pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome, EXHAUSTED_CODE, EXHAUSTED_MESSAGE};
 pub use expiry::expiry;
-pub use record::{bound_history, Event, EventKind, MAX_HISTORY};
+pub use purge::purge;
+pub use record::{bound_history, Event, EventKind, ATTEMPTS_EXHAUSTED, MAX_HISTORY};
 pub use record::{
-    Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status,
+    Approval, Decision, Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics,
+    Status,
 };
 pub use settle::{complete, fail, renew, Disposition};
 
@@ -31,6 +38,16 @@ pub enum LedgerError {
     /// This token already settled the record with a different outcome.
     #[error("the operation was already settled with a different outcome")]
     AlreadySettled,
+    /// An operator's transition (approve, reject, purge) on a key without a live record.
+    #[error("no such record")]
+    NotFound,
+    /// An Approve or Reject of a record that does not await approval (never did, was decided
+    /// otherwise, or has moved on since).
+    #[error("the operation does not await approval")]
+    NotAwaitingApproval,
+    /// A Purge of an unsettled at-most-once operation without `force`.
+    #[error("the operation is an unsettled at-most-once operation: purging it lets the effect run again; pass force to purge it anyway")]
+    UnsettledAtMostOnce,
 }
 
 /// How a decision changes the stored record.

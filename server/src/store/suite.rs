@@ -65,6 +65,8 @@ fn args(fp: u8) -> ClaimArgs {
         owner: "suite".into(),
         parent: None,
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     }
 }
 

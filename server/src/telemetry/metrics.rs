@@ -54,6 +54,8 @@ pub enum Outcome {
     IN_PROGRESS,
     /// At-most-once outcome unknown.
     NEEDS_RECONCILIATION,
+    /// Waits for an approval.
+    AWAITING_APPROVAL,
 }
 
 /// Labels of the Claim outcome counter.
@@ -120,7 +122,7 @@ struct TenantSeries {
 }
 
 /// The Claim counters of one (tenant, namespace) pair, indexed by `Outcome as usize`.
-type PairCounters = [OnceLock<Counter>; 5];
+type PairCounters = [OnceLock<Counter>; 6];
 
 /// Where one Claim answer is counted.
 enum Slot<'s> {

@@ -190,6 +190,10 @@ impl From<LedgerError> for Refusal {
             LedgerError::KeyReused => Refusal::KeyReused,
             LedgerError::LeaseLost => Refusal::LeaseLost,
             LedgerError::AlreadySettled => Refusal::AlreadySettled,
+            // Operator transitions only; the modelled clients never send them.
+            LedgerError::NotFound
+            | LedgerError::NotAwaitingApproval
+            | LedgerError::UnsettledAtMostOnce => unreachable!("not modelled: {e:?}"),
         }
     }
 }
@@ -288,6 +292,8 @@ struct Ledger {
     /// Every Claim's retention.
     retention: Millis,
     rule: Rule,
+    /// Every Claim's attempt cap (0: none).
+    max_attempts: u32,
 }
 
 /// The fencing property's name (also asserted broken by the old expiry rule).
@@ -372,6 +378,7 @@ fn model(semantics: Semantics, retention: Millis) -> Ledger {
         renews: 1,
         retention,
         rule: Rule::Ledger,
+        max_attempts: 0,
     }
 }
 

@@ -21,6 +21,8 @@ impl Ledger {
             owner: format!("client-{client}"),
             parent: None,
             reconcile,
+            require_approval: false,
+            max_attempts: self.max_attempts,
         }
     }
 
@@ -307,6 +309,7 @@ impl Ledger {
                 }
                 ClaimOutcome::Failed => c.phase = Phase::Done,
                 ClaimOutcome::InProgress => c.phase = Phase::Idle { reconcile: false },
+                ClaimOutcome::AwaitingApproval => unreachable!("no modelled Claim asks approval"),
                 ClaimOutcome::NeedsReconciliation => {
                     s.seen.needs_reconciliation = true;
                     c.phase = Phase::Idle { reconcile: true };

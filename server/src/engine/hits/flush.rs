@@ -3,7 +3,7 @@
 
 use super::{apply, Hits, Life, Taken};
 use crate::engine::{Clock, MAX_ROUNDS};
-use crate::ledger::{Record, RecordId};
+use crate::ledger::{Record, RecordId, Status};
 use crate::store::{Cas, Store};
 use std::time::Duration;
 
@@ -81,8 +81,8 @@ async fn write<S: Store>(
     };
     for _ in 0..MAX_ROUNDS {
         let now = clock.now();
-        let Some(stored) = current else {
-            hits.void(id); // the record is gone: nothing to count on
+        let Some(stored) = current.filter(|r| r.status != Status::Purged) else {
+            hits.void(id); // the record is gone (or purged, history and all): nothing to count on
             return true;
         };
         let counted = if Life::of(&stored) == taken.life {
