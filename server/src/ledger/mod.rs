@@ -13,6 +13,8 @@ mod purge;
 mod record;
 mod settle;
 #[cfg(test)]
+mod operator_tests;
+#[cfg(test)]
 mod tests;
 
 pub use approval::{approve, reject, REJECTED_CODE};
