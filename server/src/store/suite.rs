@@ -11,9 +11,11 @@ use crate::store::{Cas, Store};
 mod expiry;
 mod gate;
 mod hits;
+mod operations;
 mod waits;
 pub use expiry::*;
 pub use hits::*;
+pub use operations::*;
 pub use waits::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -52,6 +54,12 @@ macro_rules! store_suite {
             case!(expiry_keeps_an_unsettled_at_most_once_record);
             case!(expiry_follows_a_renewing_at_least_once_holder);
             case!(expiry_removes_settled_records);
+            case!(operator_fields_round_trip);
+            case!(engine_approval_gate);
+            case!(engine_wait_is_held_until_decided);
+            case!(engine_dry_run_writes_nothing);
+            case!(engine_attempt_cap_persists);
+            case!(engine_purge_continues_the_fencing_sequence);
         }
     };
 }

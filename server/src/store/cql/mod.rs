@@ -34,6 +34,8 @@ pub(crate) mod statements;
 mod tests;
 #[cfg(test)]
 mod ttl_tests;
+#[cfg(test)]
+mod upgrade_tests;
 
 pub use connect::ConnectError;
 

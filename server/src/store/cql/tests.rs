@@ -29,7 +29,7 @@ fn unix_secs() -> u64 {
         .as_secs()
 }
 
-fn cql_args(keyspace: &str) -> CqlArgs {
+pub(super) fn cql_args(keyspace: &str) -> CqlArgs {
     CqlArgs {
         cql_nodes: vec![node().to_owned()],
         cql_keyspace: keyspace.to_owned(),
@@ -39,7 +39,7 @@ fn cql_args(keyspace: &str) -> CqlArgs {
     }
 }
 
-fn migrate_args(keyspace: &str) -> MigrateArgs {
+pub(super) fn migrate_args(keyspace: &str) -> MigrateArgs {
     MigrateArgs {
         cql: cql_args(keyspace),
         cql_replication: Some(migrate::parse_replication("SimpleStrategy:1").unwrap()),
@@ -47,7 +47,7 @@ fn migrate_args(keyspace: &str) -> MigrateArgs {
 }
 
 /// A keyspace name no other test uses.
-fn fresh_keyspace() -> String {
+pub(super) fn fresh_keyspace() -> String {
     format!("{PREFIX}{}_{:08x}", unix_secs(), rand::random::<u32>())
 }
 
