@@ -73,10 +73,25 @@ impl Lease {
     }
 }
 
-/// Stops the keep-alive task when dropped.
+/// Stops the keep-alive task when dropped (the lease then runs out normally).
 #[derive(Debug)]
-pub(crate) struct KeepAliveGuard {
+pub struct KeepAliveGuard {
     task: JoinHandle<()>,
+}
+
+impl Client {
+    /// Keeps an acquired lease alive through the server's `KeepAlive` stream, renewing to
+    /// `lease_ttl` (server default when `None`), until the returned guard is dropped: for callers
+    /// that drive Claim, Complete and Fail themselves (as `oncekey gateway` does) but want the same
+    /// keep-alive as [`crate::Once::run`]. Drop the guard before settling.
+    pub fn hold_lease(
+        &self,
+        key: &OperationKey,
+        grant: LeaseGrant,
+        lease_ttl: Option<Duration>,
+    ) -> (Lease, KeepAliveGuard) {
+        keep_alive(self, key, grant, lease_ttl)
+    }
 }
 
 impl Drop for KeepAliveGuard {

@@ -89,7 +89,7 @@ pub use connect::{
 };
 pub use error::{Error, Reason, RETRY_PUSHBACK_HEADER};
 pub use key::{KeyBuilder, KeyError, OperationKey, MAX_KEY_BYTES};
-pub use lease::Lease;
+pub use lease::{KeepAliveGuard, Lease};
 pub use once::{Done, Failure, Once, OnceError, DEFAULT_WAIT_TIMEOUT};
 pub use rpc::{Arguments, Claim, KeepAlive, MAX_WAIT};
 pub use stack::{BreakerPolicy, CircuitState, RetryPolicy, Stats};

@@ -43,6 +43,8 @@ pub enum Command {
     Purge(crate::cli::operations::PurgeCmd),
     /// Load-test a running server (and optionally the PostgreSQL design) over real gRPC.
     Bench(Box<crate::bench::BenchArgs>),
+    /// Run an HTTP reverse proxy giving an upstream service Idempotency-Key semantics.
+    Gateway(Box<crate::cli::gateway::GatewayCmd>),
 }
 
 /// `oncekey token …`
@@ -94,7 +96,9 @@ pub struct CqlArgs {
     /// Keyspace holding the ledger.
     #[arg(long, env = "ONCEKEY_CQL_KEYSPACE", default_value = "oncekey")]
     pub cql_keyspace: String,
-    /// Local datacenter: enables DC-aware routing, LOCAL_QUORUM and LOCAL_SERIAL.
+    /// Local datacenter: DC-aware routing (requests stay in it) and LOCAL_QUORUM reads and
+    /// commits. Lightweight transactions stay SERIAL (cluster-wide) unless
+    /// --cql-serial-consistency says otherwise.
     #[arg(long, env = "ONCEKEY_CQL_LOCAL_DC")]
     pub cql_local_dc: Option<String>,
     /// CQL user name.
@@ -103,6 +107,100 @@ pub struct CqlArgs {
     /// CQL password.
     #[arg(long, env = "ONCEKEY_CQL_PASSWORD", hide_env_values = true)]
     pub cql_password: Option<String>,
+    /// Consistency of the Paxos phase of every conditional write and of linearizable reads.
+    /// `serial`: one Paxos across every datacenter, so two DCs can never both acquire a key.
+    /// `local-serial`: Paxos within --cql-local-dc only, which is safe only when each key is only
+    /// ever written from one datacenter (needs --cql-local-dc and --cql-keys-dc-pinned).
+    #[arg(
+        long,
+        env = "ONCEKEY_CQL_SERIAL_CONSISTENCY",
+        value_enum,
+        default_value = "serial"
+    )]
+    pub cql_serial_consistency: SerialLevel,
+    /// The operator's statement that every tenant's keys are written from one datacenter only
+    /// (e.g. tenants are pinned to a DC by routing), which --cql-serial-consistency local-serial
+    /// needs.
+    #[arg(long, env = "ONCEKEY_CQL_KEYS_DC_PINNED")]
+    pub cql_keys_dc_pinned: bool,
+    /// TLS to the cluster.
+    #[command(flatten)]
+    pub cql_tls: CqlTlsArgs,
+}
+
+/// The serial consistency of lightweight transactions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum SerialLevel {
+    /// SERIAL: Paxos over every datacenter's replicas.
+    #[default]
+    Serial,
+    /// LOCAL_SERIAL: Paxos over the local datacenter's replicas only.
+    LocalSerial,
+}
+
+/// Client TLS to the CQL cluster (ScyllaDB / Cassandra `client_encryption_options`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct CqlTlsArgs {
+    /// Connect to the cluster over TLS, trusting the system's CA certificates unless --cql-tls-ca
+    /// is given (any other --cql-tls-* flag implies it).
+    #[arg(long, env = "ONCEKEY_CQL_TLS")]
+    pub cql_tls: bool,
+    /// PEM CA bundle the nodes' certificates must chain to (instead of the system's CAs).
+    #[arg(long, env = "ONCEKEY_CQL_TLS_CA")]
+    pub cql_tls_ca: Option<PathBuf>,
+    /// PEM client certificate chain, for clusters that require client certificates.
+    #[arg(long, env = "ONCEKEY_CQL_TLS_CERT", requires = "cql_tls_key")]
+    pub cql_tls_cert: Option<PathBuf>,
+    /// PEM private key of --cql-tls-cert.
+    #[arg(long, env = "ONCEKEY_CQL_TLS_KEY", requires = "cql_tls_cert")]
+    pub cql_tls_key: Option<PathBuf>,
+    /// The DNS name every node's certificate must carry. Without it a node's certificate must
+    /// name the IP address the driver connects to (nodes are addressed by the IPs the cluster
+    /// advertises, so certificates with DNS names only need this).
+    #[arg(long, env = "ONCEKEY_CQL_TLS_SERVER_NAME")]
+    pub cql_tls_server_name: Option<String>,
+}
+
+impl CqlTlsArgs {
+    /// Whether TLS to the cluster is on.
+    pub fn enabled(&self) -> bool {
+        self.cql_tls
+            || self.cql_tls_ca.is_some()
+            || self.cql_tls_cert.is_some()
+            || self.cql_tls_server_name.is_some()
+    }
+}
+
+impl CqlArgs {
+    /// Checks the CQL flags against each other; the message names the flag to fix.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.cql_serial_consistency == SerialLevel::LocalSerial {
+            if self.cql_local_dc.is_none() {
+                return Err(ConfigError(
+                    "--cql-serial-consistency local-serial needs --cql-local-dc: LOCAL_SERIAL \
+                     means the Paxos of whichever datacenter a request lands in"
+                        .into(),
+                ));
+            }
+            if !self.cql_keys_dc_pinned {
+                return Err(ConfigError(
+                    "--cql-serial-consistency local-serial lets two datacenters each acquire the \
+                     same key: use it only when every key is written from one datacenter, and say \
+                     so with --cql-keys-dc-pinned (otherwise keep the default, serial)"
+                        .into(),
+                ));
+            }
+        }
+        if let Some(name) = &self.cql_tls.cql_tls_server_name {
+            if name.is_empty() || name.parse::<std::net::IpAddr>().is_ok() {
+                return Err(ConfigError(format!(
+                    "--cql-tls-server-name {name:?}: give the DNS name the nodes' certificates \
+                     carry (IP addresses are checked without this flag)"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `oncekey migrate`
@@ -136,7 +234,7 @@ pub struct ServeArgs {
     /// CQL connection (with --store cql).
     #[command(flatten)]
     pub cql: CqlArgs,
-    /// Tokens file: `tenant:sha256-hex-of-token` lines; reloaded on SIGHUP.
+    /// Tokens file: `tenant:sha256-hex-of-token` lines; reloaded when it changes, and on SIGHUP.
     #[arg(long, env = "ONCEKEY_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
     /// Allow listening on a non-loopback address without a tokens file.
@@ -204,6 +302,11 @@ pub struct ServeArgs {
     /// (docs/operations.md, "Recovering the embedded store").
     #[arg(long, env = "ONCEKEY_ACCEPT_DATA_LOSS")]
     pub accept_data_loss: bool,
+    /// How often the tokens file and the TLS files are checked for changes, which are then
+    /// loaded (a mounted Secret that cert-manager renewed, a rotated tokens Secret); `0s` turns
+    /// the checks off (SIGHUP still reloads).
+    #[arg(long, env = "ONCEKEY_RELOAD_CHECK_INTERVAL", default_value = "5s", value_parser = parse_duration)]
+    pub reload_check_interval: Millis,
     /// Test only: the embedded store's longest time between checkpoints (its write-ahead log then
     /// keeps every write since the last one, e.g. to build a damaged log).
     #[arg(
@@ -253,6 +356,14 @@ impl ServeArgs {
             return bad("--embedded-checkpoint-interval must be between 1ms and 1h".into());
         }
         self.admission.validate()?;
+        if self.reload_check_interval != 0
+            && !(100..=3_600_000).contains(&self.reload_check_interval)
+        {
+            return bad("--reload-check-interval must be 0s (off) or between 100ms and 1h".into());
+        }
+        if self.store == StoreKind::Cql {
+            self.cql.validate()?;
+        }
         let loopback = self.listen.ip().is_loopback();
         if self.tokens_file.is_none() && !loopback && !self.allow_unauthenticated {
             return bad(format!(

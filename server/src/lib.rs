@@ -12,6 +12,7 @@ pub mod conn;
 pub mod engine;
 pub mod inflight;
 pub mod ledger;
+pub mod reload;
 pub mod serve;
 pub mod store;
 pub mod telemetry;

@@ -138,6 +138,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Reject(cmd) => oncekey_server::cli::operations::reject(cmd).await?,
         Command::Purge(cmd) => oncekey_server::cli::operations::purge(cmd).await?,
         Command::Bench(args) => return oncekey_server::bench::run(*args).await,
+        Command::Gateway(cmd) => return oncekey_server::cli::gateway::run(*cmd).await,
     };
     println!("{}", serde_json::to_string_pretty(&output)?);
     Ok(())

@@ -165,7 +165,11 @@ pub async fn serve_store<S: Store>(
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stopped()));
     let sweeper = tokio::spawn(sweep_loop(engine.clone(), args.sweep_interval));
-    tokio::spawn(reload_on_sighup(auth, tls.clone()));
+    let reloader =
+        crate::reload::Reloader::new(args, auth, tls.clone(), engine.metrics().reload().clone());
+    let reload_every =
+        Duration::from_millis(u64::try_from(args.reload_check_interval).unwrap_or(0));
+    tokio::spawn(crate::reload::run(reloader, reload_every));
 
     let inflight = InFlight::new(engine.metrics().clone());
     let router = Server::builder()
@@ -232,30 +236,6 @@ async fn sweep_loop<S: Store>(engine: Arc<Engine<S>>, every: i64) {
             Ok(0) => {}
             Ok(n) => tracing::debug!(removed = n, "swept expired records"),
             Err(e) => tracing::warn!(error = %e, "sweep failed"),
-        }
-    }
-}
-
-/// SIGHUP re-reads the tokens file and, with TLS on, the certificate, key and client CA; a file
-/// that fails to load keeps what was loaded before.
-async fn reload_on_sighup(auth: Arc<Auth>, tls: Option<Arc<crate::tls::Tls>>) {
-    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
-        return;
-    };
-    while hup.recv().await.is_some() {
-        match auth.reload() {
-            Ok(n) => tracing::info!(entries = n, "tokens file reloaded"),
-            Err(e) => {
-                tracing::error!(error = %e, "tokens file reload failed; keeping the previous tokens")
-            }
-        }
-        match tls.as_ref().map(|tls| tls.reload()) {
-            None => {}
-            Some(Ok(())) => tracing::info!("TLS certificate reloaded"),
-            Some(Err(e)) => tracing::error!(
-                error = %e,
-                "TLS reload failed; keeping the previous certificate"
-            ),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! TLS on the gRPC port, reloadable: the certificate, its key and (for mutual TLS) the client CA
-//! are read at start and again on SIGHUP, so a renewed certificate — cert-manager rewrites the
-//! mounted Secret — is served to new connections without a restart (with the embedded store a
+//! are read at start and again on SIGHUP or when they change (`crate::reload`), so a renewed
+//! certificate — cert-manager rewrites the mounted Secret — is served to new connections
+//! without a restart (with the embedded store a
 //! restart is an outage). Connections already open keep the configuration they were made with. A
 //! reload that fails (a half-written file, a key that does not match the certificate) keeps the
 //! previous configuration and says why.

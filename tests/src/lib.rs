@@ -17,6 +17,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 use tonic_types::StatusExt;
 
+mod mount;
+pub use mount::SecretMount;
+
 /// The `oncekey` binary under test.
 pub fn binary() -> PathBuf {
     if let Some(path) = std::env::var_os("ONCEKEY_BIN") {
@@ -399,6 +402,12 @@ fn openssl(dir: &Path, args: &[&str]) {
 /// A CA (`ca.pem`), a server certificate for localhost/127.0.0.1 (`server.pem`, `server.key`)
 /// and a client certificate (`client.pem`, `client.key`) in `dir`, made with the openssl command.
 pub fn make_certificates(dir: &Path) {
+    make_certificates_valid_for(dir, 2);
+}
+
+/// `make_certificates` with certificates valid for `days` days from now.
+pub fn make_certificates_valid_for(dir: &Path, days: u32) {
+    let days = days.to_string();
     let ec = [
         "-newkey",
         "ec",
@@ -406,7 +415,14 @@ pub fn make_certificates(dir: &Path) {
         "ec_paramgen_curve:prime256v1",
         "-nodes",
     ];
-    let mut ca = vec!["req", "-x509", "-days", "2", "-subj", "/CN=oncekey test CA"];
+    let mut ca = vec![
+        "req",
+        "-x509",
+        "-days",
+        &days,
+        "-subj",
+        "/CN=oncekey test CA",
+    ];
     ca.extend(ec);
     ca.extend(["-keyout", "ca.key", "-out", "ca.pem"]);
     openssl(dir, &ca);
@@ -443,7 +459,7 @@ pub fn make_certificates(dir: &Path) {
                 "ca.key",
                 "-CAcreateserial",
                 "-days",
-                "2",
+                &days,
                 "-extfile",
                 &extfile,
                 "-out",
@@ -451,6 +467,13 @@ pub fn make_certificates(dir: &Path) {
             ],
         );
     }
+}
+
+/// The value of the sample `series` (name with its labels, as exposed) in Prometheus text.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
 }
 
 /// `scripts/cassandra COMMAND` with extra environment (e.g. another port); panics with its output
@@ -482,9 +505,49 @@ pub fn cql_node() -> &'static str {
     })
 }
 
+/// A node of its own that speaks CQL over TLS only and requires client certificates
+/// (`scripts/cassandra` with `ONCEKEY_CASSANDRA_TLS`): its address and the directory holding
+/// `ca.pem`, `client.pem`, `client.key` and `other-ca.pem`. `$ONCEKEY_TEST_CQL_TLS_NODES` and
+/// `$ONCEKEY_TEST_CQL_TLS_DIR` when the test command started it, else started once per process
+/// on `$ONCEKEY_TLS_CQL_PORT` (default 9142) and `$ONCEKEY_TLS_CQL_STORAGE_PORT` (7142), never
+/// the shared node's ports. Never skips: no node, panic.
+pub fn cql_tls_node() -> &'static (String, PathBuf) {
+    static NODE: std::sync::OnceLock<(String, PathBuf)> = std::sync::OnceLock::new();
+    NODE.get_or_init(|| {
+        let given = (
+            std::env::var("ONCEKEY_TEST_CQL_TLS_NODES"),
+            std::env::var("ONCEKEY_TEST_CQL_TLS_DIR"),
+        );
+        if let (Ok(nodes), Ok(dir)) = given {
+            if !nodes.trim().is_empty() && !dir.trim().is_empty() {
+                return (nodes.trim().to_owned(), PathBuf::from(dir.trim()));
+            }
+        }
+        let port = std::env::var("ONCEKEY_TLS_CQL_PORT").unwrap_or_else(|_| "9142".into());
+        let storage =
+            std::env::var("ONCEKEY_TLS_CQL_STORAGE_PORT").unwrap_or_else(|_| "7142".into());
+        let dir = PathBuf::from(format!("/tmp/oncekey-cassandra-{port}-tls"));
+        let env = [
+            ("ONCEKEY_CQL_PORT".to_owned(), port),
+            ("ONCEKEY_CQL_STORAGE_PORT".to_owned(), storage),
+            (
+                "ONCEKEY_CASSANDRA_TLS".to_owned(),
+                dir.display().to_string(),
+            ),
+            ("ONCEKEY_CASSANDRA_HEAP".to_owned(), "512m".to_owned()),
+        ];
+        (cassandra(&env, "start"), dir)
+    })
+}
+
 /// A fresh keyspace on `node`, migrated with the real `oncekey migrate`; named `oncekey_t_…` so
 /// the CQL store's tests drop it once stale.
 pub fn migrated_keyspace(node: &str) -> String {
+    migrated_keyspace_with(node, &[])
+}
+
+/// `migrated_keyspace` with extra `oncekey migrate` flags (e.g. TLS to the node).
+pub fn migrated_keyspace_with(node: &str, extra: &[&str]) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let now = std::time::SystemTime::now()
@@ -497,7 +560,7 @@ pub fn migrated_keyspace(node: &str) -> String {
         now.subsec_nanos(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
-    let (code, stdout, stderr) = run_cli(&[
+    let mut args = vec![
         "migrate",
         "--cql-nodes",
         node,
@@ -505,7 +568,9 @@ pub fn migrated_keyspace(node: &str) -> String {
         &keyspace,
         "--cql-replication",
         "SimpleStrategy:1",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let (code, stdout, stderr) = run_cli(&args);
     assert_eq!(code, 0, "migrate failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("0001_ledger applied"), "{stdout}");
     keyspace

@@ -258,3 +258,45 @@ fn tiny_noisy_bench_reports_both_phases_and_the_refusals() {
     assert_eq!(code, 64, "{stderr}");
     assert!(stderr.contains("--noisy-limit"), "{stderr}");
 }
+
+/// `--scenario gateway`: the same POSTs to an upstream directly and through an in-process
+/// gateway on the server, both measured, and the overhead between them reported.
+#[test]
+fn tiny_gateway_bench_reports_the_overhead() {
+    let server = Server::start(&[]);
+    let (code, stdout, stderr) = run_cli(&[
+        "bench",
+        "--server",
+        &server.grpc,
+        "--scenario",
+        "gateway",
+        "--ops",
+        "100",
+        "--workers",
+        "4",
+        "--connections",
+        "1",
+        "--warmup",
+        "100ms",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("the report is JSON");
+    let results = report["results"].as_array().expect("results");
+    let targets: Vec<&str> = results
+        .iter()
+        .map(|r| r["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(targets, ["direct", "gateway"], "{report:#}");
+    for r in results {
+        assert_eq!(r["scenario"], "gateway");
+        assert_eq!(r["ops"], 100, "{r:#}");
+        assert_eq!(r["errors"], serde_json::json!({}), "{r:#}");
+    }
+    for p in ["p50", "p90", "p99"] {
+        assert!(
+            report["gateway_overhead_ms"][p].is_number(),
+            "{p}: {report:#}"
+        );
+    }
+}

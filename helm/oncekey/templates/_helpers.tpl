@@ -70,14 +70,44 @@ Name of the ServiceAccount the server pods use.
 {{- end }}
 
 {{/*
-The image reference: repository plus digest, else tag (default: the chart's appVersion).
+The image reference: [global.imageRegistry/]repository plus digest, else tag (default: the
+chart's appVersion).
 */}}
 {{- define "oncekey.image" -}}
-{{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
-{{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- $repository := .Values.image.repository }}
+{{- with (.Values.global).imageRegistry }}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository }}
 {{- end }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Pull secrets: global.imagePullSecrets, then imagePullSecrets.
+*/}}
+{{- define "oncekey.imagePullSecrets" -}}
+{{- $secrets := concat ((.Values.global).imagePullSecrets | default list) .Values.imagePullSecrets }}
+{{- with $secrets -}}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+Resources of the server container: with the embedded store, the memory request is the limit.
+*/}}
+{{- define "oncekey.resources" -}}
+{{- $resources := deepCopy .Values.resources }}
+{{- if include "oncekey.embedded" . }}
+{{- $memory := ($resources.limits | default dict).memory }}
+{{- $requests := $resources.requests | default dict }}
+{{- $_ := set $requests "memory" $memory }}
+{{- $_ := set $resources "requests" $requests }}
+{{- end }}
+{{- toYaml $resources }}
 {{- end }}
 
 {{/*
@@ -178,18 +208,6 @@ Seconds the kubelet waits after SIGTERM: above preStop sleep + drain timeout.
 {{- end }}
 
 {{/*
-Cross-field checks the schema cannot express clearly; called from the workload templates.
-*/}}
-{{- define "oncekey.validate" -}}
-{{- if and .Values.tls.enabled (not .Values.tls.existingSecret) }}
-{{- fail "tls.enabled needs tls.existingSecret: a kubernetes.io/tls Secret with tls.crt and tls.key" }}
-{{- end }}
-{{- if and (not (include "oncekey.embedded" .)) (not .Values.cql.existingSecret) .Values.cql.username (not .Values.cql.password) }}
-{{- fail "cql.username is set without cql.password (or use cql.existingSecret)" }}
-{{- end }}
-{{- end }}
-
-{{/*
 The pod template shared by the Deployment (cql) and the StatefulSet (embedded).
 */}}
 {{- define "oncekey.podTemplate" -}}
@@ -211,16 +229,19 @@ metadata:
 spec:
   serviceAccountName: {{ include "oncekey.serviceAccountName" . }}
   automountServiceAccountToken: {{ .Values.serviceAccount.automountServiceAccountToken }}
-  {{- with .Values.imagePullSecrets }}
-  imagePullSecrets:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
+  {{- with include "oncekey.imagePullSecrets" . }}
+{{- . | nindent 2 }}
+{{- end }}
   {{- with .Values.priorityClassName }}
   priorityClassName: {{ . }}
   {{- end }}
   terminationGracePeriodSeconds: {{ include "oncekey.terminationGracePeriodSeconds" . }}
   securityContext:
     {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  {{- with .Values.initContainers }}
+  initContainers:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   containers:
     - name: oncekey
       image: {{ include "oncekey.image" . | quote }}
@@ -262,7 +283,7 @@ spec:
             seconds: {{ .Values.preStopSleepSeconds }}
       {{- end }}
       resources:
-        {{- toYaml .Values.resources | nindent 8 }}
+        {{- include "oncekey.resources" . | nindent 8 }}
       securityContext:
         {{- toYaml .Values.securityContext | nindent 8 }}
       volumeMounts:
@@ -287,6 +308,13 @@ spec:
           readOnly: true
         {{- end }}
         {{- end }}
+        {{- include "oncekey.cqlTlsMounts" . | nindent 8 }}
+        {{- with .Values.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+    {{- with .Values.sidecars }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   volumes:
     - name: tmp
       emptyDir:
@@ -323,6 +351,10 @@ spec:
           - key: {{ .Values.tls.clientCaKey }}
             path: ca.crt
     {{- end }}
+    {{- end }}
+    {{- include "oncekey.cqlTlsVolumes" . | nindent 4 }}
+    {{- with .Values.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
     {{- end }}
   {{- with .Values.nodeSelector }}
   nodeSelector:

@@ -5,9 +5,9 @@
 //! The tokens file holds `tenant:[label:]sha256-hex-of-token[:scope,scope]` lines, never tokens:
 //! the 64-hex field is the hash, a field before it the label, after it the scopes (`ledger`,
 //! `approve`, `admin`; none means `ledger`). A presented token is hashed and compared with every
-//! entry in constant time. Reloaded on SIGHUP; a bad file keeps the previous table. Dev mode has
-//! every scope on a loopback address, and only `ledger` when `--allow-unauthenticated` opens it
-//! to others. Never logs a token or its hash.
+//! entry in constant time. Reloaded on SIGHUP and when the file changes (`crate::reload`); a bad
+//! file keeps the previous table. Dev mode has every scope on a loopback address, and only
+//! `ledger` when `--allow-unauthenticated` opens it to others. Never logs a token or its hash.
 
 use super::error::ApiError;
 use oncekey_api::TENANT_HEADER;

@@ -22,6 +22,9 @@ pub enum Scenario {
     /// A quiet tenant's steady cycles, alone and then beside a noisy tenant offering
     /// --noisy-factor × --noisy-limit Claims a second (per-tenant admission at work).
     Noisy,
+    /// HTTP POSTs with fresh Idempotency-Keys through an in-process `oncekey gateway` on this
+    /// ledger, and the same POSTs to its (in-process) upstream directly: the gateway's overhead.
+    Gateway,
 }
 
 impl Scenario {
@@ -34,6 +37,7 @@ impl Scenario {
             Scenario::Storm => "storm",
             Scenario::Mixed => "mixed",
             Scenario::Noisy => "noisy",
+            Scenario::Gateway => "gateway",
         }
     }
 }
@@ -133,7 +137,7 @@ pub struct BenchArgs {
         value_name = "KEYSPACE"
     )]
     pub cql_raw_keyspace: String,
-    /// Local datacenter for --cql-raw (LOCAL_QUORUM / LOCAL_SERIAL, like `serve --cql-local-dc`).
+    /// Local datacenter for --cql-raw (LOCAL_QUORUM, Paxos at SERIAL, like `serve --cql-local-dc`).
     #[arg(long, env = "ONCEKEY_CQL_RAW_LOCAL_DC", value_name = "DC")]
     pub cql_raw_local_dc: Option<String>,
     /// CQL user name for --cql-raw.
@@ -234,6 +238,9 @@ impl BenchArgs {
             cql_local_dc: self.cql_raw_local_dc.clone(),
             cql_username: self.cql_raw_username.clone(),
             cql_password: self.cql_raw_password.clone(),
+            cql_serial_consistency: Default::default(),
+            cql_keys_dc_pinned: false,
+            cql_tls: Default::default(),
         })
     }
 }

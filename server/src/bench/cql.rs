@@ -17,7 +17,7 @@ use super::grpc::{Claimed, ARGUMENTS};
 use crate::config::CqlArgs;
 use crate::ledger::{self, Change, ClaimArgs, Millis, OpResult, Record, RecordId, Semantics};
 use crate::store::cql::codec::{self, RowView};
-use crate::store::cql::statements::{Levels, Statements};
+use crate::store::cql::statements::Statements;
 use crate::store::cql::{connect, migrate};
 use anyhow::Context as _;
 use scylla::client::session::Session;
@@ -56,7 +56,7 @@ impl RawCql {
     ) -> anyhow::Result<Self> {
         let session = connect::session(cql).await?;
         migrate::check_applied(&session, &cql.cql_keyspace).await?;
-        let levels = Levels::new(cql.cql_local_dc.is_some());
+        let levels = connect::levels(cql);
         let statements = Statements::prepare(&session, &cql.cql_keyspace, levels)
             .await
             .context("--cql-raw: preparing the CQL store's statements")?;

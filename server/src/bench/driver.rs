@@ -5,6 +5,7 @@
 use super::args::BenchArgs;
 use super::cpu;
 use super::cql::CqlConn;
+use super::gateway::HttpConn;
 use super::grpc::{Claimed, GrpcConn};
 use super::keys::Keys;
 use super::peer::PgConn;
@@ -32,6 +33,8 @@ pub enum Kind {
     Fill,
     /// A cycle completing a key for `replay`.
     ReplaySetup,
+    /// An HTTP POST with a fresh Idempotency-Key (through the gateway, or direct).
+    HttpPost,
 }
 
 /// One worker's connection: the server under test, the PostgreSQL peer, or the raw CQL LWTs.
@@ -42,6 +45,8 @@ pub enum Conn {
     Pg(PgConn),
     /// The CQL store's lightweight transactions, without the service.
     Cql(Box<CqlConn>),
+    /// HTTP, through `oncekey gateway` or to its upstream directly.
+    Http(Box<HttpConn>),
 }
 
 impl Conn {
@@ -50,6 +55,7 @@ impl Conn {
             Conn::Grpc(c) => c.noop().await.map_err(|s| describe(&s)),
             Conn::Pg(_) => Err("noop is not a PostgreSQL scenario".into()),
             Conn::Cql(_) => Err("noop is not a cql-raw scenario".into()),
+            Conn::Http(_) => Err("noop is not an HTTP scenario".into()),
         }
     }
 
@@ -58,6 +64,7 @@ impl Conn {
             Conn::Grpc(c) => c.claim(key).await.map_err(|s| describe(&s)),
             Conn::Pg(c) => c.claim(&key).await,
             Conn::Cql(c) => c.claim(key).await,
+            Conn::Http(_) => Err("claim is not an HTTP scenario".into()),
         }
     }
 
@@ -66,6 +73,7 @@ impl Conn {
             Conn::Grpc(c) => c.complete(key, token).await.map_err(|s| describe(&s)),
             Conn::Pg(c) => c.complete(&key).await,
             Conn::Cql(c) => c.complete(key, token).await,
+            Conn::Http(_) => Err("complete is not an HTTP scenario".into()),
         }
     }
 }
@@ -283,6 +291,10 @@ async fn one_op(
             Err(e) => Err(e),
         },
         Kind::Storm => storm(conn, keys.storm(), rec).await,
+        Kind::HttpPost => match conn {
+            Conn::Http(c) => c.post(keys.fresh()).await,
+            _ => Err("an HTTP op needs an HTTP connection".into()),
+        },
     };
     let elapsed = started.elapsed();
     match result {
@@ -294,7 +306,7 @@ async fn one_op(
                     Kind::Noop => Series::Noop,
                     Kind::Replay => Series::Replay,
                     Kind::Storm => Series::Storm,
-                    Kind::Cycle | Kind::Fill | Kind::ReplaySetup => Series::Cycle,
+                    Kind::Cycle | Kind::Fill | Kind::ReplaySetup | Kind::HttpPost => Series::Cycle,
                 };
                 rec.record(series, elapsed);
             }

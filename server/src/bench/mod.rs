@@ -17,6 +17,7 @@ mod args;
 mod cpu;
 mod cql;
 mod driver;
+mod gateway;
 mod grpc;
 mod keys;
 mod noisy;
@@ -86,6 +87,21 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         .context("preparing the completed keys for replay")?;
     }
     for scenario in &args.scenarios {
+        if *scenario == Scenario::Gateway {
+            // Direct first, then through the gateway, with the same workers and plan.
+            let rig = gateway::Rig::start(&args).await?;
+            let client = gateway::client();
+            for (target, keyed) in [("direct", false), ("gateway", true)] {
+                let conns = (0..args.workers)
+                    .map(|_| Conn::Http(Box::new(rig.worker(keyed, &client))))
+                    .collect();
+                let m =
+                    driver::drive(conns, oncekey(vec![(Kind::HttpPost, 1)]), &plan, &probe).await;
+                report.push(ScenarioResult::new("gateway", target, m));
+                eprintln!("{}", report.last_line());
+            }
+            continue;
+        }
         let kinds = match scenario {
             Scenario::Noop => vec![(Kind::Noop, 1)],
             Scenario::Cycle => vec![(Kind::Cycle, 1)],
@@ -96,6 +112,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 noisy::run(&args, &mut report, &probe).await?;
                 continue;
             }
+            Scenario::Gateway => unreachable!("handled above"),
         };
         let m = driver::drive(grpc_conns(&target), oncekey(kinds), &plan, &probe).await;
         report.push(ScenarioResult::new(scenario.name(), "oncekey", m));

@@ -245,12 +245,30 @@ impl Report {
         })
     }
 
+    /// The gateway's overhead per request: through the gateway minus direct, in ms, at p50, p90,
+    /// p99 (each percentile of each side; not a percentile of differences).
+    fn gateway_overhead(&self) -> Option<Vec<(&'static str, f64)>> {
+        let through = self.find("gateway", "gateway")?;
+        let direct = self.find("gateway", "direct")?;
+        [("p50", 0.50), ("p90", 0.90), ("p99", 0.99)]
+            .into_iter()
+            .map(|(name, q)| Some((name, through.p(q)? - direct.p(q)?)))
+            .collect()
+    }
+
     /// The whole report as JSON.
     pub fn json(&self) -> Value {
         let mut doc = self.header.clone();
         doc["load_1m_after"] = json!(self.load_after);
         doc["results"] = self.results.iter().map(ScenarioResult::json).collect();
         doc["ratios"] = Value::Object(self.ratios());
+        if let Some(overhead) = self.gateway_overhead() {
+            doc["gateway_overhead_ms"] = overhead
+                .into_iter()
+                .map(|(name, ms)| (name.to_owned(), json!(ms)))
+                .collect::<Map<String, Value>>()
+                .into();
+        }
         if let Some((ours, raw)) = self.cql_pair() {
             let cells = self.cql_overhead();
             doc["cql_overhead"] = overhead::json(&cells, ours.ops_per_sec(), raw.ops_per_sec());
@@ -336,6 +354,17 @@ impl Report {
         overhead::table(&self.cql_overhead(), &mut out);
         for (_, _, text) in &self.sections {
             out.push_str(text);
+        }
+        if let Some(overhead) = self.gateway_overhead() {
+            let cells: Vec<String> = overhead
+                .iter()
+                .map(|(name, ms)| format!("{name} {ms:+.3} ms"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "gateway overhead per request (through the gateway minus direct): {}",
+                cells.join(", ")
+            );
         }
         let _ = writeln!(
             out,

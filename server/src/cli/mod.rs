@@ -2,5 +2,6 @@
 //! the operator's approve/reject/purge.
 
 pub mod client;
+pub mod gateway;
 pub mod operations;
 pub mod token;

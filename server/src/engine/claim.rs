@@ -3,9 +3,10 @@
 //! AWAITING_APPROVAL), so that only the final answer counts a dedup hit and leaves a receipt. A
 //! dry run decides once on the stored record and writes nothing at all.
 
-use super::{millis, Engine, EngineError, First};
-use crate::ledger::{self, ClaimArgs, ClaimOutcome, Lease, Millis, Record, RecordId, Status};
-use crate::ledger::{Change, Transition};
+use super::rounds::{nothing, Basis, Ran};
+use super::{millis, Engine, EngineError};
+use crate::ledger::{self, ClaimArgs, ClaimOutcome, Event, EventKind, Lease, Millis, Record};
+use crate::ledger::{RecordId, Transition};
 use crate::store::Store;
 use crate::telemetry::metrics::Outcome;
 use std::time::Duration;
@@ -33,13 +34,10 @@ pub struct ClaimReply {
     pub retry_after: Option<Millis>,
 }
 
-/// What one round of a Claim decided.
-enum Claimed {
-    /// The answer (written, or parked as a dedup hit).
-    Answer {
-        outcome: ClaimOutcome,
-        takeover: bool,
-    },
+/// What one round of a Claim decided, beside its transition.
+enum Round {
+    /// The Claim is answered.
+    Answered(Answer),
     /// IN_PROGRESS (or AWAITING_APPROVAL) with wait left: nothing written, look again later.
     Held { lease_end: Option<Millis> },
 }
@@ -53,6 +51,23 @@ pub struct DryRunReply {
     pub record: Option<Record>,
     /// When the Claim would be IN_PROGRESS: how long to wait before claiming.
     pub retry_after: Option<Millis>,
+}
+
+/// How a Claim is answered.
+enum Answer {
+    /// By the record its transition writes (ACQUIRED, or NEEDS_RECONCILIATION turning a record
+    /// UNKNOWN).
+    Written {
+        outcome: ClaimOutcome,
+        /// Whether the acquisition took an expired lease over (the ledger's receipt says so).
+        takeover: bool,
+    },
+    /// From the record as it is (a dedup hit): nothing is written now, the hit is parked with
+    /// its receipt.
+    Hit {
+        outcome: ClaimOutcome,
+        receipt: Event,
+    },
 }
 
 impl<S: Store> Engine<S> {
@@ -74,91 +89,102 @@ impl<S: Store> Engine<S> {
             .filter(|w| *w > 0)
             .map(|w| tokio::time::Instant::now() + millis(w));
         let mut shutdown = self.shutdown.subscribe();
-        let mut first = if self.store.insert_first() {
-            First::Absent
-        } else {
-            First::Brief
-        };
+        // The first look may assume the key is new, where a failed insert returns what exists;
+        // later looks (after a hold: the record exists) read.
+        let mut assumed = self
+            .core
+            .capabilities
+            .insert_returns_live
+            .then_some(Basis::Assumed(None));
         let mut poll = POLL_MIN;
         loop {
-            let holding = deadline.is_some_and(|d| tokio::time::Instant::now() < d)
+            let hold = deadline.is_some_and(|d| tokio::time::Instant::now() < d)
                 && !*shutdown.borrow_and_update();
-            // Listen before deciding, so that a settle right after the decision still wakes us.
-            let notified = self.waiters.channel(id).notified();
+            // Listen before looking, so that a settle right after the look still wakes us.
+            let notified = self.core.waiters.channel(id).notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let (record, claimed) = self
-                .run(id, first, |current, now| {
-                    let decision = ledger::claim(id, current, args, now)?;
-                    let pending = matches!(
-                        decision.outcome,
-                        ClaimOutcome::InProgress | ClaimOutcome::AwaitingApproval
-                    );
-                    if holding && pending {
-                        // Hold it: nothing is written until the answer is final. (A record that
-                        // awaits approval has no lease: it is looked at again when decided.)
-                        let lease_end = decision.record().lease_expires_at;
-                        let keep = Transition {
-                            record: None,
-                            change: Change::Keep,
-                        };
-                        return Ok((keep, Claimed::Held { lease_end }));
-                    }
-                    // An acquisition of a PROCESSING record is a takeover of an expired lease.
-                    let takeover = decision.outcome == ClaimOutcome::Acquired
-                        && current
-                            .is_some_and(|r| r.status == Status::Processing && !r.is_expired(now));
-                    let outcome = decision.outcome;
-                    Ok((decision.transition, Claimed::Answer { outcome, takeover }))
+            let basis = match assumed.take() {
+                Some(basis) => basis,
+                None => self.core.read_brief(id).await?,
+            };
+            let Ran {
+                record,
+                decided_on,
+                extra,
+            } = self
+                .core
+                .run(id, basis, |current, now| {
+                    decide(id, current, args, now, hold)
                 })
                 .await?;
-            let (outcome, takeover) = match claimed {
-                Claimed::Answer { outcome, takeover } => (outcome, takeover),
-                Claimed::Held { lease_end } => {
-                    let deadline = deadline.expect("only a waiting Claim is held");
-                    let nap = self.nap(lease_end, &mut poll);
-                    let wake = (tokio::time::Instant::now() + nap).min(deadline);
-                    tokio::select! {
-                        _ = &mut notified => {}
-                        _ = tokio::time::sleep_until(wake) => {}
-                        _ = shutdown.wait_for(|down| *down) => {}
-                    }
-                    // The record exists now: read it rather than try to create it again.
-                    first = First::Brief;
-                    continue;
+            let lease_end = match extra {
+                Round::Held { lease_end } => lease_end,
+                Round::Answered(answer) => {
+                    return Ok(self.answer(id, answer, record, decided_on).await)
                 }
             };
-            let mut record = record.expect("a claim always yields a record");
-            // A Claim's answer shows the counter, not the history (a brief read left it out).
-            self.hits.merge_counts_into(&mut record).await;
-            self.metrics
-                .claim(&id.tenant, &id.namespace, metric_outcome(outcome));
-            if takeover {
-                self.metrics.takeover();
+            let deadline = deadline.expect("only a waiting Claim is held");
+            let nap = self.nap(lease_end, &mut poll);
+            let wake = (tokio::time::Instant::now() + nap).min(deadline);
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = shutdown.wait_for(|down| *down) => {}
             }
-            let now = self.clock.now();
-            return Ok(ClaimReply {
-                lease: (outcome == ClaimOutcome::Acquired).then(|| record.lease()),
-                retry_after: (outcome == ClaimOutcome::InProgress)
-                    .then(|| retry_hint(&record, now)),
-                outcome,
-                record,
-            });
+        }
+    }
+
+    /// The reply to a Claim: the record written, or for a dedup hit (parked here) the record
+    /// it was decided on. Counts it in the metrics.
+    async fn answer(
+        &self,
+        id: &RecordId,
+        answer: Answer,
+        written: Option<Record>,
+        decided_on: Option<Record>,
+    ) -> ClaimReply {
+        let (mut record, outcome, takeover) = match answer {
+            Answer::Written { outcome, takeover } => {
+                (written.expect("a Claim writes a record"), outcome, takeover)
+            }
+            Answer::Hit { outcome, receipt } => {
+                let stored = decided_on.expect("a hit is answered from a record");
+                self.park_hit(&stored, receipt);
+                (stored, outcome, false)
+            }
+        };
+        // A Claim's answer shows the counter, not the history (a brief read left it out).
+        self.core.hits.merge_counts_into(&mut record).await;
+        self.core
+            .metrics
+            .claim(&id.tenant, &id.namespace, metric_outcome(outcome));
+        if takeover {
+            self.core.metrics.takeover();
+        }
+        let now = self.core.clock.now();
+        ClaimReply {
+            lease: (outcome == ClaimOutcome::Acquired).then(|| record.lease()),
+            retry_after: (outcome == ClaimOutcome::InProgress).then(|| retry_hint(&record, now)),
+            outcome,
+            record,
         }
     }
 
     /// What `claim` would answer now, deciding on the stored record without writing anything:
     /// no record, lease, dedup hit or receipt. KEY_REUSED like the Claim itself.
-    pub async fn dry_run(&self, id: &RecordId, args: &ClaimArgs) -> Result<DryRunReply, EngineError> {
-        let now = self.clock.now();
-        let started = std::time::Instant::now();
-        let stored = self.store.get_brief(id, now).await;
-        self.metrics.store_op("get", started.elapsed());
-        let stored = stored?;
+    pub async fn dry_run(
+        &self,
+        id: &RecordId,
+        args: &ClaimArgs,
+    ) -> Result<DryRunReply, EngineError> {
+        let basis = self.core.read_brief(id).await?;
+        let now = self.core.clock.now();
+        let stored = basis.into_record();
         let outcome = ledger::claim(id, stored.as_ref(), args, now)?.outcome;
         let mut record = stored.filter(|r| !r.status.is_tombstone());
         if let Some(record) = record.as_mut() {
-            self.hits.merge_counts_into(record).await;
+            self.core.hits.merge_counts_into(record).await;
         }
         let retry_after = match (&record, outcome) {
             (Some(record), ClaimOutcome::InProgress) => Some(retry_hint(record, now)),
@@ -176,14 +202,46 @@ impl<S: Store> Engine<S> {
     /// until the wait runs out), and on a store other processes share at most `poll`, which
     /// doubles up to `POLL_MAX` from one look to the next.
     fn nap(&self, lease_end: Option<Millis>, poll: &mut Millis) -> Duration {
-        let now = self.clock.now();
+        let now = self.core.clock.now();
         let mut nap = lease_end.map_or(NO_LEASE_NAP, |end| end - now).max(1);
-        if !self.store.single_process() {
+        if !self.core.capabilities.single_process {
             nap = nap.min(*poll);
             *poll = (*poll * 2).min(POLL_MAX);
         }
         millis(nap)
     }
+}
+
+/// One round of a Claim: the ledger's decision on `current`, held when it would answer
+/// IN_PROGRESS (or AWAITING_APPROVAL) and `hold` says wait is left, parked when it is a dedup
+/// hit.
+fn decide(
+    id: &RecordId,
+    current: Option<&Record>,
+    args: &ClaimArgs,
+    now: Millis,
+    hold: bool,
+) -> Result<(Transition, Round), ledger::LedgerError> {
+    let decision = ledger::claim(id, current, args, now)?;
+    let outcome = decision.outcome;
+    let pending = matches!(
+        outcome,
+        ClaimOutcome::InProgress | ClaimOutcome::AwaitingApproval
+    );
+    if hold && pending {
+        // Nothing is written until the answer is final. (A record that awaits approval has no
+        // lease: it is looked at again when decided, or when the wait runs out.)
+        let lease_end = decision.record().lease_expires_at;
+        return Ok((nothing(), Round::Held { lease_end }));
+    }
+    if decision.is_dedup_hit() {
+        let receipt = decision.receipt().clone();
+        let hit = Answer::Hit { outcome, receipt };
+        return Ok((nothing(), Round::Answered(hit)));
+    }
+    let takeover = decision.receipt().kind == EventKind::Takeover;
+    let written = Answer::Written { outcome, takeover };
+    Ok((decision.transition, Round::Answered(written)))
 }
 
 fn metric_outcome(outcome: ClaimOutcome) -> Outcome {

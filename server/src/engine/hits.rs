@@ -1,27 +1,26 @@
 //! Dedup hits off the answer path. A Claim answered from the record (COMPLETED, FAILED,
 //! IN_PROGRESS, a repeated NEEDS_RECONCILIATION) changes only the record's counter and history,
 //! so it need not wait for a write: the hit is parked here, the caller is answered at once, and a
-//! background flush (`flush`) adds every parked hit of a key to its record with one conditional
-//! write (read, add, compare-and-set; retried on conflict like every other write). A hot key's
-//! thousand duplicates cost one write, not a thousand conflicting ones.
+//! background flush (`flush`) adds every parked hit of a key to its record through the engine's
+//! one write loop, with the ledger's `add_hits` deciding (which life the hits count on, where
+//! their receipts go). A hot key's thousand duplicates cost one write, not a thousand
+//! conflicting ones.
 //!
-//! Hits belong to one life of a record (`Life`). When the key is abandoned and claimed again
-//! before its hits are written, the new record carries the old one's history forward: the old
-//! life's receipts are written into it, while its counter stays the new record's own.
-//!
-//! Every answer and read of this process merges the hits that the version it read lacks, so
-//! counts and histories look exact here. A batch being written is in the store from the version
-//! its write creates on; a read that finds the store past the batch's base version while the
-//! write's outcome is not back yet waits (briefly) for it instead of guessing. A key's first hit
-//! is written within milliseconds; later ones at most once per `LINGER` (shared store: other
-//! processes see them that late) or `LINGER_LOCAL` (a store only this process uses). A crash
-//! loses parked hits — counters and receipts, never a state change; shutdown writes them first.
+//! This module is the engine's memory of hits not written yet, or written a moment ago; it
+//! decides no transition. Every answer and read of this process merges the hits that the
+//! version it read lacks, so counts and histories look exact here. A batch being written is in
+//! the store from the version its write creates on; a read that finds the store past the batch's
+//! base version while the write's outcome is not back yet waits (briefly) for it instead of
+//! guessing. A key's first hit is written within milliseconds; later ones at most once per
+//! `LINGER` (shared store: other processes see them that late) or `LINGER_LOCAL` (a store only
+//! this process uses). A crash loses parked hits — counters and receipts, never a state change;
+//! shutdown writes them first.
 
 mod flush;
 
 pub use flush::flush;
 
-use crate::ledger::{Event, EventKind, Millis, Record, RecordId};
+use crate::ledger::{count_hits, Event, HitBatch, Life, Record, RecordId, Share};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex};
@@ -38,48 +37,10 @@ const MAX_LIVES: usize = 8;
 /// are counted as missing from what it read (an answer may then count a hit twice, never miss one).
 const UNKNOWN_WAIT: Duration = Duration::from_secs(2);
 
-/// One life of a key's record: from the Claim that created it to its expiry or abandonment. A
-/// record created again over a tombstone is a new life even within the same millisecond: its
-/// fencing sequence continues, so the tokens handed out before it (`fencing_token - attempt`,
-/// which acquisitions never change) differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Life {
-    created_at: Millis,
-    base: u64,
-}
-
-impl Life {
-    /// The life `record` belongs to.
-    pub fn of(record: &Record) -> Self {
-        Self {
-            created_at: record.created_at,
-            base: record
-                .fencing_token
-                .saturating_sub(u64::from(record.attempt)),
-        }
-    }
-
-    /// Whether `record`, of another life, carries this life's history forward: it was created
-    /// over this life's tombstone (directly or through later ones), so its fencing sequence runs
-    /// past this life's and its history (which must have been read) still holds the receipt that
-    /// created this life. A record created afresh (after an expiry) does not.
-    fn carried_into(self, record: &Record) -> bool {
-        let later = Life::of(record);
-        later.base > self.base
-            && later.created_at >= self.created_at
-            && record.history.iter().any(|e| {
-                e.at == self.created_at
-                    && e.fencing_token == self.base + 1
-                    && e.kind == EventKind::Claim
-                    && e.outcome == "ACQUIRED"
-            })
-    }
-}
-
 /// Where a batch's write stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Write {
-    /// Not sent (or sent and refused): no stored version has the batch.
+    /// Not sent (or put back after its write failed): no stored version has the batch.
     Unsent,
     /// Sent, conditioned on stored version `base`; the outcome is not back yet.
     Sent { base: u64 },
@@ -94,12 +55,10 @@ enum Seen {
     Unknown,
 }
 
-/// Hits of one life and their receipts.
+/// Hits of one life, and where their write stands.
 #[derive(Debug)]
 struct Batch {
-    life: Life,
-    hits: u64,
-    events: Vec<Event>,
+    hits: HitBatch,
     write: Write,
 }
 
@@ -114,17 +73,6 @@ impl Batch {
             Write::Applied { .. } => Seen::Missing,
         }
     }
-}
-
-/// A copy of the batch a flush writes.
-#[derive(Debug)]
-pub struct Taken {
-    /// The life the hits belong to.
-    pub life: Life,
-    /// How many Claims.
-    pub hits: u64,
-    /// Their receipts.
-    pub events: Vec<Event>,
 }
 
 /// The hits of one key not yet written, or written a moment ago.
@@ -144,26 +92,20 @@ struct Parked {
 
 impl Parked {
     /// Adds one hit of `record`'s life; returns whether a flush must start for the key.
-    fn add(&mut self, record: &Record, event: Option<Event>) -> bool {
+    fn add(&mut self, record: &Record, receipt: Event) -> bool {
         let life = Life::of(record);
-        match self.pending.iter_mut().find(|b| b.life == life) {
-            Some(batch) => {
-                batch.hits += 1;
-                batch.events.extend(event);
-                bound(&mut batch.events);
-            }
+        match self.pending.iter_mut().find(|b| b.hits.life == life) {
+            Some(batch) => batch.hits.push(receipt),
             None => {
                 if self.pending.len() == MAX_LIVES {
                     let dropped = self.pending.remove(0);
                     tracing::warn!(
-                        hits = dropped.hits,
+                        hits = dropped.hits.hits,
                         "dropping dedup hits of a record abandoned long ago"
                     );
                 }
                 self.pending.push(Batch {
-                    life,
-                    hits: 1,
-                    events: event.into_iter().collect(),
+                    hits: HitBatch::one(record, receipt),
                     write: Write::Unsent,
                 });
             }
@@ -209,50 +151,38 @@ impl Hits {
 
     /// Parks one hit of `record`'s life with its receipt. Returns whether the caller must start a
     /// flush for this key.
-    pub fn park(&self, record: &Record, event: Option<Event>) -> bool {
+    pub fn park(&self, record: &Record, receipt: Event) -> bool {
         let mut shard = self.shard(&record.id);
         // A key already parked (the common case under duplicates) costs no copy of its id.
         if let Some(parked) = shard.get_mut(&record.id) {
-            return parked.add(record, event);
+            return parked.add(record, receipt);
         }
         shard
             .entry(record.id.clone())
             .or_default()
-            .add(record, event)
+            .add(record, receipt)
     }
 
     /// Takes the oldest life's parked hits of `id` for writing (the key stays owned by its flush
     /// task, and the hits stay visible to reads until written); `None` when nothing is left.
-    pub fn take(&self, id: &RecordId) -> Option<Taken> {
+    pub fn take(&self, id: &RecordId) -> Option<HitBatch> {
         let mut shard = self.shard(id);
         let parked = shard.get_mut(id)?;
         if parked.pending.is_empty() {
             return None;
         }
         let batch = parked.pending.remove(0);
-        let taken = Taken {
-            life: batch.life,
-            hits: batch.hits,
-            events: batch.events.clone(),
-        };
+        let taken = batch.hits.clone();
         parked.inflight = Some(batch);
         Some(taken)
     }
 
-    /// The taken hits of `id` are about to be written over stored version `base`.
+    /// The taken hits of `id` are about to be written over stored version `base`: from now on a
+    /// stored version past `base` may hold them.
     pub fn writing(&self, id: &RecordId, base: u64) {
-        self.set_write(id, Write::Sent { base });
-    }
-
-    /// The write of the taken hits was refused or failed: no stored version has them.
-    pub fn unsent(&self, id: &RecordId) {
-        self.set_write(id, Write::Unsent);
-    }
-
-    fn set_write(&self, id: &RecordId, write: Write) {
         self.with(id, |parked| {
             if let Some(batch) = parked.inflight.as_mut() {
-                batch.write = write;
+                batch.write = Write::Sent { base };
             }
             parked.resolved();
         });
@@ -280,18 +210,17 @@ impl Hits {
         });
     }
 
-    /// Puts back the taken hits of `id`, whose write failed, ahead of newer ones of their life.
+    /// Puts back the taken hits of `id`, whose write failed (no stored version has them), ahead
+    /// of newer ones of their life.
     pub fn restore(&self, id: &RecordId) {
         self.with(id, |parked| {
             if let Some(mut batch) = parked.inflight.take() {
                 batch.write = Write::Unsent;
-                match parked.pending.iter().position(|b| b.life == batch.life) {
+                let life = batch.hits.life;
+                match parked.pending.iter().position(|b| b.hits.life == life) {
                     Some(i) => {
-                        let newer = &mut parked.pending[i];
-                        batch.events.append(&mut newer.events);
-                        bound(&mut batch.events);
-                        batch.hits += newer.hits;
-                        *newer = batch;
+                        let newer = std::mem::replace(&mut parked.pending[i], batch);
+                        parked.pending[i].hits.append(newer.hits);
                     }
                     None => parked.pending.insert(0, batch),
                 }
@@ -334,7 +263,7 @@ impl Hits {
                 };
                 match missing(parked, record, with_events, false) {
                     Ok((hits, events)) => {
-                        apply(record, hits, &events);
+                        count_hits(record, hits, &events);
                         return;
                     }
                     Err(()) => {
@@ -349,7 +278,7 @@ impl Hits {
                 let shard = self.shard(&record.id);
                 if let Some(parked) = shard.get(&record.id) {
                     if let Ok((hits, events)) = missing(parked, record, with_events, true) {
-                        apply(record, hits, &events);
+                        count_hits(record, hits, &events);
                     }
                 }
                 return;
@@ -378,7 +307,6 @@ fn missing(
     with_events: bool,
     unknown_missing: bool,
 ) -> Result<(u64, Vec<Event>), ()> {
-    let life = Life::of(record);
     let (mut hits, mut events) = (0, Vec::new());
     let batches = parked
         .written
@@ -386,41 +314,22 @@ fn missing(
         .chain(&parked.inflight)
         .chain(&parked.pending);
     for batch in batches {
-        let same = batch.life == life;
-        let carried = with_events && batch.life.carried_into(record);
-        if !(same || carried) {
-            continue;
-        }
+        let share = match batch.hits.share(record) {
+            Some(Share::Carried) if !with_events => continue,
+            Some(share) => share,
+            None => continue,
+        };
         match batch.seen_in(record.version) {
             Seen::Included => continue,
             Seen::Unknown if !unknown_missing => return Err(()),
             Seen::Missing | Seen::Unknown => {}
         }
-        if same {
-            hits += batch.hits;
+        if share == Share::Own {
+            hits += batch.hits.hits;
         }
         if with_events {
-            events.extend(batch.events.iter().cloned());
+            events.extend(batch.hits.receipts.iter().cloned());
         }
     }
     Ok((hits, events))
-}
-
-/// Keeps the newest `MAX_HISTORY` receipts of a parked batch: a record keeps no more.
-fn bound(events: &mut Vec<Event>) {
-    let excess = events.len().saturating_sub(crate::ledger::MAX_HISTORY);
-    events.drain(..excess);
-}
-
-/// Adds `hits` and their receipts to `record`, keeping the history in time order and bounded.
-pub fn apply(record: &mut Record, hits: u64, events: &[Event]) {
-    record.dedup_hits = record.dedup_hits.saturating_add(hits);
-    if events.is_empty() {
-        return;
-    }
-    let mut history = std::mem::take(&mut record.history);
-    history.extend(events.iter().cloned());
-    history.sort_by_key(|e| e.at);
-    crate::ledger::bound_history(&mut history);
-    record.history = history;
 }

@@ -5,9 +5,18 @@
 //! A decision wakes the Claims held on the record (`wait`), which then acquire it (approved),
 //! replay the rejection, or find the key purged.
 
-use super::{Engine, EngineError, First};
-use crate::ledger::{self, Record, RecordId, Status};
+use super::{Engine, EngineError};
+use crate::ledger::{self, LedgerError, Millis, Record, RecordId, Status, Transition};
 use crate::store::Store;
+
+/// An approval rule of the ledger: `approve` or `reject`.
+type Rule = fn(
+    Option<&Record>,
+    Option<&[u8; 32]>,
+    &str,
+    &str,
+    Millis,
+) -> Result<Transition, LedgerError>;
 
 /// Who decides and why: the approver's label and note.
 #[derive(Debug, Clone, Copy)]
@@ -35,34 +44,33 @@ impl<S: Store> Engine<S> {
         &self,
         id: &RecordId,
         decider: Decider<'_>,
-        rule: fn(
-            Option<&Record>,
-            Option<&[u8; 32]>,
-            &str,
-            &str,
-            crate::ledger::Millis,
-        ) -> Result<crate::ledger::Transition, crate::ledger::LedgerError>,
+        rule: Rule,
     ) -> Result<Record, EngineError> {
-        let (record, ()) = self
-            .run(id, First::Recent, |current, now| {
+        let basis = self.core.read(id).await?;
+        let ran = self
+            .core
+            .run(id, basis, |current, now| {
                 let transition = rule(current, decider.fingerprint, decider.by, decider.note, now)?;
                 Ok((transition, ()))
             })
             .await?;
-        let mut record = record.ok_or(EngineError::NotFound)?;
-        self.hits.merge_counts_into(&mut record).await;
+        let mut record = ran.record.ok_or(EngineError::NotFound)?;
+        self.core.hits.merge_counts_into(&mut record).await;
         Ok(record)
     }
 
     /// Purge: the record of `id` and its history are removed (a Purge tombstone keeps its
     /// fencing sequence). Logged with the tenant, the namespace and the key's hash.
     pub async fn purge(&self, id: &RecordId, force: bool) -> Result<(), EngineError> {
-        let (record, status) = self
-            .run(id, First::Recent, |current, now| {
+        let basis = self.core.remembered(id).await?;
+        let ran = self
+            .core
+            .run(id, basis, |current, now| {
                 let status = current.map(|r| r.status);
                 Ok((ledger::purge(current, force, now)?, status))
             })
             .await?;
+        let (record, status) = (ran.record, ran.extra);
         let token = record.as_ref().map_or(0, |r| r.fencing_token);
         tracing::info!(
             tenant = %id.tenant,

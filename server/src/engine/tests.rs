@@ -1,8 +1,9 @@
-//! The engine against a real (embedded) store: what its shortcuts must never change.
+//! The engine against the reference store (in memory): what its shortcuts must never change.
 
 use super::*;
-use crate::ledger::{ClaimArgs, ClaimOutcome, Semantics};
-use crate::store::embedded::EmbeddedStore;
+use crate::ledger::{ClaimArgs, ClaimOutcome, Semantics, Status};
+use crate::store::memory::MemoryStore;
+use crate::store::{Capabilities, Cas};
 
 fn args() -> ClaimArgs {
     ClaimArgs {
@@ -29,7 +30,7 @@ fn result() -> OpResult {
 
 /// Another server takes the lease over behind this engine's back: the store now holds token 2
 /// while this engine still remembers token 1.
-async fn taken_over_elsewhere(engine: &Engine<EmbeddedStore>, id: &RecordId) -> Record {
+async fn taken_over_elsewhere(engine: &Engine<MemoryStore>, id: &RecordId) -> Record {
     let claimed = engine.claim(id, &args(), None).await.unwrap().record;
     let mut theirs = claimed.clone();
     theirs.fencing_token = 2;
@@ -47,8 +48,7 @@ async fn taken_over_elsewhere(engine: &Engine<EmbeddedStore>, id: &RecordId) -> 
 
 #[tokio::test]
 async fn a_stale_remembered_record_never_decides_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EmbeddedStore::open(dir.path()).unwrap(), Clock::System);
+    let engine = Engine::new(MemoryStore::new(), Clock::System);
 
     // The old holder's Complete is decided on the remembered record, and its conditional
     // write finds the newer one: LEASE_LOST, nothing written.
@@ -77,7 +77,7 @@ async fn a_stale_remembered_record_never_decides_alone() {
     let done = engine.complete(&mine, token, &result()).await.unwrap();
     assert_eq!(done.version, claimed.record.version + 1);
     assert!(
-        engine.recent.get(&mine).is_none(),
+        engine.core.recent.get(&mine).is_none(),
         "settled records are forgotten"
     );
 }
@@ -87,9 +87,8 @@ async fn a_stale_remembered_record_never_decides_alone() {
 /// every hit.
 #[tokio::test]
 async fn a_brief_read_never_writes_a_record_back_without_its_history() {
-    let dir = tempfile::tempdir().unwrap();
     let clock = Clock::manual(1_000_000);
-    let engine = Engine::new(EmbeddedStore::open(dir.path()).unwrap(), clock.clone());
+    let engine = Engine::new(MemoryStore::new(), clock.clone());
     let id = RecordId::new("t", "ns", "taken-over");
     let first = engine.claim(&id, &args(), None).await.unwrap();
     assert_eq!(first.outcome, ClaimOutcome::Acquired);
@@ -119,4 +118,138 @@ async fn a_brief_read_never_writes_a_record_back_without_its_history() {
         [Claim, Takeover, Complete, Claim, Claim, Claim, Claim],
         "the first Claim's receipt survived the takeover; every replay has one"
     );
+}
+
+/// How many store operations `op` the engine's metrics counted.
+fn store_ops(engine: &Engine<MemoryStore>, op: &str) -> u64 {
+    let prefix = format!("oncekey_store_operation_duration_seconds_count{{op=\"{op}\"}} ");
+    let text = engine.metrics().encode();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+fn takeovers(engine: &Engine<MemoryStore>) -> u64 {
+    let text = engine.metrics().encode();
+    text.lines()
+        .find_map(|l| l.strip_prefix("oncekey_lease_takeovers_total "))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// The takeover counter follows the ledger's receipt: an expired AT_LEAST_ONCE lease taken over
+/// counts, an AT_MOST_ONCE operation acquired to reconcile it does not (whether it was still
+/// PROCESSING or already UNKNOWN).
+#[tokio::test]
+async fn only_an_at_least_once_takeover_counts_as_a_takeover() {
+    let clock = Clock::manual(1_000_000);
+    let engine = Engine::new(MemoryStore::new(), clock.clone());
+    let amo = ClaimArgs {
+        semantics: Semantics::AtMostOnce,
+        ..args()
+    };
+    let reconcile = ClaimArgs {
+        reconcile: true,
+        ..amo.clone()
+    };
+    for (key, needs_reconciliation_first) in [("amo-processing", false), ("amo-unknown", true)] {
+        let id = RecordId::new("t", "ns", key);
+        engine.claim(&id, &amo, None).await.unwrap();
+        clock.advance(amo.lease_ttl + 1);
+        if needs_reconciliation_first {
+            let late = engine.claim(&id, &amo, None).await.unwrap();
+            assert_eq!(late.outcome, ClaimOutcome::NeedsReconciliation);
+        }
+        let reconciled = engine.claim(&id, &reconcile, None).await.unwrap();
+        assert_eq!(reconciled.outcome, ClaimOutcome::Acquired);
+        assert_eq!(takeovers(&engine), 0, "{key}: a reconciliation");
+    }
+
+    let id = RecordId::new("t", "ns", "alo");
+    engine.claim(&id, &args(), None).await.unwrap();
+    clock.advance(args().lease_ttl + 1);
+    let taken = engine.claim(&id, &args(), None).await.unwrap();
+    assert_eq!(taken.outcome, ClaimOutcome::Acquired);
+    assert_eq!(takeovers(&engine), 1);
+    let history = engine.lookup(&id).await.unwrap().history;
+    assert_eq!(
+        history.last().unwrap().kind,
+        crate::ledger::EventKind::Takeover
+    );
+}
+
+/// The engine runs a Claim the way the store's capabilities say: a store whose failed insert
+/// returns the live record is never read before a Claim; another is read first, briefly where
+/// it says brief reads cost less, and whole again only when the decision rewrites the record.
+#[tokio::test]
+async fn claims_follow_the_store_capabilities() {
+    let clock = Clock::manual(1_000_000);
+    let shared = Engine::new(MemoryStore::shared(), clock.clone());
+    let id = RecordId::new("t", "ns", "insert-first");
+    assert_eq!(
+        shared.claim(&id, &args(), None).await.unwrap().outcome,
+        ClaimOutcome::Acquired
+    );
+    assert_eq!(
+        shared.claim(&id, &args(), None).await.unwrap().outcome,
+        ClaimOutcome::InProgress
+    );
+    assert_eq!(
+        (store_ops(&shared, "get"), store_ops(&shared, "insert")),
+        (0, 2),
+        "the failed insert answered the second Claim"
+    );
+
+    for brief_reads in [true, false] {
+        let store = MemoryStore::with_capabilities(Capabilities {
+            single_process: true,
+            insert_returns_live: false,
+            brief_reads,
+        });
+        let engine = Engine::new(store, clock.clone());
+        let id = RecordId::new("t", "ns", "read-first");
+        let token = engine.claim(&id, &args(), None).await.unwrap();
+        let token = token.lease.unwrap().token;
+        let retry = OpError::default();
+        engine
+            .fail(&id, token, &retry, Disposition::Retryable)
+            .await
+            .unwrap();
+        assert_eq!(store_ops(&engine, "get"), 1, "brief reads: {brief_reads}");
+        // Acquiring the RETRY record rewrites it whole: a brief read is read again whole.
+        let again = engine.claim(&id, &args(), None).await.unwrap();
+        assert_eq!(again.outcome, ClaimOutcome::Acquired);
+        let reads = if brief_reads { 3 } else { 2 };
+        assert_eq!(
+            store_ops(&engine, "get"),
+            reads,
+            "brief reads: {brief_reads}"
+        );
+        assert_eq!(engine.lookup(&id).await.unwrap().history.len(), 3);
+    }
+}
+
+/// A dedup hit's background write runs through the same loop as every request's write: it is
+/// timed like any store operation and, here, lands in the store with the hit's receipt.
+#[tokio::test]
+async fn a_dedup_hit_write_is_a_store_operation_like_any_other() {
+    let engine = Engine::new(MemoryStore::new(), Clock::manual(1_000_000));
+    let id = RecordId::new("t", "ns", "replayed");
+    let token = engine.claim(&id, &args(), None).await.unwrap();
+    engine
+        .complete(&id, token.lease.unwrap().token, &result())
+        .await
+        .unwrap();
+    assert_eq!(store_ops(&engine, "replace"), 1);
+    let replay = engine.claim(&id, &args(), None).await.unwrap();
+    assert_eq!(
+        (replay.outcome, replay.record.dedup_hits),
+        (ClaimOutcome::Completed, 1)
+    );
+    engine.begin_shutdown(); // the flush writes at once, without lingering
+    engine.flush_parked_hits().await;
+    assert_eq!(store_ops(&engine, "replace"), 2, "the hit's write");
+    let stored = engine.store().get(&id, engine.clock().now()).await;
+    let stored = stored.unwrap().unwrap();
+    assert_eq!(stored.dedup_hits, 1);
+    assert_eq!(stored.history.last().unwrap().outcome, "COMPLETED");
 }

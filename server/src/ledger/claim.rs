@@ -1,7 +1,8 @@
-//! Claim (CONTRACT §5, rules 2–9): acquire, replay, report in-progress or ask for reconciliation;
-//! and the Claim's side of the operator rules: a record created awaiting approval is answered
-//! AWAITING_APPROVAL until decided, and the attempt cap (`max_attempts`) fails a RETRY record, or
-//! sends a lapsed at-least-once lease to reconciliation, instead of acquiring it again.
+//! Claim (docs/api.md, "Claim transitions", rules 2–9): acquire, replay, report in-progress or
+//! ask for reconciliation; and the Claim's side of the operator rules: a record created awaiting
+//! approval is answered AWAITING_APPROVAL until decided, and the attempt cap (`max_attempts`)
+//! fails a RETRY record, or sends a lapsed at-least-once lease to reconciliation, instead of
+//! acquiring it again.
 
 use super::expiry::with_expiry;
 use super::{next_version, Change, LedgerError, Transition};
@@ -69,6 +70,25 @@ impl ClaimDecision {
             .record
             .as_ref()
             .expect("a claim always yields a record")
+    }
+
+    /// The receipt the Claim leaves in the record's history; its kind tells an acquisition that
+    /// took an expired lease over (`EventKind::Takeover`) from any other.
+    pub fn receipt(&self) -> &super::Event {
+        self.record()
+            .history
+            .last()
+            .expect("every Claim leaves its receipt last")
+    }
+
+    /// Whether the Claim was answered from the record as it is (a dedup hit): its write changes
+    /// only the counter and the history (`durable: false`), so it may be gathered with other
+    /// hits and added later (`add_hits`).
+    pub fn is_dedup_hit(&self) -> bool {
+        matches!(
+            self.transition.change,
+            Change::Replace { durable: false, .. }
+        )
     }
 }
 

@@ -1,7 +1,8 @@
-//! The ledger state machine of CONTRACT §5: given the current record (or none), a request and `now`,
-//! it decides the answer and the next record. Pure code, the one definition for every store.
-//! Beside the claim and settlement rules it holds the operator's transitions: the approval gate
-//! (`approval`), the attempt cap (in `claim`) and purge (`purge`).
+//! The ledger state machine (docs/api.md, "Claim transitions" and "Settling"): given the current
+//! record (or none), a request and `now`, it decides the answer and the next record. Pure code,
+//! the one definition for every store. That includes the dedup hits a Claim answered from the
+//! record leaves, and where hits gathered to be written later go (`hits`); and the operator's
+//! transitions: the approval gate (`approval`), the attempt cap (in `claim`) and purge (`purge`).
 //!
 //! It must not do I/O, read a clock, or know about gRPC or a database: the engine feeds it records
 //! read from a store and writes back what it decides with compare-and-set.
@@ -9,6 +10,7 @@
 mod approval;
 mod claim;
 mod expiry;
+mod hits;
 mod purge;
 mod record;
 mod settle;
@@ -20,6 +22,7 @@ mod tests;
 pub use approval::{approve, reject, REJECTED_CODE};
 pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome, EXHAUSTED_CODE, EXHAUSTED_MESSAGE};
 pub use expiry::expiry;
+pub use hits::{add_hits, count_hits, HitBatch, Life, Share};
 pub use purge::purge;
 pub use record::{bound_history, Event, EventKind, ATTEMPTS_EXHAUSTED, MAX_HISTORY};
 pub use record::{

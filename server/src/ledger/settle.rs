@@ -1,4 +1,5 @@
-//! Complete, Fail and Renew: changes only the current fencing token may make (CONTRACT §5).
+//! Complete, Fail and Renew: changes only the current fencing token may make (docs/api.md,
+//! "Settling").
 
 use super::expiry::with_expiry;
 use super::{next_version, LedgerError, Transition};

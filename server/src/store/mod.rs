@@ -5,10 +5,16 @@
 //! writes the decision back with one conditional operation. So every backend behaves identically, and
 //! a distributed store can map each transition to one lightweight transaction
 //! (`INSERT … IF NOT EXISTS`, `UPDATE … IF version = ?`, `DELETE … IF version = ?`).
+//!
+//! Backends: `embedded` (redb, one process), `cql` (ScyllaDB / Cassandra, shared by several
+//! servers) and `memory`, the reference implementation (the contract in a few lines, no disk;
+//! engine tests run on it). Each states what it can do beyond the contract in one
+//! `Capabilities` value; `suite` is the behaviour every one of them passes.
 
 pub mod cql;
 pub mod embedded;
 pub mod events;
+pub mod memory;
 #[cfg(test)]
 pub(crate) mod suite;
 
@@ -22,9 +28,29 @@ use std::future::Future;
 pub enum Cas {
     /// The write was applied.
     Applied,
-    /// The condition failed; carries the live record the store holds now (`None` when absent or
-    /// expired), so the caller can decide again without another read.
+    /// The condition failed; carries the live record the store holds now, whole (with its
+    /// history; `None` when absent or expired), so the caller can decide again without another
+    /// read.
     Conflict(Option<Record>),
+}
+
+/// What a store can do, beyond the operations every store has: one value the store states and
+/// the engine reads once, so that every choice the engine makes for a backend is visible here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Every writer of this store's data runs in this process, so in-process notifications see
+    /// every settle, and dedup hits written a little later are seen by every reader here
+    /// (embedded: yes; a cluster shared by several servers: no, so held Claims poll it and
+    /// gathered hits are written sooner).
+    pub single_process: bool,
+    /// A failed `insert_if_absent` returns the live record in the same round trip, so a Claim
+    /// inserts before it reads: one round trip for a new key, and no more for an existing one
+    /// (CQL's `INSERT … IF NOT EXISTS`). Otherwise a Claim reads first.
+    pub insert_returns_live: bool,
+    /// `get_brief` leaves out the receipt history and costs less than `get`, so a Claim reads
+    /// briefly and reads whole only when its decision writes the record back whole. Otherwise
+    /// a Claim reads whole.
+    pub brief_reads: bool,
 }
 
 /// Why a store could not answer.
@@ -54,15 +80,13 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send;
 
     /// Like `get`, but the receipt history may be left out (empty): for decisions that answer
-    /// from the record without writing it back whole (a replayed Claim). A store where the
-    /// history costs to read skips it; by default this is `get`.
+    /// from the record without writing it back whole (a replayed Claim). The engine uses it
+    /// only where `Capabilities::brief_reads` says it costs less than `get`.
     fn get_brief(
         &self,
         id: &RecordId,
         now: Millis,
-    ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send {
-        self.get(id, now)
-    }
+    ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send;
 
     /// Stores `record` if no live record of `record.id` exists at `now` (an expired row is replaced).
     /// On conflict returns the live record.
@@ -105,9 +129,9 @@ pub trait Store: Send + Sync + 'static {
     /// Checks that the store can serve requests (for `/readyz`).
     fn check_ready(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Whether every writer of this store's data runs in this process, so that in-process
-    /// notifications see every settle (embedded: yes; a shared cluster: no, waiters must poll).
-    fn single_process(&self) -> bool;
+    /// What this store can do beyond the operations above; the engine reads it once and picks
+    /// how it runs requests from it.
+    fn capabilities(&self) -> Capabilities;
 
     /// Makes every accepted write durable and releases resources; called once at shutdown.
     fn close(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
@@ -117,11 +141,5 @@ pub trait Store: Send + Sync + 'static {
     /// The store's own metrics, encoded on `/metrics` at each scrape (prefixed `oncekey_`).
     fn collector(&self) -> Option<Box<dyn prometheus_client::collector::Collector>> {
         None
-    }
-
-    /// Whether a Claim should try `insert_if_absent` before reading: right for stores where a failed
-    /// insert returns the existing row in the same round trip (CQL LWT); a local store reads first.
-    fn insert_first(&self) -> bool {
-        false
     }
 }

@@ -95,6 +95,7 @@ pub struct Metrics {
     store_seconds: Family<StoreLabels, Histogram>,
     conflicts: Family<StoreLabels, Counter>,
     swept: Counter,
+    reload: crate::reload::ReloadMetrics,
     admission_refused: Family<LimitLabels, Counter>,
     /// The Claim counters by tenant and namespace: the hot path finds its counter without
     /// building (allocating) a label set.
@@ -230,6 +231,8 @@ impl Metrics {
         for limit in ["rate", "inflight"] {
             let _ = admission_refused.get_or_create(&LimitLabels { limit });
         }
+        let reload = crate::reload::ReloadMetrics::default();
+        reload.register(registry);
         Self {
             registry: root,
             rpcs,
@@ -242,10 +245,16 @@ impl Metrics {
             conflicts,
             swept,
             admission_refused,
+            reload,
             series: RwLock::default(),
             max_series,
             per_tenant: Self::per_tenant_share(max_series),
         }
+    }
+
+    /// The tokens-file and TLS reload metrics.
+    pub fn reload(&self) -> &crate::reload::ReloadMetrics {
+        &self.reload
     }
 
     /// The Prometheus text exposition of every metric.

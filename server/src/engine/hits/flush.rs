@@ -1,10 +1,10 @@
-//! The background writer of a key's parked dedup hits: one conditional write per batch, retried
-//! on conflict, then a linger so that reads racing with the write still see the hits.
+//! The background writer of a key's parked dedup hits: one batch at a time through the engine's
+//! write loop (`Core::run`, deciding with the ledger's `add_hits`), then a linger so that reads
+//! racing with the write still see the hits.
 
-use super::{apply, Hits, Life, Taken};
-use crate::engine::{Clock, MAX_ROUNDS};
-use crate::ledger::{Record, RecordId, Status};
-use crate::store::{Cas, Store};
+use crate::engine::rounds::{nothing, Core, Ran};
+use crate::ledger::{self, Change, HitBatch, RecordId};
+use crate::store::Store;
 use std::time::Duration;
 
 /// How long a key's flush waits after a write before the next one (hits arriving meanwhile are
@@ -25,29 +25,28 @@ const MAX_FAILURES: u32 = 50;
 /// receipts only). `shutdown` cuts the waits short so that every hit is written before the
 /// store closes.
 pub async fn flush<S: Store>(
-    store: &S,
-    hits: &Hits,
-    clock: &Clock,
+    core: &Core<S>,
     id: &RecordId,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let linger = if store.single_process() {
+    let linger = if core.capabilities.single_process {
         LINGER_LOCAL
     } else {
         LINGER
     };
+    let hits = &core.hits;
     let mut failures = 0u32;
     // Let a burst of duplicates gather first.
     tokio::time::sleep(Duration::from_millis(2)).await;
     loop {
-        while let Some(taken) = hits.take(id) {
-            if write(store, hits, clock, id, &taken).await {
+        while let Some(batch) = hits.take(id) {
+            if write(core, id, &batch).await {
                 continue;
             }
             failures += 1;
             if failures > MAX_FAILURES {
                 tracing::warn!(
-                    hits = taken.hits,
+                    hits = batch.hits,
                     "dropping dedup hits the store would not take"
                 );
                 hits.void(id);
@@ -68,68 +67,38 @@ pub async fn flush<S: Store>(
 }
 
 /// Writes one taken batch; `false` when the store failed (the batch is to be put back).
-async fn write<S: Store>(
-    store: &S,
-    hits: &Hits,
-    clock: &Clock,
-    id: &RecordId,
-    taken: &Taken,
-) -> bool {
-    let mut current = match store.get(id, clock.now()).await {
-        Ok(current) => current,
-        Err(_) => return false,
+async fn write<S: Store>(core: &Core<S>, id: &RecordId, batch: &HitBatch) -> bool {
+    let Ok(basis) = core.read(id).await else {
+        return false;
     };
-    for _ in 0..MAX_ROUNDS {
-        let now = clock.now();
-        let Some(stored) = current.filter(|r| r.status != Status::Purged) else {
-            hits.void(id); // the record is gone (or purged, history and all): nothing to count on
-            return true;
-        };
-        let counted = if Life::of(&stored) == taken.life {
-            taken.hits
-        } else if !taken.events.is_empty() && taken.life.carried_into(&stored) {
-            0 // created again over the hits' record: its receipts, not its counter
-        } else {
-            hits.void(id);
-            return true;
-        };
-        let mut next = stored.clone();
-        next.version += 1;
-        apply(&mut next, counted, &taken.events);
-        debug_assert!(
-            only_hit_fields_differ(&stored, &next),
-            "a dedup hit's write may change only version, dedup_hits and history \
-             (Store::replace_if_version with durable == false)"
-        );
-        hits.writing(id, stored.version);
-        match store
-            .replace_if_version(&next, stored.version, false, now)
-            .await
-        {
-            Ok(Cas::Applied) => {
-                hits.written(id, next.version);
-                return true;
-            }
-            Ok(Cas::Conflict(now_stored)) => {
-                hits.unsent(id);
-                current = now_stored;
-            }
-            Err(_) => {
-                hits.unsent(id);
-                return false;
-            }
-        }
+    let ran = core
+        .run(id, basis, |current, now| {
+            Ok(match ledger::add_hits(current, batch, now) {
+                Some(transition) => {
+                    if let Change::Replace {
+                        expected_version, ..
+                    } = transition.change
+                    {
+                        // Decided to write over this version: past it, the store may hold them.
+                        core.hits.writing(id, expected_version);
+                    }
+                    (transition, true)
+                }
+                None => (nothing(), false),
+            })
+        })
+        .await;
+    match ran {
+        Ok(Ran {
+            record: Some(written),
+            extra: true,
+            ..
+        }) => core.hits.written(id, written.version),
+        // No record takes them (gone, or created afresh): nothing to count them on.
+        Ok(_) => core.hits.void(id),
+        Err(_) => return false,
     }
-    false
-}
-
-/// Whether `next` differs from `stored` in nothing but what a dedup hit's write may change.
-fn only_hit_fields_differ(stored: &Record, next: &Record) -> bool {
-    let mut same = next.clone();
-    same.version = stored.version;
-    same.dedup_hits = stored.dedup_hits;
-    same.history.clone_from(&stored.history);
-    &same == stored
+    true
 }
 
 /// At least `wait`, rounded up so that the wake-up falls on a multiple of `TICK` of the wall clock.

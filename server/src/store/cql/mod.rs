@@ -33,6 +33,9 @@ pub(crate) mod statements;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_levels;
+mod tls;
+#[cfg(test)]
 mod ttl_tests;
 #[cfg(test)]
 mod upgrade_tests;
@@ -41,7 +44,7 @@ pub use connect::ConnectError;
 
 use crate::config::CqlArgs;
 use crate::ledger::{Millis, Record, RecordId};
-use crate::store::{Cas, Store, StoreError};
+use crate::store::{Capabilities, Cas, Store, StoreError};
 use codec::{RowView, Value};
 use errors::Failure;
 use scylla::client::session::Session;
@@ -69,23 +72,18 @@ impl CqlStore {
     /// Connects with the `--cql-*` flags and checks that `oncekey migrate` ran on the keyspace.
     pub async fn connect(args: &CqlArgs) -> Result<Self, ConnectError> {
         let session = connect::session(args).await?;
-        Self::open(
-            Arc::new(session),
-            &args.cql_keyspace,
-            args.cql_local_dc.is_some(),
-        )
-        .await
+        Self::open(Arc::new(session), &args.cql_keyspace, connect::levels(args)).await
     }
 
-    /// Opens the store on an existing session.
+    /// Opens the store on an existing session, with these consistency levels.
     pub async fn open(
         session: Arc<Session>,
         keyspace: &str,
-        local_dc: bool,
+        levels: Levels,
     ) -> Result<Self, ConnectError> {
         connect::check_keyspace(keyspace)?;
         migrate::check_applied(&session, keyspace).await?;
-        let statements = Statements::prepare(&session, keyspace, Levels::new(local_dc))
+        let statements = Statements::prepare(&session, keyspace, levels)
             .await
             .map_err(|e| ConnectError::Other(format!("preparing statements: {e}")))?;
         Ok(Self {
@@ -310,6 +308,11 @@ impl Store for CqlStore {
         Ok(record.flatten().filter(|r| !r.is_expired(now)))
     }
 
+    async fn get_brief(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+        // Not worth a statement of its own: a Claim inserts first (`insert_returns_live`).
+        self.get(id, now).await
+    }
+
     async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
         let write_id = rand::random();
         let key = codec::key_values(&record.id).to_vec();
@@ -408,11 +411,12 @@ impl Store for CqlStore {
             .map_err(|e| errors::classify(&e).into_store_error())
     }
 
-    fn single_process(&self) -> bool {
-        false
-    }
-
-    fn insert_first(&self) -> bool {
-        true
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            single_process: false,
+            // A failed `INSERT … IF NOT EXISTS` answers with the existing row.
+            insert_returns_live: true,
+            brief_reads: false,
+        }
     }
 }

@@ -15,8 +15,10 @@ use scylla::statement::{Consistency, SerialConsistency};
 /// The table holding the records (inside the configured keyspace).
 pub const RECORDS: &str = "records";
 
-/// Consistency levels for one deployment: QUORUM/SERIAL, or LOCAL_QUORUM/LOCAL_SERIAL when a
-/// local datacenter is configured. Never mix SERIAL and LOCAL_SERIAL on the same data.
+/// Consistency levels for one deployment: QUORUM, or LOCAL_QUORUM when a local datacenter is
+/// configured, for reads and commits; SERIAL (the default, also with a local datacenter) or
+/// LOCAL_SERIAL for Paxos. Never mix SERIAL and LOCAL_SERIAL on the same data: two datacenters
+/// each running their own Paxos on one key can both win.
 #[derive(Debug, Clone, Copy)]
 pub struct Levels {
     /// For reads and for the commit phase of conditional writes.
@@ -26,18 +28,17 @@ pub struct Levels {
 }
 
 impl Levels {
-    /// The levels for a deployment with (`true`) or without a local datacenter.
-    pub fn new(local_dc: bool) -> Self {
-        if local_dc {
-            Self {
-                consistency: Consistency::LocalQuorum,
-                serial: SerialConsistency::LocalSerial,
-            }
+    /// The levels for a deployment with (`true`) or without a local datacenter, with `serial`
+    /// for Paxos.
+    pub fn new(local_dc: bool, serial: SerialConsistency) -> Self {
+        let consistency = if local_dc {
+            Consistency::LocalQuorum
         } else {
-            Self {
-                consistency: Consistency::Quorum,
-                serial: SerialConsistency::Serial,
-            }
+            Consistency::Quorum
+        };
+        Self {
+            consistency,
+            serial,
         }
     }
 

@@ -36,6 +36,9 @@ pub(super) fn cql_args(keyspace: &str) -> CqlArgs {
         cql_local_dc: None,
         cql_username: None,
         cql_password: None,
+        cql_serial_consistency: Default::default(),
+        cql_keys_dc_pinned: false,
+        cql_tls: Default::default(),
     }
 }
 

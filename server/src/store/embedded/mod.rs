@@ -30,7 +30,7 @@ mod wal;
 mod writer;
 
 use crate::ledger::{Millis, Record, RecordId};
-use crate::store::{Cas, Store, StoreError};
+use crate::store::{Capabilities, Cas, Store, StoreError};
 pub use identity::ID_FILE;
 pub use recovery::OpenError;
 use redb::{Database, ReadableDatabase, TableDefinition};
@@ -284,8 +284,13 @@ impl Store for EmbeddedStore {
         self.db.begin_read().map(|_| ()).map_err(internal)
     }
 
-    fn single_process(&self) -> bool {
-        true
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            single_process: true,
+            insert_returns_live: false,
+            // The history is decoded from its own column; a brief read skips it.
+            brief_reads: true,
+        }
     }
 
     fn collector(&self) -> Option<Box<dyn prometheus_client::collector::Collector>> {

@@ -3,7 +3,7 @@
 //! a background hit flush is between its read and its write.
 
 use crate::ledger::{Millis, Record, RecordId};
-use crate::store::{Cas, Store, StoreError};
+use crate::store::{Capabilities, Cas, Store, StoreError};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
@@ -100,11 +100,7 @@ impl<S: Store> Store for Gated<S> {
         self.inner.check_ready().await
     }
 
-    fn single_process(&self) -> bool {
-        self.inner.single_process()
-    }
-
-    fn insert_first(&self) -> bool {
-        self.inner.insert_first()
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
     }
 }

@@ -1,0 +1,247 @@
+//! The gateway's side of the ledger, through the Rust client (its retries, circuit breaker and
+//! lease keep-alive): Claim a caller-scoped key with the request's fingerprint, keep the lease
+//! alive while the upstream works, Complete with the response or Fail with a disposition.
+//!
+//! Errors are sorted into what the HTTP side needs to know: the key was reused, or the ledger
+//! cannot answer (then nothing may be forwarded). Keys never appear in logs, only their hash.
+
+use oncekey_api::fingerprint::Fingerprint;
+use oncekey_client::{
+    Arguments, Claim, Claimed, Client, Disposition, Error, KeepAliveGuard, LeaseGrant,
+    OperationKey, Reason, RecordStatus, Semantics, StoredError, StoredResult,
+};
+use std::time::{Duration, Instant};
+
+/// The ledger as the gateway uses it.
+#[derive(Clone)]
+pub struct Ledger {
+    client: Client,
+    namespace: String,
+    lease: Duration,
+    retention: Duration,
+    semantics: Semantics,
+    wait: Duration,
+    owner: String,
+}
+
+/// A lease kept alive while it lives; dropping it stops the renewals (the lease then runs out
+/// unless settled).
+#[derive(Debug)]
+pub struct Hold(tokio::task::JoinHandle<()>);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What a Claim answered, as the proxy acts on it.
+#[derive(Debug)]
+pub enum Answer {
+    /// Forward the request; settle with this lease.
+    Acquired(LeaseGrant),
+    /// Replay this response.
+    Completed(StoredResult),
+    /// The key failed for good with this error.
+    Failed(StoredError),
+    /// Another request with the key is in flight; come back after this long.
+    InProgress(Duration),
+    /// An at-most-once request's holder vanished: the outcome is unknown.
+    NeedsReconciliation,
+}
+
+/// Why a Claim did not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    /// The key was first claimed with another request.
+    #[error("key reused with another request")]
+    KeyReused,
+    /// The ledger cannot be reached or refused the gateway (credentials, limits); nothing may be
+    /// forwarded. `retry_after` is the ledger's own hint, when it gave one.
+    #[error("ledger unavailable: {error}")]
+    Unavailable {
+        /// What went wrong.
+        error: Error,
+        /// When to come back, if the ledger said.
+        retry_after: Option<Duration>,
+    },
+}
+
+/// Settings of [`Ledger::new`].
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Namespace of every key.
+    pub namespace: String,
+    /// Lease of a forwarded request.
+    pub lease: Duration,
+    /// Retention of a settled key.
+    pub retention: Duration,
+    /// Semantics of new keys.
+    pub semantics: Semantics,
+    /// How long the ledger may hold a Claim of a key in flight.
+    pub wait: Duration,
+}
+
+impl Ledger {
+    /// The ledger behind `client`.
+    pub fn new(client: Client, settings: Settings) -> Self {
+        let host = std::env::var("HOSTNAME").unwrap_or_default();
+        let owner = if host.is_empty() {
+            format!("oncekey-gateway/{}", std::process::id())
+        } else {
+            format!("oncekey-gateway/{host}")
+        };
+        Ledger {
+            client,
+            namespace: settings.namespace,
+            lease: settings.lease,
+            retention: settings.retention,
+            semantics: settings.semantics,
+            wait: settings.wait,
+            owner,
+        }
+    }
+
+    /// The operation of ledger key `key`.
+    pub fn operation(&self, key: &str) -> Result<OperationKey, Error> {
+        OperationKey::from_raw(self.namespace.clone(), key.to_owned())
+            .map_err(|e| Error::Fingerprint(e.to_string()))
+    }
+
+    /// Claims `key` for a request with `fingerprint`.
+    pub async fn claim(
+        &self,
+        key: &OperationKey,
+        fingerprint: Fingerprint,
+    ) -> Result<Answer, ClaimError> {
+        // A per-request owner: if the answer of a Claim that acquired is lost and the retry layer
+        // claims again, the record names us and the lease is ours.
+        let owner = format!("{}#{:016x}", self.owner, rand::random::<u64>());
+        let claim = Claim::with_arguments(key, Arguments::Fingerprint(fingerprint))
+            .lease_ttl(self.lease)
+            .retention(self.retention)
+            .semantics(self.semantics)
+            .owner(owner.clone());
+        let deadline = Instant::now() + self.wait;
+        loop {
+            // The ledger holds an IN_PROGRESS answer up to `wait`; but a duplicate that arrives
+            // before the first request's Claim has created the record is answered at once, so
+            // claim again while the wait lasts.
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let claimed = match self.client.claim(&claim.clone().wait(remaining)).await {
+                Ok(c) => c,
+                Err(e) if e.reason() == Some(Reason::KeyReused) => {
+                    return Err(ClaimError::KeyReused)
+                }
+                Err(error) => {
+                    let retry_after = error.pushback().flatten();
+                    return Err(ClaimError::Unavailable { error, retry_after });
+                }
+            };
+            match Self::answer(claimed, &owner) {
+                Answer::InProgress(after)
+                    if !deadline.saturating_duration_since(Instant::now()).is_zero() =>
+                {
+                    let nap = after.min(deadline.saturating_duration_since(Instant::now()));
+                    tokio::time::sleep(nap.min(Duration::from_millis(100))).await;
+                }
+                answer => return Ok(answer),
+            }
+        }
+    }
+
+    /// What a Claim's answer means for the proxy; `owner` is this request's.
+    fn answer(claimed: Claimed, owner: &str) -> Answer {
+        match claimed {
+            Claimed::Acquired { lease, .. } => Answer::Acquired(lease),
+            Claimed::Completed { result, .. } => Answer::Completed(result),
+            Claimed::Failed { error, .. } => Answer::Failed(error),
+            Claimed::NeedsReconciliation { .. } => Answer::NeedsReconciliation,
+            Claimed::InProgress { record, .. }
+                if record.lease_owner == owner && record.status == RecordStatus::Processing =>
+            {
+                Answer::Acquired(LeaseGrant {
+                    token: record.fencing_token,
+                    expires_at: record
+                        .lease_expires_at
+                        .unwrap_or_else(std::time::SystemTime::now),
+                    attempt: record.attempt,
+                })
+            }
+            Claimed::InProgress { retry_after, .. } => Answer::InProgress(retry_after),
+            // A key some other client created awaiting approval: not to be forwarded until
+            // someone approves it, so answered like one in flight (409, Retry-After). The
+            // gateway sends no dry runs, so never gets their answer; were it to, it forwards
+            // nothing either.
+            Claimed::AwaitingApproval { .. } | Claimed::DryRun { .. } => {
+                Answer::InProgress(Duration::from_secs(1))
+            }
+        }
+    }
+
+    /// Keeps `grant` alive until the returned [`Hold`] is dropped. The keep-alive stream opens
+    /// only after a third of the lease: a request the upstream answers sooner needs no renewal,
+    /// and costs no stream.
+    pub fn hold(&self, key: &OperationKey, grant: LeaseGrant) -> Hold {
+        let (client, key, lease) = (self.client.clone(), key.clone(), self.lease);
+        Hold(tokio::spawn(async move {
+            tokio::time::sleep(lease / 3).await;
+            let _guard: KeepAliveGuard = client.hold_lease(&key, grant, Some(lease)).1;
+            std::future::pending::<()>().await;
+        }))
+    }
+
+    /// Completes `key` with `result`.
+    pub async fn complete(
+        &self,
+        key: &OperationKey,
+        token: u64,
+        result: StoredResult,
+    ) -> Result<(), Error> {
+        self.client.complete(key, token, result).await.map(|_| ())
+    }
+
+    /// Fails `key` with `code` and `message`.
+    pub async fn fail(
+        &self,
+        key: &OperationKey,
+        token: u64,
+        code: u16,
+        message: &str,
+        disposition: Disposition,
+    ) -> Result<(), Error> {
+        let error = StoredError {
+            code: i32::from(code),
+            message: message.to_owned(),
+            details: Vec::new(),
+        };
+        self.client
+            .fail(key, token, error, disposition)
+            .await
+            .map(|_| ())
+    }
+
+    /// Asks the ledger a question it can answer only when it is reachable and accepts the
+    /// gateway's credentials (a Lookup of a key no request uses).
+    pub async fn probe(&self, timeout: Duration) -> Result<(), String> {
+        let request = oncekey_api::v1::LookupRequest {
+            namespace: self.namespace.clone(),
+            key: "oncekey-gateway:readyz".into(),
+            include_history: false,
+        };
+        let mut rpc = self.client.ledger();
+        match tokio::time::timeout(timeout, rpc.lookup(request)).await {
+            Err(_) => Err(format!("no answer within {timeout:?}")),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(status)) if status.code() == tonic::Code::NotFound => Ok(()),
+            Ok(Err(status)) => Err(Error::from(status).to_string()),
+        }
+    }
+}
+
+/// True when a Complete was refused because the result is too large to store: TOO_LARGE, or the
+/// server's message-size limit (OUT_OF_RANGE without an Oncekey reason).
+pub fn too_large(e: &Error) -> bool {
+    e.reason() == Some(Reason::TooLarge)
+        || (e.reason().is_none() && e.code() == tonic::Code::OutOfRange)
+}
