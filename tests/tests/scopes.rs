@@ -78,19 +78,32 @@ async fn each_token_may_do_what_its_scopes_say() {
 
     ledger.claim(gated("s-1")).await.unwrap();
     // A line without scopes has `ledger` only.
-    assert_missing(&ledger.approve(approve("s-1")).await.unwrap_err(), "approve");
+    assert_missing(
+        &ledger.approve(approve("s-1")).await.unwrap_err(),
+        "approve",
+    );
     assert_missing(&ledger.purge(purge("s-1")).await.unwrap_err(), "admin");
     // The approver may look and decide, not claim or purge.
     assert_missing(&approver.claim(gated("s-2")).await.unwrap_err(), "ledger");
     assert_missing(&approver.purge(purge("s-1")).await.unwrap_err(), "admin");
-    let seen = approver.lookup(lookup(NS, "s-1")).await.unwrap().into_inner();
-    assert_eq!(status(&seen.record.unwrap()), v1::RecordStatus::AwaitingApproval);
+    let seen = approver
+        .lookup(lookup(NS, "s-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        status(&seen.record.unwrap()),
+        v1::RecordStatus::AwaitingApproval
+    );
     // Another tenant's approver finds nothing to approve.
     let e = theirs.approve(approve("s-1")).await.unwrap_err();
     assert_eq!(reason(&e), "NOT_FOUND");
     let decided = approver.approve(approve("s-1")).await.unwrap().into_inner();
     let approval = decided.record.unwrap().approval.unwrap();
-    assert_eq!(approval.decided_by, "alice@example.com", "the token's label");
+    assert_eq!(
+        approval.decided_by, "alice@example.com",
+        "the token's label"
+    );
     // The admin may look and purge, not decide.
     assert_missing(&admin.approve(approve("s-1")).await.unwrap_err(), "approve");
     assert_missing(
@@ -121,7 +134,10 @@ async fn a_sighup_reload_changes_the_scopes() {
     let server = Server::start(&["--tokens-file", tokens.to_str().unwrap()]);
     let mut ledger = server.client_with_token(LEDGER).await;
     ledger.claim(gated("h-1")).await.unwrap();
-    assert_missing(&ledger.approve(approve("h-1")).await.unwrap_err(), "approve");
+    assert_missing(
+        &ledger.approve(approve("h-1")).await.unwrap_err(),
+        "approve",
+    );
     write_tokens(&tokens, ":ledger,approve");
     let ok = std::process::Command::new("kill")
         .args(["-HUP", &server.pid().to_string()])

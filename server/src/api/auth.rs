@@ -205,10 +205,10 @@ fn parse_line(line: &str) -> Result<Entry, &'static str> {
         [list] => {
             let mut scopes = Vec::new();
             for name in list.split(',').map(str::trim) {
-                scopes.push(
-                    Scope::parse(name)
-                        .ok_or("scopes must be a comma-separated list of ledger, approve, admin")?,
-                );
+                scopes
+                    .push(Scope::parse(name).ok_or(
+                        "scopes must be a comma-separated list of ledger, approve, admin",
+                    )?);
             }
             scopes.into_iter().collect()
         }
@@ -328,7 +328,8 @@ impl Auth {
 
     /// The tenant of a request with these headers.
     pub fn authenticate(&self, metadata: &MetadataMap) -> Result<Tenant, ApiError> {
-        self.authenticate_principal(metadata).map(|(tenant, _)| tenant)
+        self.authenticate_principal(metadata)
+            .map(|(tenant, _)| tenant)
     }
 
     /// The tenant and the principal of a request with these headers.

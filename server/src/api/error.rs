@@ -125,7 +125,8 @@ impl From<ApiError> for Status {
             }
             ApiError::MissingScope { scope, .. } => {
                 let metadata = HashMap::from([("scope".to_string(), scope.to_string())]);
-                let details = ErrorDetails::with_error_info("MISSING_SCOPE", ERROR_DOMAIN, metadata);
+                let details =
+                    ErrorDetails::with_error_info("MISSING_SCOPE", ERROR_DOMAIN, metadata);
                 Status::with_error_details(Code::PermissionDenied, message, details)
             }
             ApiError::Engine(engine) => engine_status(engine, message),
@@ -172,12 +173,18 @@ fn engine_status(e: &EngineError, message: String) -> Status {
         EngineError::Ledger(LedgerError::AlreadySettled) => {
             status(Code::FailedPrecondition, "ALREADY_SETTLED", message, None)
         }
-        EngineError::Ledger(LedgerError::NotAwaitingApproval) => {
-            status(Code::FailedPrecondition, "NOT_AWAITING_APPROVAL", message, None)
-        }
-        EngineError::Ledger(LedgerError::UnsettledAtMostOnce) => {
-            status(Code::FailedPrecondition, "UNSETTLED_AT_MOST_ONCE", message, None)
-        }
+        EngineError::Ledger(LedgerError::NotAwaitingApproval) => status(
+            Code::FailedPrecondition,
+            "NOT_AWAITING_APPROVAL",
+            message,
+            None,
+        ),
+        EngineError::Ledger(LedgerError::UnsettledAtMostOnce) => status(
+            Code::FailedPrecondition,
+            "UNSETTLED_AT_MOST_ONCE",
+            message,
+            None,
+        ),
         EngineError::NotFound | EngineError::Ledger(LedgerError::NotFound) => {
             status(Code::NotFound, "NOT_FOUND", message, None)
         }

@@ -373,7 +373,13 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
         &self,
         req: Request<v1::ApproveRequest>,
     ) -> Result<Response<v1::ApproveResponse>, Status> {
-        traced!(self, req, "oncekey.v1.Ledger/Approve", approve_rpc, principal)
+        traced!(
+            self,
+            req,
+            "oncekey.v1.Ledger/Approve",
+            approve_rpc,
+            principal
+        )
     }
 
     async fn reject(

@@ -119,8 +119,7 @@ mod tests {
 
     #[test]
     fn every_rpc_of_the_service_is_in_the_table() {
-        let set =
-            prost_types::FileDescriptorSet::decode(oncekey_api::FILE_DESCRIPTOR_SET).unwrap();
+        let set = prost_types::FileDescriptorSet::decode(oncekey_api::FILE_DESCRIPTOR_SET).unwrap();
         let mut seen = 0;
         for file in set.file.iter().filter(|f| f.package() == "oncekey.v1") {
             for service in &file.service {
@@ -145,7 +144,10 @@ mod tests {
             for other in [&approve, &admin] {
                 assert!(matches!(
                     check(other, &path),
-                    Err(ApiError::MissingScope { scope: "ledger", .. })
+                    Err(ApiError::MissingScope {
+                        scope: "ledger",
+                        ..
+                    })
                 ));
             }
         }
@@ -164,7 +166,10 @@ mod tests {
             assert!(check(holder, &path).is_ok());
             assert!(check(&with(&Scope::ALL), &path).is_ok());
             match check(&ledger, &path) {
-                Err(ApiError::MissingScope { scope: named, rpc: r }) => {
+                Err(ApiError::MissingScope {
+                    scope: named,
+                    rpc: r,
+                }) => {
                     assert_eq!((named, r.as_str()), (scope, rpc))
                 }
                 other => panic!("{rpc}: {other:?}"),

@@ -60,7 +60,11 @@ pub async fn approve(cmd: DecideCmd) -> anyhow::Result<Value> {
         fingerprint: fingerprint(cmd.fingerprint.as_deref())?,
         note: cmd.note.clone(),
     };
-    let reply = connect(&cmd.conn).await?.approve(request).await?.into_inner();
+    let reply = connect(&cmd.conn)
+        .await?
+        .approve(request)
+        .await?
+        .into_inner();
     Ok(json!({ "record": reply.record.as_ref().map(record_json) }))
 }
 
@@ -72,7 +76,11 @@ pub async fn reject(cmd: DecideCmd) -> anyhow::Result<Value> {
         fingerprint: fingerprint(cmd.fingerprint.as_deref())?,
         note: cmd.note.clone(),
     };
-    let reply = connect(&cmd.conn).await?.reject(request).await?.into_inner();
+    let reply = connect(&cmd.conn)
+        .await?
+        .reject(request)
+        .await?
+        .into_inner();
     Ok(json!({ "record": reply.record.as_ref().map(record_json) }))
 }
 

@@ -76,9 +76,15 @@ mod tests {
         let scopes = ["approve".to_owned(), "ledger".to_owned()];
         let (token, line) = new_token_line("acme", Some("alice@example.com"), &scopes).unwrap();
         let hash = hex::encode(token_hash(&token));
-        assert_eq!(line, format!("acme:alice@example.com:{hash}:approve,ledger"));
+        assert_eq!(
+            line,
+            format!("acme:alice@example.com:{hash}:approve,ledger")
+        );
         let (token, line) = new_token_line("acme", None, &["admin".to_owned()]).unwrap();
-        assert_eq!(line, format!("acme:{}:admin", hex::encode(token_hash(&token))));
+        assert_eq!(
+            line,
+            format!("acme:{}:admin", hex::encode(token_hash(&token)))
+        );
         assert!(new_token_line("acme", Some("bad label"), &[]).is_err());
         assert!(new_token_line("acme", None, &["root".to_owned()]).is_err());
     }

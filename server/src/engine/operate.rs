@@ -10,13 +10,8 @@ use crate::ledger::{self, LedgerError, Millis, Record, RecordId, Status, Transit
 use crate::store::Store;
 
 /// An approval rule of the ledger: `approve` or `reject`.
-type Rule = fn(
-    Option<&Record>,
-    Option<&[u8; 32]>,
-    &str,
-    &str,
-    Millis,
-) -> Result<Transition, LedgerError>;
+type Rule =
+    fn(Option<&Record>, Option<&[u8; 32]>, &str, &str, Millis) -> Result<Transition, LedgerError>;
 
 /// Who decides and why: the approver's label and note.
 #[derive(Debug, Clone, Copy)]
@@ -31,7 +26,11 @@ pub struct Decider<'a> {
 
 impl<S: Store> Engine<S> {
     /// Approve: AWAITING_APPROVAL → APPROVED.
-    pub async fn approve(&self, id: &RecordId, decider: Decider<'_>) -> Result<Record, EngineError> {
+    pub async fn approve(
+        &self,
+        id: &RecordId,
+        decider: Decider<'_>,
+    ) -> Result<Record, EngineError> {
         self.decide(id, decider, ledger::approve).await
     }
 

@@ -22,7 +22,14 @@ pub fn approve(
     note: &str,
     now: Millis,
 ) -> Result<Transition, LedgerError> {
-    decide(current, fingerprint, Decision::Approved, decided_by, note, now)
+    decide(
+        current,
+        fingerprint,
+        Decision::Approved,
+        decided_by,
+        note,
+        now,
+    )
 }
 
 /// Reject: AWAITING_APPROVAL → FAILED with error `{403, note}`.
@@ -33,7 +40,14 @@ pub fn reject(
     note: &str,
     now: Millis,
 ) -> Result<Transition, LedgerError> {
-    decide(current, fingerprint, Decision::Rejected, decided_by, note, now)
+    decide(
+        current,
+        fingerprint,
+        Decision::Rejected,
+        decided_by,
+        note,
+        now,
+    )
 }
 
 fn decide(

@@ -8,8 +8,8 @@
 //! Pure like the rest of the ledger: the engine keeps the gathered hits and writes what
 //! `add_hits` decides.
 
-use super::{bound_history, Change, Event, EventKind, Millis, Record, Status, Transition};
 use super::MAX_HISTORY;
+use super::{bound_history, Change, Event, EventKind, Millis, Record, Status, Transition};
 
 /// One life of a key's record: from the Claim that created it to its expiry or abandonment. A
 /// record created again over a tombstone is a new life even within the same millisecond: its

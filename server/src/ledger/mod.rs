@@ -11,11 +11,11 @@ mod approval;
 mod claim;
 mod expiry;
 mod hits;
+#[cfg(test)]
+mod operator_tests;
 mod purge;
 mod record;
 mod settle;
-#[cfg(test)]
-mod operator_tests;
 #[cfg(test)]
 mod tests;
 

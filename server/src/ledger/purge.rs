@@ -14,7 +14,11 @@ use super::{Millis, Record, Semantics, Status};
 /// Purge: the record of `current` becomes a Purge tombstone. NOT_FOUND without a live record
 /// (tombstones included); UNSETTLED_AT_MOST_ONCE for an unsettled at-most-once operation unless
 /// `force`.
-pub fn purge(current: Option<&Record>, force: bool, now: Millis) -> Result<Transition, LedgerError> {
+pub fn purge(
+    current: Option<&Record>,
+    force: bool,
+    now: Millis,
+) -> Result<Transition, LedgerError> {
     let current = current
         .filter(|r| !r.is_expired(now) && !r.status.is_tombstone())
         .ok_or(LedgerError::NotFound)?;

@@ -197,7 +197,10 @@ fn bad_labels_and_scopes_name_the_line() {
     ] {
         let (_dir, path) = file(&format!("# ok\n{line}\n"));
         let err = Auth::from_file(&path).err().expect(&line).to_string();
-        assert!(err.contains("line 2") && err.contains(problem), "{line}: {err}");
+        assert!(
+            err.contains("line 2") && err.contains(problem),
+            "{line}: {err}"
+        );
         assert!(!err.contains(&h), "the message shows the hash: {err}");
     }
 }
@@ -219,7 +222,13 @@ fn a_reload_changes_scopes_and_labels() {
 fn dev_mode_has_every_scope_on_loopback_and_only_ledger_when_open() {
     let (tenant, local) = Auth::dev().authenticate_principal(&with(&[])).unwrap();
     assert_eq!(tenant.0, "default");
-    assert_eq!((local.label.as_str(), local.scopes), (DEV_LABEL, Scopes::all()));
+    assert_eq!(
+        (local.label.as_str(), local.scopes),
+        (DEV_LABEL, Scopes::all())
+    );
     let (_, open) = Auth::dev_open().authenticate_principal(&with(&[])).unwrap();
-    assert_eq!((open.label.as_str(), open.scopes), (DEV_LABEL, Scopes::LEDGER));
+    assert_eq!(
+        (open.label.as_str(), open.scopes),
+        (DEV_LABEL, Scopes::LEDGER)
+    );
 }

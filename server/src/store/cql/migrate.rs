@@ -377,7 +377,9 @@ pub fn added_column(statement: &str) -> Option<(String, String)> {
         .map(str::to_ascii_lowercase)
         .collect();
     match words.as_slice() {
-        [alter, table_kw, table, add, column, _type] if alter == "alter" && table_kw == "table" && add == "add" => {
+        [alter, table_kw, table, add, column, _type]
+            if alter == "alter" && table_kw == "table" && add == "add" =>
+        {
             Some((table.clone(), column.clone()))
         }
         _ => None,
