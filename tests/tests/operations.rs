@@ -63,12 +63,19 @@ async fn an_approval_flow_from_request_to_replay() {
     let again = c.claim(plain("r-1")).await.unwrap().into_inner();
     assert_eq!(outcome(&again), ClaimOutcome::AwaitingApproval);
 
-    let approved = c.approve(approve("r-1", "refund ok")).await.unwrap().into_inner();
+    let approved = c
+        .approve(approve("r-1", "refund ok"))
+        .await
+        .unwrap()
+        .into_inner();
     let record = approved.record.unwrap();
     assert_eq!(status(&record), RecordStatus::Approved);
     let approval = record.approval.unwrap();
     assert_eq!(approval.decision, v1::ApprovalDecision::Approved as i32);
-    assert_eq!((approval.decided_by.as_str(), approval.note.as_str()), ("dev", "refund ok"));
+    assert_eq!(
+        (approval.decided_by.as_str(), approval.note.as_str()),
+        ("dev", "refund ok")
+    );
     assert!(approval.decided_at.is_some());
     // A lost answer is safe to resend.
     c.approve(approve("r-1", "refund ok")).await.unwrap();
@@ -93,15 +100,25 @@ async fn an_approval_flow_from_request_to_replay() {
         .await
         .unwrap()
         .into_inner();
-    let kinds: Vec<_> = looked.history.iter().map(|e| (e.kind, e.outcome.as_str())).collect();
+    let kinds: Vec<_> = looked
+        .history
+        .iter()
+        .map(|e| (e.kind, e.outcome.as_str()))
+        .collect();
     use v1::EventKind as K;
-    assert!(kinds.contains(&(K::Approve as i32, "APPROVED")), "{kinds:?}");
+    assert!(
+        kinds.contains(&(K::Approve as i32, "APPROVED")),
+        "{kinds:?}"
+    );
     let approve_receipt = looked.history.iter().find(|e| e.kind == K::Approve as i32);
     assert_eq!(approve_receipt.unwrap().owner, "dev");
 
     // Decisions now are refused: the record moved on.
     let e = c.approve(approve("r-1", "")).await.unwrap_err();
-    assert_eq!((e.code(), reason(&e)), (Code::FailedPrecondition, "NOT_AWAITING_APPROVAL".into()));
+    assert_eq!(
+        (e.code(), reason(&e)),
+        (Code::FailedPrecondition, "NOT_AWAITING_APPROVAL".into())
+    );
 }
 
 #[tokio::test]
@@ -120,7 +137,10 @@ async fn a_rejection_is_replayed_as_a_403_failure() {
     let replay = c.claim(plain("r-2")).await.unwrap().into_inner();
     assert_eq!(outcome(&replay), ClaimOutcome::Failed);
     let error = replay.record.unwrap().error.unwrap();
-    assert_eq!((error.code, error.message.as_str()), (403, "amount above the limit"));
+    assert_eq!(
+        (error.code, error.message.as_str()),
+        (403, "amount above the limit")
+    );
     c.reject(reject("r-2", "again")).await.unwrap();
     let e = c.approve(approve("r-2", "")).await.unwrap_err();
     assert_eq!(reason(&e), "NOT_AWAITING_APPROVAL");
@@ -211,7 +231,10 @@ async fn the_attempt_cap_fails_the_operation_with_429() {
     let record = answer.record.unwrap();
     assert_eq!((record.attempt, record.max_attempts), (2, 2));
     let error = record.error.unwrap();
-    assert_eq!((error.code, error.message.as_str()), (429, "attempts exhausted"));
+    assert_eq!(
+        (error.code, error.message.as_str()),
+        (429, "attempts exhausted")
+    );
     let looked = c
         .lookup(v1::LookupRequest {
             include_history: true,
@@ -221,7 +244,10 @@ async fn the_attempt_cap_fails_the_operation_with_429() {
         .unwrap()
         .into_inner();
     let last = looked.history.last().unwrap();
-    assert_eq!((last.outcome.as_str(), last.reason.as_str()), ("FAILED", "ATTEMPTS_EXHAUSTED"));
+    assert_eq!(
+        (last.outcome.as_str(), last.reason.as_str()),
+        ("FAILED", "ATTEMPTS_EXHAUSTED")
+    );
 }
 
 #[tokio::test]
@@ -242,7 +268,11 @@ async fn purge_removes_the_record_and_the_old_holder_loses_its_lease() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(fresh.lease.unwrap().token, 2, "the fencing sequence continues");
+    assert_eq!(
+        fresh.lease.unwrap().token,
+        2,
+        "the fencing sequence continues"
+    );
     let e = c.purge(purge("never-claimed", true)).await.unwrap_err();
     assert_eq!((e.code(), reason(&e)), (Code::NotFound, "NOT_FOUND".into()));
 
@@ -257,7 +287,10 @@ async fn purge_removes_the_record_and_the_old_holder_loses_its_lease() {
         (e.code(), reason(&e)),
         (Code::FailedPrecondition, "UNSETTLED_AT_MOST_ONCE".into())
     );
-    assert!(c.lookup(lookup(NS, "purge-me-amo-7c1")).await.is_ok(), "nothing changed");
+    assert!(
+        c.lookup(lookup(NS, "purge-me-amo-7c1")).await.is_ok(),
+        "nothing changed"
+    );
     c.purge(purge("purge-me-amo-7c1", true)).await.unwrap();
     // Logged with the key's hash, never the key.
     let log = server.stderr();
@@ -278,7 +311,10 @@ async fn another_tenant_can_neither_decide_nor_purge() {
     let e = theirs.purge(purge("t-1", true)).await.unwrap_err();
     assert_eq!(reason(&e), "NOT_FOUND");
     let record = mine.lookup(lookup(NS, "t-1")).await.unwrap().into_inner();
-    assert_eq!(status(&record.record.unwrap()), RecordStatus::AwaitingApproval);
+    assert_eq!(
+        status(&record.record.unwrap()),
+        RecordStatus::AwaitingApproval
+    );
     // Their own Claim of the same key is their own record.
     let own = theirs.claim(plain("t-1")).await.unwrap().into_inner();
     assert_eq!(outcome(&own), ClaimOutcome::Acquired);
@@ -311,9 +347,25 @@ async fn bad_input_names_the_field_and_changes_nothing() {
         (approve("", ""), "key", "INVALID_FIELD"),
     ];
     for (request, field, why) in cases {
+        // The same fields of a Reject are validated the same way.
+        let rejection = v1::RejectRequest {
+            namespace: request.namespace.clone(),
+            key: request.key.clone(),
+            fingerprint: request.fingerprint.clone(),
+            note: request.note.clone(),
+        };
         let e = c.approve(request).await.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{field}");
-        assert_eq!((bad_field(&e), reason(&e)), (field.to_owned(), why.to_owned()));
+        assert_eq!(
+            (bad_field(&e), reason(&e)),
+            (field.to_owned(), why.to_owned())
+        );
+        let e = c.reject(rejection).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "reject {field}");
+        assert_eq!(
+            (bad_field(&e), reason(&e)),
+            (field.to_owned(), why.to_owned())
+        );
     }
     // A fingerprint pinned to other arguments than the stored ones.
     let e = c
@@ -325,7 +377,10 @@ async fn bad_input_names_the_field_and_changes_nothing() {
         .unwrap_err();
     assert_eq!(reason(&e), "KEY_REUSED");
     let record = c.lookup(lookup(NS, "b-1")).await.unwrap().into_inner();
-    assert_eq!(status(&record.record.unwrap()), RecordStatus::AwaitingApproval);
+    assert_eq!(
+        status(&record.record.unwrap()),
+        RecordStatus::AwaitingApproval
+    );
     // A dry run validates like any Claim.
     let e = c
         .claim(v1::ClaimRequest {
@@ -344,4 +399,51 @@ async fn bad_input_names_the_field_and_changes_nothing() {
         .await
         .unwrap_err();
     assert_eq!(bad_field(&e), "namespace");
+    let e = c.purge(purge(&"k".repeat(300), true)).await.unwrap_err();
+    assert_eq!(
+        (e.code(), bad_field(&e)),
+        (Code::InvalidArgument, "key".into())
+    );
+    // None of it changed the record.
+    let record = c.lookup(lookup(NS, "b-1")).await.unwrap().into_inner();
+    let record = record.record.unwrap();
+    assert_eq!(status(&record), RecordStatus::AwaitingApproval);
+    assert!(record.approval.is_none());
+}
+
+#[tokio::test]
+async fn approval_and_cap_of_a_later_claim_are_ignored() {
+    let server = Server::start(&[]);
+    let mut c = server.client(TENANT).await;
+    let first = c.claim(plain("i-1")).await.unwrap().into_inner();
+    assert_eq!(outcome(&first), ClaimOutcome::Acquired);
+    // Only the first Claim of a key sets require_approval and max_attempts.
+    let later = c
+        .claim(v1::ClaimRequest {
+            require_approval: true,
+            max_attempts: 1,
+            ..plain("i-1")
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(outcome(&later), ClaimOutcome::InProgress);
+    let record = later.record.unwrap();
+    assert_eq!(status(&record), RecordStatus::Processing);
+    assert_eq!((record.require_approval, record.max_attempts), (false, 0));
+    // Released for a retry, it is acquired again: no cap of 1, no gate.
+    c.fail(fail(NS, "i-1", 1, v1::Disposition::Retryable, "down"))
+        .await
+        .unwrap();
+    let again = c
+        .claim(v1::ClaimRequest {
+            require_approval: true,
+            max_attempts: 1,
+            ..plain("i-1")
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(outcome(&again), ClaimOutcome::Acquired);
+    assert_eq!(again.lease.unwrap().token, 2);
 }

@@ -5,9 +5,9 @@
 //! acquiring it again.
 
 use super::expiry::with_expiry;
+use super::ATTEMPTS_EXHAUSTED;
 use super::{next_version, Change, LedgerError, Transition};
 use super::{EventKind, Millis, OpError, ParentRef, Record, RecordId, Semantics, Status};
-use super::ATTEMPTS_EXHAUSTED;
 
 /// The error code of an operation the attempt cap failed.
 pub const EXHAUSTED_CODE: i32 = 429;
@@ -151,9 +151,11 @@ pub fn claim(
         Status::Processing | Status::Unknown => {
             (needs_reconciliation(current, now), EventKind::Claim, "")
         }
-        Status::Retry if current.attempts_exhausted() => {
-            (exhausted(current, now), EventKind::Claim, ATTEMPTS_EXHAUSTED)
-        }
+        Status::Retry if current.attempts_exhausted() => (
+            exhausted(current, now),
+            EventKind::Claim,
+            ATTEMPTS_EXHAUSTED,
+        ),
         Status::Retry => (acquire(current, args, now), EventKind::Claim, ""),
         Status::Abandoned | Status::Purged => unreachable!("handled above"),
     };
@@ -230,6 +232,7 @@ fn create(
         max_attempts: args.max_attempts,
         reconciliations: 0,
         approval: None,
+        kept_until: None,
     });
     let mut decision = ClaimDecision {
         outcome: if awaiting {
@@ -256,7 +259,13 @@ fn recreate(id: &RecordId, tombstone: &Record, args: &ClaimArgs, now: Millis) ->
     let created = std::mem::take(&mut record.history);
     record.history = tombstone.history.clone();
     for event in created {
-        record.push_event_because(event.at, event.kind, &event.outcome, &event.owner, &event.reason);
+        record.push_event_because(
+            event.at,
+            event.kind,
+            &event.outcome,
+            &event.owner,
+            &event.reason,
+        );
     }
     decision
 }
@@ -283,6 +292,13 @@ fn over_tombstone(
     let mut decision = create(id, args, tombstone.fencing_token, gated, now);
     let record = decision.transition.record.as_mut().expect("created");
     record.version = tombstone.version + 1;
+    // A purged holder may still believe in its lease: the new life is kept as long as the
+    // tombstone would have been (an ABANDON tombstone passes on what it was given).
+    record.kept_until = match tombstone.status {
+        Status::Purged => tombstone.expires_at,
+        _ => tombstone.kept_until,
+    };
+    record.expires_at = super::expiry(record);
     decision.transition.change = Change::Replace {
         expected_version: tombstone.version,
         durable: true,

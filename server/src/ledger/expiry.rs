@@ -12,6 +12,10 @@
 //! - A Purge tombstone is kept `retention` after the later of the purge and the lease end its last
 //!   holder may still believe in, so that the purged key's fencing sequence outlives every lease
 //!   handed out before it.
+//! - A record created over a Purge tombstone is kept at least as long as that tombstone would have
+//!   been (`kept_until`), in every state but unsettled AT_MOST_ONCE (kept anyway): otherwise it
+//!   could settle and expire while the purged holder still believes in its lease, and the key's
+//!   next life would hand that holder's token out again.
 //!
 //! Pure: the transitions call `expiry` on the record they write; stores only compare the result
 //! with their clock (or turn it into a row TTL) and never decide it themselves.
@@ -27,6 +31,16 @@ use super::{Millis, Record, Semantics, Status};
 ///
 /// A new status gets its arm here and nowhere else.
 pub fn expiry(record: &Record) -> Option<Millis> {
+    let by_state = expiry_by_state(record)?;
+    Some(
+        record
+            .kept_until
+            .map_or(by_state, |floor| by_state.max(floor)),
+    )
+}
+
+/// `expiry` before `kept_until`.
+fn expiry_by_state(record: &Record) -> Option<Millis> {
     let kept_after = |from: Millis| Some(from.saturating_add(record.retention));
     match (record.status, record.semantics) {
         (Status::AwaitingApproval | Status::Approved, _) => kept_after(record.created_at),

@@ -79,7 +79,11 @@ fn approval_gate_creates_the_record_awaiting_approval_without_lease_or_token() {
     assert_eq!(r.expires_at, Some(T0 + RETENTION), "created_at + retention");
     let receipt = last(r);
     assert_eq!(
-        (receipt.kind, receipt.outcome.as_str(), receipt.owner.as_str()),
+        (
+            receipt.kind,
+            receipt.outcome.as_str(),
+            receipt.owner.as_str()
+        ),
         (EventKind::Claim, "AWAITING_APPROVAL", "agent-1")
     );
 }
@@ -88,7 +92,14 @@ fn approval_gate_creates_the_record_awaiting_approval_without_lease_or_token() {
 fn approval_gate_answers_every_later_claim_awaiting_approval_as_a_dedup_hit() {
     let (_, awaiting) = claimed(&gated(1), None, T0);
     // A later Claim without require_approval, or even with reconcile, is gated all the same.
-    for later in [args(1), gated(1), ClaimArgs { reconcile: true, ..args(1) }] {
+    for later in [
+        args(1),
+        gated(1),
+        ClaimArgs {
+            reconcile: true,
+            ..args(1)
+        },
+    ] {
         let d = claim(&id(), Some(&awaiting), &later, T0 + LEASE * 10).unwrap();
         assert_eq!(d.outcome, ClaimOutcome::AwaitingApproval);
         assert_eq!(d.record().dedup_hits, 1);
@@ -135,7 +146,14 @@ fn approval_gate_and_attempt_cap_are_set_by_the_first_claim_only() {
 #[test]
 fn approve_makes_the_record_approved_and_the_next_claim_acquires_token_1() {
     let (_, awaiting) = claimed(&gated(1), None, T0);
-    let t = approve(Some(&awaiting), None, "alice@example.com", "refund ok", T0 + 5).unwrap();
+    let t = approve(
+        Some(&awaiting),
+        None,
+        "alice@example.com",
+        "refund ok",
+        T0 + 5,
+    )
+    .unwrap();
     assert!(matches!(t.change, Change::Replace { durable: true, .. }));
     let rec = after(&t);
     assert_eq!(rec.status, Status::Approved);
@@ -148,10 +166,18 @@ fn approve_makes_the_record_approved_and_the_next_claim_acquires_token_1() {
             decided_at: T0 + 5,
         })
     );
-    assert_eq!(rec.expires_at, Some(T0 + RETENTION), "still created_at + retention");
+    assert_eq!(
+        rec.expires_at,
+        Some(T0 + RETENTION),
+        "still created_at + retention"
+    );
     let receipt = last(&rec);
     assert_eq!(
-        (receipt.kind, receipt.outcome.as_str(), receipt.owner.as_str()),
+        (
+            receipt.kind,
+            receipt.outcome.as_str(),
+            receipt.owner.as_str()
+        ),
         (EventKind::Approve, "APPROVED", "alice@example.com")
     );
     let (outcome, acquired) = claimed(&args(1), Some(&rec), T0 + 6);
@@ -161,7 +187,10 @@ fn approve_makes_the_record_approved_and_the_next_claim_acquires_token_1() {
         (Status::Processing, 1, 1)
     );
     assert_eq!(acquired.lease_expires_at, Some(T0 + 6 + LEASE));
-    assert!(acquired.approval.is_some(), "the decision stays on the record");
+    assert!(
+        acquired.approval.is_some(),
+        "the decision stays on the record"
+    );
     // From here on it proceeds as usual.
     let done = after(&complete(Some(&acquired), 1, &OpResult::default(), T0 + 7).unwrap());
     assert_eq!(done.status, Status::Succeeded);
@@ -199,7 +228,11 @@ fn reject_fails_the_record_with_403_and_the_note_replayed_to_every_claim() {
     };
     assert_eq!(rec.error, Some(expected.clone()));
     assert_eq!(rec.approval.as_ref().unwrap().decision, Decision::Rejected);
-    assert_eq!(rec.expires_at, Some(T0 + 10 + RETENTION), "settled: retention from now");
+    assert_eq!(
+        rec.expires_at,
+        Some(T0 + 10 + RETENTION),
+        "settled: retention from now"
+    );
     assert_eq!(
         (last(&rec).kind, last(&rec).outcome.as_str()),
         (EventKind::Reject, "REJECTED")
@@ -220,8 +253,16 @@ fn reject_fails_the_record_with_403_and_the_note_replayed_to_every_claim() {
 fn decisions_on_a_record_that_never_awaited_approval_are_not_awaiting_approval() {
     let (_, processing) = claimed(&args(1), None, T0);
     let done = after(&complete(Some(&processing), 1, &OpResult::default(), T0 + 1).unwrap());
-    let failed =
-        after(&fail(Some(&processing), 1, &error("e"), Disposition::Final, T0 + 1).unwrap());
+    let failed = after(
+        &fail(
+            Some(&processing),
+            1,
+            &error("e"),
+            Disposition::Final,
+            T0 + 1,
+        )
+        .unwrap(),
+    );
     for rec in [&processing, &done, &failed] {
         for decide in [approve, reject] {
             let err = decide(Some(rec), None, "alice", "", T0 + 2).unwrap_err();
@@ -235,8 +276,16 @@ fn decisions_on_an_absent_expired_or_abandoned_key_are_not_found() {
     let (_, awaiting) = claimed(&gated(1), None, T0);
     let expired_at = awaiting.expires_at.unwrap();
     let (_, processing) = claimed(&args(1), None, T0);
-    let tombstone =
-        after(&fail(Some(&processing), 1, &error("e"), Disposition::Abandon, T0 + 1).unwrap());
+    let tombstone = after(
+        &fail(
+            Some(&processing),
+            1,
+            &error("e"),
+            Disposition::Abandon,
+            T0 + 1,
+        )
+        .unwrap(),
+    );
     for decide in [approve, reject] {
         assert_eq!(
             decide(None, None, "a", "", T0).unwrap_err(),
@@ -283,7 +332,13 @@ fn a_record_awaiting_approval_refuses_every_token() {
     // The old holder's token 1 is not this life's.
     let stale = complete(Some(&awaiting), 1, &OpResult::default(), T0 + 5);
     assert_eq!(stale.unwrap_err(), LedgerError::LeaseLost);
-    let stale = fail(Some(&awaiting), 1, &error("e"), Disposition::Abandon, T0 + 5);
+    let stale = fail(
+        Some(&awaiting),
+        1,
+        &error("e"),
+        Disposition::Abandon,
+        T0 + 5,
+    );
     assert_eq!(stale.unwrap_err(), LedgerError::LeaseLost);
     assert_eq!(
         renew(Some(&awaiting), 1, LEASE, T0 + 5).unwrap_err(),
@@ -295,14 +350,30 @@ fn a_record_awaiting_approval_refuses_every_token() {
 fn abandon_after_approval_leaves_a_tombstone_that_keeps_the_key_gated() {
     let rec = approved(T0 + 1);
     let (_, held) = claimed(&args(1), Some(&rec), T0 + 2);
-    let tombstone =
-        after(&fail(Some(&held), 1, &error("bad input"), Disposition::Abandon, T0 + 3).unwrap());
-    assert!(tombstone.require_approval, "the tombstone remembers the gate");
+    let tombstone = after(
+        &fail(
+            Some(&held),
+            1,
+            &error("bad input"),
+            Disposition::Abandon,
+            T0 + 3,
+        )
+        .unwrap(),
+    );
+    assert!(
+        tombstone.require_approval,
+        "the tombstone remembers the gate"
+    );
     // The next Claim, with any arguments and without asking, awaits approval again.
     let (outcome, again) = claimed(&args(9), Some(&tombstone), T0 + 4);
     assert_eq!(outcome, ClaimOutcome::AwaitingApproval);
     assert_eq!(
-        (again.status, again.fencing_token, again.attempt, again.fingerprint),
+        (
+            again.status,
+            again.fencing_token,
+            again.attempt,
+            again.fingerprint
+        ),
         (Status::AwaitingApproval, 1, 0, [9; 32])
     );
     assert!(again.approval.is_none(), "a new life needs a new decision");
@@ -330,7 +401,16 @@ fn attempt_cap_fails_a_retry_record_past_the_cap_with_429() {
     let mut now = T0;
     for token in 1..=2 {
         now += 10;
-        rec = after(&fail(Some(&rec), token, &error("timeout"), Disposition::Retryable, now).unwrap());
+        rec = after(
+            &fail(
+                Some(&rec),
+                token,
+                &error("timeout"),
+                Disposition::Retryable,
+                now,
+            )
+            .unwrap(),
+        );
         if token < 2 {
             let (outcome, next) = claimed(&capped(2), Some(&rec), now + 1);
             assert_eq!(outcome, ClaimOutcome::Acquired);
@@ -340,7 +420,10 @@ fn attempt_cap_fails_a_retry_record_past_the_cap_with_429() {
     assert_eq!((rec.status, rec.attempt), (Status::Retry, 2));
     let d = claim(&id(), Some(&rec), &capped(2), now + 5).unwrap();
     assert_eq!(d.outcome, ClaimOutcome::Failed);
-    assert!(matches!(d.transition.change, Change::Replace { durable: true, .. }));
+    assert!(matches!(
+        d.transition.change,
+        Change::Replace { durable: true, .. }
+    ));
     let failed = d.record();
     assert_eq!(failed.status, Status::Failed);
     assert_eq!(failed.attempt, 2, "attempt stays at the cap");
@@ -356,7 +439,11 @@ fn attempt_cap_fails_a_retry_record_past_the_cap_with_429() {
     assert_eq!(failed.expires_at, Some(now + 5 + RETENTION));
     let receipt = last(failed);
     assert_eq!(
-        (receipt.kind, receipt.outcome.as_str(), receipt.reason.as_str()),
+        (
+            receipt.kind,
+            receipt.outcome.as_str(),
+            receipt.reason.as_str()
+        ),
         (EventKind::Claim, "FAILED", ATTEMPTS_EXHAUSTED),
         "the receipt says why"
     );
@@ -371,7 +458,16 @@ fn attempt_cap_fails_a_retry_record_past_the_cap_with_429() {
 fn attempt_cap_zero_never_stops_retries() {
     let (_, mut rec) = claimed(&capped(0), None, T0);
     for token in 1..=20 {
-        rec = after(&fail(Some(&rec), token, &error("e"), Disposition::Retryable, T0 + 1).unwrap());
+        rec = after(
+            &fail(
+                Some(&rec),
+                token,
+                &error("e"),
+                Disposition::Retryable,
+                T0 + 1,
+            )
+            .unwrap(),
+        );
         let (outcome, next) = claimed(&capped(0), Some(&rec), T0 + 2);
         assert_eq!(outcome, ClaimOutcome::Acquired);
         rec = next;
@@ -390,7 +486,11 @@ fn attempt_cap_sends_a_lapsed_at_least_once_lease_to_reconciliation() {
         (unknown.status, unknown.fencing_token, unknown.attempt),
         (Status::Unknown, 1, 1)
     );
-    assert_eq!(last(&unknown).reason, ATTEMPTS_EXHAUSTED, "the receipt says why");
+    assert_eq!(
+        last(&unknown).reason,
+        ATTEMPTS_EXHAUSTED,
+        "the receipt says why"
+    );
     assert!(
         unknown.expires_at.is_some(),
         "an at-least-once record keeps its expiry by state"
@@ -431,15 +531,28 @@ fn attempt_cap_never_counts_reconciliations() {
     let (_, reconciling) = claimed(&reconciler, Some(&rec), T0 + LEASE);
     assert_eq!((reconciling.attempt, reconciling.reconciliations), (2, 1));
     let retry = after(
-        &fail(Some(&reconciling), 2, &error("not done"), Disposition::Retryable, T0 + LEASE + 1)
-            .unwrap(),
+        &fail(
+            Some(&reconciling),
+            2,
+            &error("not done"),
+            Disposition::Retryable,
+            T0 + LEASE + 1,
+        )
+        .unwrap(),
     );
     // The cap still allows a second ordinary run.
     let (outcome, second) = claimed(&amo, Some(&retry), T0 + LEASE + 2);
     assert_eq!(outcome, ClaimOutcome::Acquired);
     assert_eq!(second.fencing_token, 3);
     let retry = after(
-        &fail(Some(&second), 3, &error("again"), Disposition::Retryable, T0 + LEASE + 3).unwrap(),
+        &fail(
+            Some(&second),
+            3,
+            &error("again"),
+            Disposition::Retryable,
+            T0 + LEASE + 3,
+        )
+        .unwrap(),
     );
     // Two ordinary runs: that is the cap.
     let (outcome, done) = claimed(&amo, Some(&retry), T0 + LEASE + 4);
@@ -451,14 +564,43 @@ fn attempt_cap_never_counts_reconciliations() {
 fn purge_removes_a_record_in_any_state_and_the_fencing_sequence_continues() {
     let (_, processing) = claimed(&args(1), None, T0);
     let done = after(&complete(Some(&processing), 1, &OpResult::default(), T0 + 1).unwrap());
-    let retry =
-        after(&fail(Some(&processing), 1, &error("e"), Disposition::Retryable, T0 + 1).unwrap());
-    let failed =
-        after(&fail(Some(&processing), 1, &error("e"), Disposition::Final, T0 + 1).unwrap());
+    let retry = after(
+        &fail(
+            Some(&processing),
+            1,
+            &error("e"),
+            Disposition::Retryable,
+            T0 + 1,
+        )
+        .unwrap(),
+    );
+    let failed = after(
+        &fail(
+            Some(&processing),
+            1,
+            &error("e"),
+            Disposition::Final,
+            T0 + 1,
+        )
+        .unwrap(),
+    );
     let (_, awaiting) = claimed(&gated(1), None, T0);
     let approved = approved(T0 + 1);
-    let unknown = claimed(&capped(1), Some(&claimed(&capped(1), None, T0).1), T0 + LEASE).1;
-    for rec in [&processing, &done, &retry, &failed, &awaiting, &approved, &unknown] {
+    let unknown = claimed(
+        &capped(1),
+        Some(&claimed(&capped(1), None, T0).1),
+        T0 + LEASE,
+    )
+    .1;
+    for rec in [
+        &processing,
+        &done,
+        &retry,
+        &failed,
+        &awaiting,
+        &approved,
+        &unknown,
+    ] {
         let t = purge(Some(rec), false, T0 + 2).unwrap();
         assert!(matches!(t.change, Change::Replace { durable: true, .. }));
         let tombstone = after(&t);
@@ -468,7 +610,12 @@ fn purge_removes_a_record_in_any_state_and_the_fencing_sequence_continues() {
         // The next Claim, with any arguments, creates the key anew with a higher token.
         let (outcome, next) = claimed(&args(7), Some(&tombstone), T0 + 3);
         assert_eq!(outcome, ClaimOutcome::Acquired, "{:?}", rec.status);
-        assert_eq!(next.fencing_token, rec.fencing_token + 1, "{:?}", rec.status);
+        assert_eq!(
+            next.fencing_token,
+            rec.fencing_token + 1,
+            "{:?}",
+            rec.status
+        );
         assert_eq!(next.attempt, 1);
         assert_eq!(next.history.len(), 1, "nothing of the purged history");
         // Purge again: nothing is there.
@@ -489,7 +636,14 @@ fn purge_leaves_the_old_holder_lease_lost() {
         LedgerError::LeaseLost
     );
     assert_eq!(
-        fail(Some(&tombstone), 1, &error("e"), Disposition::Abandon, T0 + 2).unwrap_err(),
+        fail(
+            Some(&tombstone),
+            1,
+            &error("e"),
+            Disposition::Abandon,
+            T0 + 2
+        )
+        .unwrap_err(),
         LedgerError::LeaseLost
     );
     assert_eq!(
@@ -535,8 +689,16 @@ fn purge_of_an_absent_expired_or_tombstoned_key_is_not_found() {
         purge(Some(&done), true, gone).unwrap_err(),
         LedgerError::NotFound
     );
-    let tombstone =
-        after(&fail(Some(&processing), 1, &error("e"), Disposition::Abandon, T0 + 1).unwrap());
+    let tombstone = after(
+        &fail(
+            Some(&processing),
+            1,
+            &error("e"),
+            Disposition::Abandon,
+            T0 + 1,
+        )
+        .unwrap(),
+    );
     assert_eq!(
         purge(Some(&tombstone), true, T0 + 2).unwrap_err(),
         LedgerError::NotFound
@@ -553,7 +715,11 @@ fn purge_clears_the_approval_gate_that_an_abandon_keeps() {
     assert_eq!(gated_again.status, Status::AwaitingApproval);
     let tombstone = after(&purge(Some(&gated_again), false, T0 + 5).unwrap());
     let (outcome, open) = claimed(&args(1), Some(&tombstone), T0 + 6);
-    assert_eq!(outcome, ClaimOutcome::Acquired, "only Purge clears the gate");
+    assert_eq!(
+        outcome,
+        ClaimOutcome::Acquired,
+        "only Purge clears the gate"
+    );
     assert_eq!(open.fencing_token, 2);
 }
 
@@ -575,4 +741,52 @@ fn purge_tombstone_outlives_the_last_lease_by_the_retention() {
     let done = after(&complete(Some(&held), 1, &OpResult::default(), T0 + 1).unwrap());
     let tombstone = after(&purge(Some(&done), false, T0 + 2).unwrap());
     assert_eq!(tombstone.expires_at, Some(T0 + 2 + RETENTION));
+}
+
+#[test]
+fn purge_record_claimed_after_it_outlives_the_purged_lease_by_the_retention() {
+    // Found by the model check: a record claimed over the tombstone that settles at once would
+    // otherwise expire `retention` after it settled, while the purged holder still believes in
+    // its lease, and the key's next life would hand out token 1 again.
+    let long = ClaimArgs {
+        lease_ttl: 10 * RETENTION,
+        ..args(1)
+    };
+    let (_, held) = claimed(&long, None, T0);
+    let lease_end = held.lease_expires_at.unwrap();
+    let tombstone = after(&purge(Some(&held), false, T0 + 1).unwrap());
+    let (_, next) = claimed(&args(1), Some(&tombstone), T0 + 2);
+    assert_eq!(next.fencing_token, 2);
+    assert_eq!(next.kept_until, Some(lease_end + RETENTION));
+    let done = after(&complete(Some(&next), 2, &OpResult::default(), T0 + 3).unwrap());
+    assert_eq!(done.expires_at, Some(lease_end + RETENTION));
+    assert_eq!(done.expires_at, expiry(&done));
+    // Until then the sequence continues (token 3, never 1 again) …
+    let (outcome, retried) = claimed(
+        &args(1),
+        Some(&after(
+            &fail(Some(&next), 2, &error("e"), Disposition::Retryable, T0 + 3).unwrap(),
+        )),
+        lease_end + RETENTION - 1,
+    );
+    assert_eq!(
+        (outcome, retried.fencing_token),
+        (ClaimOutcome::Acquired, 3)
+    );
+    // … across an ABANDON tombstone too, which passes the floor on to the next life.
+    let abandoned =
+        after(&fail(Some(&next), 2, &error("e"), Disposition::Abandon, T0 + 3).unwrap());
+    assert_eq!(abandoned.expires_at, Some(lease_end + RETENTION));
+    let (_, again) = claimed(&args(1), Some(&abandoned), T0 + 4);
+    assert_eq!(again.fencing_token, 3);
+    assert_eq!(again.kept_until, Some(lease_end + RETENTION));
+    // An unsettled at-most-once record stays kept until it settles, floor or not.
+    let amo = ClaimArgs {
+        semantics: Semantics::AtMostOnce,
+        ..args(1)
+    };
+    let (_, amo_next) = claimed(&amo, Some(&tombstone), T0 + 2);
+    assert_eq!(amo_next.expires_at, None);
+    // Without a purge there is no floor.
+    assert_eq!(held.kept_until, None);
 }

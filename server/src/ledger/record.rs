@@ -189,6 +189,12 @@ pub struct Record {
     pub reconciliations: u32,
     /// The approval decision, once made.
     pub approval: Option<Approval>,
+    /// The record is never expired before this, whatever its state: set on a record created over
+    /// a Purge tombstone (and carried over an ABANDON tombstone) to the tombstone's expiry, so
+    /// that the purged holder's fencing token, still believed in until its lease ends, is not
+    /// handed out again by a new life of the key (whose tokens start over at 1) within
+    /// `retention` of that lease end.
+    pub kept_until: Option<Millis>,
 }
 
 /// Most events a record keeps.

@@ -17,7 +17,7 @@ pub const KEY_COLUMNS: [&str; 3] = ["tenant", "namespace", "key"];
 
 /// Every non-key column, in the order their values are bound (the last seven come from
 /// migration 0002_operations).
-pub const COLUMNS: [&str; 30] = [
+pub const COLUMNS: [&str; 31] = [
     "version",
     "status",
     "fingerprint",
@@ -48,6 +48,7 @@ pub const COLUMNS: [&str; 30] = [
     "approval_decided_by",
     "approval_note",
     "approval_decided_at",
+    "kept_until",
 ];
 
 /// The columns a dedup hit's write changes (`Store::replace_if_version` with `durable == false`):
@@ -128,6 +129,7 @@ pub fn column_values(record: &Record, write_id: [u8; 16]) -> Vec<Value> {
         record.approval.as_ref().and_then(|a| text(&a.decided_by)),
         record.approval.as_ref().and_then(|a| text(&a.note)),
         record.approval.as_ref().map(|a| timestamp(a.decided_at)),
+        record.kept_until.map(timestamp),
     ]
 }
 
@@ -332,6 +334,7 @@ impl<'a> RowView<'a> {
             max_attempts: self.u32_or_zero("max_attempts")?,
             reconciliations: self.u32_or_zero("reconciliations")?,
             approval: self.approval()?,
+            kept_until: self.timestamp("kept_until")?,
         }))
     }
 

@@ -72,6 +72,8 @@ struct StoredRecord {
     reconciliations: u32,
     #[prost(message, optional, tag = "23")]
     approval: Option<StoredApproval>,
+    #[prost(int64, optional, tag = "24")]
+    kept_until: Option<i64>,
 }
 
 /// A record's approval decision.
@@ -242,6 +244,7 @@ pub fn encode_record(record: &Record) -> Encoded {
         max_attempts: record.max_attempts,
         reconciliations: record.reconciliations,
         approval: record.approval.as_ref().map(stored_approval),
+        kept_until: record.kept_until,
     }
     .encode_to_vec();
     Encoded {
@@ -415,6 +418,7 @@ fn decode(
         max_attempts: s.max_attempts,
         reconciliations: s.reconciliations,
         approval: s.approval.map(approval_from).transpose()?,
+        kept_until: s.kept_until,
     })
 }
 

@@ -51,7 +51,11 @@ pub async fn operator_fields_round_trip<S: Store>(store: S) {
         decided_at: T0 + 5,
     });
     rec.history[0].reason = ATTEMPTS_EXHAUSTED.into();
-    assert_eq!(store.insert_if_absent(&rec, T0).await.unwrap(), Cas::Applied);
+    rec.kept_until = Some(T0 + 99_000);
+    assert_eq!(
+        store.insert_if_absent(&rec, T0).await.unwrap(),
+        Cas::Applied
+    );
     assert_eq!(store.get(&id, T0).await.unwrap(), Some(rec.clone()));
     let mut previous = rec.clone();
     for status in [Status::Approved, Status::Purged, Status::AwaitingApproval] {
@@ -92,7 +96,10 @@ pub async fn engine_approval_gate<S: Store>(store: S) {
     assert_eq!(approved.dedup_hits, 1, "the second Claim was a dedup hit");
     let stored = engine.store().get(&id, T0).await.unwrap().unwrap();
     let approval = stored.approval.expect("the decision persists");
-    assert_eq!((approval.decided_by.as_str(), approval.note.as_str()), ("alice", "ok"));
+    assert_eq!(
+        (approval.decided_by.as_str(), approval.note.as_str()),
+        ("alice", "ok")
+    );
     // The same decision again is OK; the other one is not.
     assert!(engine.approve(&id, decider("bob", "")).await.is_ok());
     assert!(matches!(
@@ -184,7 +191,10 @@ pub async fn engine_wait_is_held_until_decided<S: Store>(store: S) {
         let count = |o: ClaimOutcome| outcomes.iter().filter(|x| **x == o).count();
         if approve {
             assert_eq!(
-                (count(ClaimOutcome::Acquired), count(ClaimOutcome::Completed)),
+                (
+                    count(ClaimOutcome::Acquired),
+                    count(ClaimOutcome::Completed)
+                ),
                 (1, 2),
                 "{outcomes:?}"
             );
@@ -200,8 +210,15 @@ pub async fn engine_dry_run_writes_nothing<S: Store>(store: S) {
     let engine = Engine::new(store, Clock::manual(T0));
     let id = fresh_id("t1");
     let dry = engine.dry_run(&id, &args(1)).await.unwrap();
-    assert_eq!((dry.outcome, dry.record.is_none()), (ClaimOutcome::Acquired, true));
-    assert_eq!(engine.store().get(&id, T0).await.unwrap(), None, "no record");
+    assert_eq!(
+        (dry.outcome, dry.record.is_none()),
+        (ClaimOutcome::Acquired, true)
+    );
+    assert_eq!(
+        engine.store().get(&id, T0).await.unwrap(),
+        None,
+        "no record"
+    );
     let dry = engine.dry_run(&id, &gated(1)).await.unwrap();
     assert_eq!(dry.outcome, ClaimOutcome::AwaitingApproval);
     assert_eq!(engine.store().get(&id, T0).await.unwrap(), None);
@@ -247,9 +264,15 @@ pub async fn engine_attempt_cap_persists<S: Store>(store: S) {
     let reply = engine.claim(&id, &args(1), None).await.unwrap();
     assert_eq!(reply.outcome, ClaimOutcome::Failed);
     let stored = engine.store().get(&id, T0).await.unwrap().unwrap();
-    assert_eq!((stored.status, stored.attempt, stored.max_attempts), (Status::Failed, 2, 2));
+    assert_eq!(
+        (stored.status, stored.attempt, stored.max_attempts),
+        (Status::Failed, 2, 2)
+    );
     let error = stored.error.unwrap();
-    assert_eq!((error.code, error.message.as_str()), (429, "attempts exhausted"));
+    assert_eq!(
+        (error.code, error.message.as_str()),
+        (429, "attempts exhausted")
+    );
     let receipt = stored.history.last().unwrap();
     assert_eq!(receipt.reason, ATTEMPTS_EXHAUSTED);
 }
@@ -273,7 +296,10 @@ pub async fn engine_purge_continues_the_fencing_sequence<S: Store>(store: S) {
     assert_eq!(engine.lookup(&id).await.unwrap().status, Status::Processing);
 
     engine.purge(&id, false).await.unwrap();
-    assert!(matches!(engine.lookup(&id).await, Err(EngineError::NotFound)));
+    assert!(matches!(
+        engine.lookup(&id).await,
+        Err(EngineError::NotFound)
+    ));
     assert!(matches!(
         engine.complete(&id, 1, &OpResult::default()).await,
         Err(EngineError::Ledger(LedgerError::LeaseLost))
@@ -287,6 +313,12 @@ pub async fn engine_purge_continues_the_fencing_sequence<S: Store>(store: S) {
     assert_eq!(again.lease.unwrap().token, 2);
     let history = engine.lookup(&id).await.unwrap().history;
     assert_eq!(history.len(), 1, "the purged history is gone");
+    // The purged holder's lease keeps the key's next life (and its tokens) stored until
+    // retention after that lease's end, however early the new operation settles.
+    engine.complete(&id, 2, &OpResult::default()).await.unwrap();
+    let done = engine.lookup(&id).await.unwrap();
+    assert!(done.kept_until.is_some());
+    assert_eq!(done.expires_at, done.kept_until);
 
     let amo = ClaimArgs {
         semantics: Semantics::AtMostOnce,
@@ -298,7 +330,10 @@ pub async fn engine_purge_continues_the_fencing_sequence<S: Store>(store: S) {
         engine.purge(&unsettled, false).await,
         Err(EngineError::Ledger(LedgerError::UnsettledAtMostOnce))
     ));
-    assert_eq!(engine.lookup(&unsettled).await.unwrap().status, Status::Processing);
+    assert_eq!(
+        engine.lookup(&unsettled).await.unwrap().status,
+        Status::Processing
+    );
     engine.purge(&unsettled, true).await.unwrap();
     let next = engine.claim(&unsettled, &amo, None).await.unwrap();
     assert_eq!(next.lease.unwrap().token, 2);
