@@ -1,5 +1,5 @@
 //! The typed error of every RPC: the gRPC code plus the `google.rpc.ErrorInfo` reason the server
-//! attached (CONTRACT §7), and the client-side failures (timeout, open circuit, bad answer).
+//! attached (docs/api.md#errors), and the client-side failures (timeout, open circuit, bad answer).
 //!
 //! This module only classifies errors; it decides nothing about retrying them (see `stack::retry`).
 
@@ -11,7 +11,7 @@ use tonic_types::StatusExt;
 /// The metadata key (trailer or header) by which a server asks a client to wait before retrying.
 pub const RETRY_PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
 
-/// The `ErrorInfo` reason of a server error (CONTRACT §7).
+/// The `ErrorInfo` reason of a server error (docs/api.md#errors).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Reason {
     /// INVALID_ARGUMENT: a field is missing, malformed or out of range.

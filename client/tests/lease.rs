@@ -1,10 +1,8 @@
 //! Leases under the one-call API: the keep-alive holds a lease far past its ttl while the closure
 //! runs, a run that is dropped lets its lease lapse, and a lease taken away is reported.
 
-mod common;
-
-use common::*;
 use oncekey_client::{Claim, Claimed, Disposition, OnceError, StoredError};
+use oncekey_tests::client::*;
 use oncekey_tests::Server;
 use std::time::Duration;
 

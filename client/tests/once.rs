@@ -2,13 +2,11 @@
 //! failed (final, retryable, abandoned), in progress (waited for, or timed out), needing
 //! reconciliation (and reconciled), key reuse, parents of child keys, undecodable results.
 
-mod common;
-
-use common::*;
 use oncekey_client::{
     Claim, Claimed, Disposition, OnceError, OperationKey, Reason, RecordStatus, Semantics,
     StoredResult,
 };
+use oncekey_tests::client::*;
 use oncekey_tests::Server;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

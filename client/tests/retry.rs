@@ -2,22 +2,17 @@
 //! restarted on the same port and data (UNAVAILABLE and connection errors are retried with the
 //! identical request), FAILED_PRECONDITION is never retried, and the breaker fails fast.
 
-mod common;
-
-use common::*;
 use oncekey_client::{
     BreakerPolicy, CircuitState, Claim, Claimed, ConnectOptions, Error, Reason, RetryPolicy,
     StoredResult,
 };
+use oncekey_tests::client::*;
 use oncekey_tests::Server;
 use std::time::Duration;
 
 #[tokio::test]
 async fn a_call_survives_a_server_restart_mid_call() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let listen = format!("127.0.0.1:{}", free_port());
-    let mut server = FixedServer::start(&data, &listen);
+    let mut server = Server::start(&[]);
     let client = client_with(&server.grpc, patient()).await;
     let key = key("restart");
     let Claimed::Acquired { lease, .. } = client
@@ -47,7 +42,7 @@ async fn a_call_survives_a_server_restart_mid_call() {
     // ... when the server dies under it, and comes back a moment later.
     server.kill9();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let _restarted = FixedServer::start(&data, &listen);
+    server.restart(&[]);
     client
         .complete(&key, lease.token, StoredResult::json("done").unwrap())
         .await
@@ -68,10 +63,7 @@ async fn a_call_survives_a_server_restart_mid_call() {
 
 #[tokio::test]
 async fn a_call_made_while_the_server_is_down_is_retried_until_it_is_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let listen = format!("127.0.0.1:{}", free_port());
-    let mut server = FixedServer::start(&data, &listen);
+    let mut server = Server::start(&[]);
     let client = client_with(&server.grpc, patient()).await;
     server.kill9();
 
@@ -83,7 +75,7 @@ async fn a_call_made_while_the_server_is_down_is_retried_until_it_is_back() {
     };
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!call.is_finished(), "still retrying");
-    let _restarted = FixedServer::start(&data, &listen);
+    server.restart(&[]);
     let answer = tokio::time::timeout(Duration::from_secs(30), call)
         .await
         .expect("answered")
@@ -146,10 +138,7 @@ async fn invalid_argument_is_never_retried_and_names_the_field() {
 
 #[tokio::test]
 async fn the_breaker_fails_fast_then_probes_after_its_cool_down() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let listen = format!("127.0.0.1:{}", free_port());
-    let mut server = FixedServer::start(&data, &listen);
+    let mut server = Server::start(&[]);
     let client = client_with(
         &server.grpc,
         ConnectOptions {
@@ -173,7 +162,7 @@ async fn the_breaker_fails_fast_then_probes_after_its_cool_down() {
     assert!(matches!(err, Error::CircuitOpen(_)), "{err:?}");
     assert_eq!(client.stats().rejected, 1);
 
-    let _restarted = FixedServer::start(&data, &listen);
+    server.restart(&[]);
     tokio::time::sleep(Duration::from_millis(600)).await;
     // The probe finds the server back and closes the circuit.
     let mut found = None;

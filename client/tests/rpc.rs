@@ -1,12 +1,10 @@
 //! The typed low-level API, one RPC at a time: Claim, Renew, KeepAlive, Complete, Fail, Lookup,
 //! with Rust types out and typed errors (code and ErrorInfo reason).
 
-mod common;
-
-use common::*;
 use oncekey_client::{
     Arguments, Claim, Claimed, Client, Disposition, Reason, RecordStatus, StoredError, StoredResult,
 };
+use oncekey_tests::client::*;
 use oncekey_tests::Server;
 use std::time::Duration;
 

@@ -2,10 +2,8 @@
 //! presents its own identity; without one, a server that requires client certificates refuses it.
 //! Certificates are made by the `openssl` command line for each run (`oncekey_tests::make_certificates`).
 
-mod common;
-
-use common::*;
 use oncekey_client::{Client, ConnectOptions, TlsOptions};
+use oncekey_tests::client::*;
 use oncekey_tests::{make_certificates, Server};
 
 #[tokio::test]

@@ -170,30 +170,32 @@ enum Refusal {
     TooLarge,
 }
 
-/// Which of tonic's own refusals a response (trailers-only: the status is in its headers) is.
+/// Which of tonic's own refusals a response is, told by type, not by tonic's wording: a
+/// trailers-only response (its status in the headers) with INTERNAL or OUT_OF_RANGE and no
+/// `grpc-status-details-bin`. Every status this server's handlers answer carries an ErrorInfo in
+/// that header (`api::error`), so a bare one comes from tonic itself, before any handler ran:
+/// INTERNAL for a request it could not decode (malformed protobuf, a string that is not UTF-8, a
+/// unary call without its message), OUT_OF_RANGE for one over the decoding limit. tonic offers no
+/// typed hook for these (its codec turns the decode error into a message string inside the
+/// generated service), so this is the one place that knows; the check runs on every response and
+/// costs two header lookups.
 fn refusal(headers: &http::HeaderMap) -> Option<Refusal> {
-    let code = headers.get("grpc-status")?.as_bytes();
-    // Only these two codes are decoded further: the check runs on every response.
-    if code != b"13" && code != b"11" {
+    if headers.contains_key("grpc-status-details-bin") {
         return None;
     }
-    let status = tonic::Status::from_header_map(headers)?;
-    let message = status.message();
-    match status.code() {
-        tonic::Code::Internal if message.contains("decode") => Some(Refusal::Undecodable),
-        tonic::Code::OutOfRange if message.contains("message length too large") => {
-            Some(Refusal::TooLarge)
-        }
+    match headers.get("grpc-status")?.as_bytes() {
+        b"13" => Some(Refusal::Undecodable),
+        b"11" => Some(Refusal::TooLarge),
         _ => None,
     }
 }
 
 /// The contract's answer to an undecodable request: INVALID_ARGUMENT with ErrorInfo and a
-/// BadRequest naming the request itself (CONTRACT §7), not an unclassified INTERNAL.
+/// BadRequest naming the request itself (docs/api.md#errors), not an unclassified INTERNAL.
 fn invalid_request() -> http::Response<tonic::body::Body> {
     let error = crate::api::error::ApiError::invalid(
         "request",
-        "not a valid message of this RPC (malformed protobuf or a string field that is not UTF-8)",
+        "not a valid message of this RPC (malformed protobuf, a string field that is not UTF-8, or no message at all)",
     );
     tonic::Status::from(error).into_http()
 }
@@ -246,31 +248,48 @@ impl http_body::Body for Guarded {
 mod tests {
     use super::*;
 
-    fn headers(status: &str, message: &str) -> http::HeaderMap {
+    fn headers(status: tonic::Status) -> http::HeaderMap {
         let mut h = http::HeaderMap::new();
-        h.insert("grpc-status", status.parse().unwrap());
-        h.insert("grpc-message", message.parse().unwrap());
+        status.add_header(&mut h).unwrap();
         h
     }
 
     #[test]
-    fn tonics_own_refusals_are_recognised() {
+    fn tonics_own_refusals_are_recognised_whatever_their_wording() {
         let too_large = tonic::Status::out_of_range(
             "Error, decoded message length too large: found 2000000 bytes, the limit is: 1000 bytes",
         );
-        let mut h = http::HeaderMap::new();
-        too_large.add_header(&mut h).unwrap();
-        assert_eq!(refusal(&h), Some(Refusal::TooLarge));
-        assert_eq!(
-            refusal(&headers("13", "failed to decode Protobuf message")),
-            Some(Refusal::Undecodable)
-        );
-        assert_eq!(refusal(&headers("11", "something else")), None);
-        assert_eq!(refusal(&headers("0", "")), None);
-        assert_eq!(
-            refusal(&headers("11", "message%20length%20too%20large")),
-            Some(Refusal::TooLarge)
-        );
+        assert_eq!(refusal(&headers(too_large)), Some(Refusal::TooLarge));
+        for message in [
+            "failed to decode Protobuf message: invalid wire type value: 7",
+            "Missing request message.",
+            "",
+        ] {
+            let status = tonic::Status::internal(message);
+            assert_eq!(
+                refusal(&headers(status)),
+                Some(Refusal::Undecodable),
+                "{message:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn statuses_of_this_servers_handlers_are_left_alone() {
+        // Every handler error carries an ErrorInfo, whatever its code or message.
+        let ours = crate::api::error::ApiError::Engine(crate::engine::EngineError::Store(
+            crate::store::StoreError::Corrupt("cannot decode the stored record".into()),
+        ));
+        let status = tonic::Status::from(ours);
+        assert_eq!(status.code(), tonic::Code::Internal);
+        assert_eq!(refusal(&headers(status)), None);
+        for status in [
+            tonic::Status::ok(""),
+            tonic::Status::not_found("service not registered"),
+            tonic::Status::unimplemented(""),
+        ] {
+            assert_eq!(refusal(&headers(status)), None);
+        }
         assert_eq!(refusal(&http::HeaderMap::new()), None);
     }
 }

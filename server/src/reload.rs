@@ -16,7 +16,7 @@
 //! notAfter time of the certificate being served. Never logs the files' contents.
 
 use crate::api::auth::Auth;
-use crate::config::ServeArgs;
+use crate::settings::ServeConfig;
 use crate::tls::Tls;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -178,7 +178,7 @@ impl Reloader {
     /// `--tls-client-ca`), as loaded now into `auth` and `tls`; exports the serving
     /// certificate's expiry.
     pub fn new(
-        args: &ServeArgs,
+        args: &ServeConfig,
         auth: Arc<Auth>,
         tls: Option<Arc<Tls>>,
         metrics: ReloadMetrics,

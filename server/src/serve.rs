@@ -9,9 +9,9 @@
 use crate::admin::{self, AdminState};
 use crate::api::auth::Auth;
 use crate::api::LedgerService;
-use crate::config::{ConfigError, ServeArgs, StoreKind};
 use crate::engine::{Clock, Engine};
 use crate::inflight::InFlight;
+use crate::settings::{ConfigError, ServeConfig, StoreKind};
 use crate::store::embedded::{self, EmbeddedStore};
 use crate::store::Store;
 use oncekey_api::v1::ledger_server::LedgerServer;
@@ -27,8 +27,11 @@ use tonic_health::ServingStatus;
 const SWEEP_BATCH: usize = 1000;
 
 /// Runs the server until a shutdown signal; configuration errors come back as `ConfigError`.
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+pub async fn run(args: ServeConfig) -> anyhow::Result<()> {
     args.validate()?;
+    if args.testing.any_set() {
+        tracing::warn!(knobs = ?args.testing, "test-only settings (ONCEKEY_TEST_*) are in effect: never in production");
+    }
     survive_file_size_limit();
     let auth = match &args.tokens_file {
         Some(path) => {
@@ -44,7 +47,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 cache_bytes: args.embedded_cache_mib << 20,
                 accept_data_loss: args.accept_data_loss,
                 checkpoint_every: Duration::from_millis(
-                    u64::try_from(args.embedded_checkpoint_interval).unwrap_or(50),
+                    u64::try_from(args.testing.embedded_checkpoint_interval).unwrap_or(50),
                 ),
             };
             let store = match EmbeddedStore::open_with_options(&args.data_dir, options) {
@@ -63,7 +66,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let store = crate::store::cql::CqlStore::connect(&args.cql)
                 .await
                 .map_err(|e| ConfigError(e.to_string()))?;
-            tracing::info!(keyspace = %args.cql.cql_keyspace, local_dc = ?args.cql.cql_local_dc, "cql store open");
+            tracing::info!(keyspace = %args.cql.keyspace, local_dc = ?args.cql.local_dc, "cql store open");
             serve_store(store, &args, Arc::new(auth)).await
         }
     }
@@ -104,12 +107,12 @@ async fn bind(flag: &str, addr: std::net::SocketAddr) -> anyhow::Result<TcpListe
 }
 
 /// Serves one store until shutdown.
-pub async fn serve_store<S: Store>(
+pub(crate) async fn serve_store<S: Store>(
     store: S,
-    args: &ServeArgs,
+    args: &ServeConfig,
     auth: Arc<Auth>,
 ) -> anyhow::Result<()> {
-    let clock = match args.clock_skew_ms {
+    let clock = match args.testing.clock_skew_ms {
         0 => Clock::System,
         skew => Clock::Skewed(skew),
     };
@@ -120,13 +123,13 @@ pub async fn serve_store<S: Store>(
     let reflection = reflection_builder().build_v1()?;
     let reflection_v1alpha = reflection_builder().build_v1alpha()?;
     let admission =
-        crate::api::admission::Admission::from_args(&args.admission, engine.metrics().clone())?;
+        crate::api::admission::Admission::from_config(&args.admission, engine.metrics().clone())?;
     admission.reload_on_sighup()?;
     let ledger = LedgerService::new(engine.clone(), args.limits())
         .with_admission(admission)
         .into_server(auth.clone());
 
-    let tls = crate::tls::Tls::from_args(args)?.map(Arc::new);
+    let tls = crate::tls::Tls::from_config(args)?.map(Arc::new);
     let grpc_listener = bind("--listen", args.listen).await?;
     let admin_listener = bind("--admin-listen", args.admin_listen).await?;
     println!(

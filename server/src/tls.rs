@@ -11,8 +11,8 @@
 //! nothing but its own socket, and only until then; connections count against `--max-connections`
 //! from the moment they are accepted.
 
-use crate::config::{ConfigError, ServeArgs};
 use crate::conn::{accept_loop, Accepted, Conn, Gate};
+use crate::settings::{ConfigError, ServeConfig};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use tokio::net::{TcpListener, TcpStream};
@@ -45,7 +45,7 @@ pub struct Tls {
 impl Tls {
     /// TLS from `--tls-cert`, `--tls-key` and `--tls-client-ca`; `None` without a certificate.
     /// Errors name the flag whose file is wrong.
-    pub fn from_args(args: &ServeArgs) -> Result<Option<Self>, ConfigError> {
+    pub fn from_config(args: &ServeConfig) -> Result<Option<Self>, ConfigError> {
         let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
             return Ok(None);
         };

@@ -2,7 +2,7 @@
 //! clients see them), and starting one on a port chosen before it runs (a server that comes up
 //! after its clients).
 
-use crate::Server;
+use crate::server::Server;
 use std::path::Path;
 
 /// `ADDR` of a loopback port that was free a moment ago (for a server started later).

@@ -1,6 +1,6 @@
 //! Abuse, end to end against the real binary: oversized, deeply nested, non-UTF-8 and malformed
-//! requests are refused with a status (never a panic), other clients keep being served and the
-//! process stays up; and 10 000 concurrent KeepAlive streams from one client stay within a stated
+//! requests, and unary calls without their message, are refused with INVALID_ARGUMENT (never a
+//! panic or a bare INTERNAL), other clients keep being served and the process stays up; and 10 000 concurrent KeepAlive streams from one client stay within a stated
 //! memory bound (the server's VmRSS).
 
 use oncekey_api::v1::{self, ClaimOutcome};
@@ -68,6 +68,27 @@ async fn raw_call(server: &Server, method: &'static str, body: Vec<u8>) -> tonic
         .await
     {
         Ok(_) => panic!("{method} accepted a bad message"),
+        Err(status) => status,
+    }
+}
+
+/// A call to a unary `method` whose request stream ends before its one message.
+async fn call_without_a_message(server: &Server, method: &'static str) -> tonic::Status {
+    let channel = tonic::transport::Endpoint::from_shared(server.grpc.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let mut req = tonic::Request::new(tokio_stream::empty::<Vec<u8>>());
+    req.metadata_mut()
+        .insert("x-oncekey-tenant", "acme".parse().unwrap());
+    match grpc
+        .client_streaming(req, PathAndQuery::from_static(method), Raw)
+        .await
+    {
+        Ok(_) => panic!("{method} answered a call without a message"),
         Err(status) => status,
     }
 }
@@ -437,4 +458,22 @@ async fn ten_thousand_keepalive_streams_stay_within_the_memory_bound() {
     assert_eq!(outcome(&r), ClaimOutcome::Acquired);
     assert!(alive(&server));
     println!("took {:.1?}", started.elapsed());
+}
+
+/// A unary call whose body holds no message: tonic refuses it before any handler with a bare
+/// INTERNAL ("Missing request message."); the server answers INVALID_ARGUMENT naming the request.
+#[tokio::test]
+async fn a_unary_call_without_its_message_is_invalid_argument() {
+    let server = Server::start(&[]);
+    for method in [
+        "/oncekey.v1.Ledger/Claim",
+        "/oncekey.v1.Ledger/Complete",
+        "/oncekey.v1.Ledger/Lookup",
+    ] {
+        let status = call_without_a_message(&server, method).await;
+        assert_eq!(status.code(), Code::InvalidArgument, "{method}: {status:?}");
+        assert_eq!(reason(&status), "INVALID_FIELD", "{status:?}");
+        assert_eq!(bad_field(&status), "request", "{status:?}");
+    }
+    assert!(alive(&server), "the server process is alive");
 }

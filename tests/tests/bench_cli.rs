@@ -58,6 +58,7 @@ fn tiny_cycle_bench_reports_json() {
 /// `--cql-raw` next to a `--store cql` server on the same keyspace: both cycles are reported
 /// and so is the service's overhead over the raw LWTs (no timing asserted).
 #[test]
+#[ignore = "needs Cassandra: scripts/test cql runs it"]
 fn tiny_cql_raw_bench_reports_the_overhead() {
     let node = cql_node();
     let keyspace = migrated_keyspace(node);

@@ -1,4 +1,4 @@
-//! CONTRACT §5 over real gRPC against the real binary: every Claim rule, Complete/Fail/Renew with
+//! The Claim transitions of docs/api.md#claim-transitions over real gRPC against the real binary: every Claim rule, Complete/Fail/Renew with
 //! their errors, Lookup, KeepAlive and Claim.wait.
 
 use oncekey_api::v1::{self, ClaimOutcome, Disposition, RecordStatus};

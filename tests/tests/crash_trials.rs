@@ -1,17 +1,16 @@
 //! Crash trials: workers run claim → effect → complete loops through the Rust client while the
 //! harness SIGKILLs the server at random moments and restarts it on the same data (embedded: the
 //! same data dir; CQL: the same keyspace) and the same port. The verdict comes from the external
-//! effect file and final Lookups (see faults/workload.rs).
+//! effect file and final Lookups (see tests/src/faults/workload.rs).
 //!
 //! `ONCEKEY_CRASH_TRIALS` kill/restart trials per store (default 12); the full run is
 //! `ONCEKEY_CRASH_TRIALS=200 cargo test -p oncekey-tests --release --test crash_trials -- --nocapture`.
 //! `ONCEKEY_FAULT_SEED` replays a run's random choices (the seed is printed).
 
-mod faults;
-
-use faults::workload::{self, Workload};
-use faults::{cql, host_port, Rng};
 use oncekey_client::Client;
+use oncekey_tests::cql;
+use oncekey_tests::faults::workload::{self, Workload};
+use oncekey_tests::faults::{host_port, Rng};
 use oncekey_tests::Server;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -103,8 +102,9 @@ async fn embedded_store_survives_sigkill_trials() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs Cassandra: scripts/test cql runs it"]
 async fn cql_store_survives_sigkill_trials() {
-    let node = cql::shared_node();
+    let node = cql::node();
     let keyspace = cql::migrated_keyspace(node);
     let flags = ["--store", "cql", "--cql-nodes", node, "--cql-keyspace"]
         .iter()

@@ -16,7 +16,7 @@ const NS: &str = "payments.charge";
 /// sysexits' EX_DATAERR, what `oncekey serve` exits with over lost data.
 const EXIT_DATA: i32 = 65;
 /// No timed checkpoint: the log keeps every write until the server is killed.
-const KEEP_LOG: [(&str, &str); 1] = [("ONCEKEY_EMBEDDED_CHECKPOINT_INTERVAL", "1h")];
+const KEEP_LOG: [(&str, &str); 1] = [("ONCEKEY_TEST_EMBEDDED_CHECKPOINT_INTERVAL", "1h")];
 
 /// Runs `oncekey serve` on `data_dir`, which must exit on its own: (exit code, stderr).
 fn serve_to_exit(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> (i32, String) {

@@ -87,6 +87,7 @@ async fn waiting_duplicates_of_a_fresh_key_all_get_the_result() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Cassandra: scripts/test cql runs it"]
 async fn waiting_duplicates_over_two_cql_servers_all_get_the_result() {
     let keyspace = migrated_keyspace(cql_node());
     let server = |keyspace: &str| {

@@ -1,7 +1,9 @@
 //! Settings end to end against the real binary: a malformed flag value exits 64 naming the flag;
 //! a tokens file that gives one token to two lines is refused (at startup: exit 64 naming the
 //! lines; on SIGHUP: the previous tokens stay and the log says why); the `Bearer` scheme is matched
-//! case-insensitively; and a dev-mode server whose admin port listens beyond loopback says so.
+//! case-insensitively; a dev-mode server whose admin port listens beyond loopback says so; and the
+//! test-only `ONCEKEY_TEST_*` knobs are variables, not flags: malformed ones exit 64 naming the
+//! variable, and a server running with one says so.
 
 use oncekey_api::v1::ClaimOutcome;
 use oncekey_client::ConnectOptions;
@@ -64,6 +66,11 @@ async fn is_tenant(server: &Server, token: &str, tenant: &str) -> bool {
 /// Runs `oncekey serve` with `args` (on free ports) and waits for it to exit: (exit code, stderr).
 /// A server that starts instead is stopped after 30 s, and its code is `None`.
 fn serve_until_exit(args: &[&str]) -> (Option<i32>, String) {
+    serve_until_exit_with_env(args, &[])
+}
+
+/// `serve_until_exit` with extra environment variables.
+fn serve_until_exit_with_env(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
     let stderr = dir.path().join("stderr");
     let mut child = std::process::Command::new(binary())
@@ -77,6 +84,7 @@ fn serve_until_exit(args: &[&str]) -> (Option<i32>, String) {
         .arg("--data-dir")
         .arg(dir.path().join("data"))
         .args(args)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&stderr).unwrap())
         .spawn()
@@ -231,4 +239,29 @@ async fn a_dev_mode_admin_port_beyond_loopback_warns() {
             server.stderr()
         );
     }
+}
+
+/// The clock skew and the checkpoint interval are test-only: gone from the command line (clap
+/// refuses them, exit 64), read from `ONCEKEY_TEST_*` variables whose malformed values exit 64
+/// naming the variable; a server started with one warns that it is not for production.
+#[tokio::test]
+async fn test_only_knobs_are_variables_and_announced() {
+    for flag in ["--clock-skew-ms", "--embedded-checkpoint-interval"] {
+        let (code, stderr) = serve_until_exit(&[flag, "5"]);
+        assert_eq!(code, Some(64), "{flag}: {stderr}");
+    }
+    for (name, value) in [
+        ("ONCEKEY_TEST_CLOCK_SKEW_MS", "soon"),
+        ("ONCEKEY_TEST_EMBEDDED_CHECKPOINT_INTERVAL", "2h"),
+    ] {
+        let (code, stderr) = serve_until_exit_with_env(&[], &[(name, value)]);
+        assert_eq!(code, Some(64), "{name}={value}: {stderr}");
+        assert!(stderr.contains(name), "{name}={value}: {stderr}");
+    }
+    let server = Server::start_with(&[], &[("ONCEKEY_TEST_CLOCK_SKEW_MS", "-1500")]);
+    let line = log_line(&server, "test-only settings").await;
+    assert!(line.contains("clock_skew_ms: -1500"), "{line}");
+    let mut client = server.client("acme").await;
+    let claimed = client.claim(claim(NS, "skewed", "{}")).await.unwrap();
+    assert_eq!(outcome(&claimed.into_inner()), ClaimOutcome::Acquired);
 }

@@ -33,7 +33,7 @@ def oncekey_binary() -> pathlib.Path:
             return path
     pytest.fail(
         f"the oncekey binary is missing (looked at {[str(c) for c in candidates]}): "
-        "build it with `cargo build -p oncekey-server` or set ONCEKEY_BIN",
+        "build it with `cargo build -p oncekey` or set ONCEKEY_BIN",
         pytrace=False,
     )
 

@@ -1,5 +1,6 @@
-//! Wire ↔ ledger: validates every request field against CONTRACT §1, §2, §6, §7 (naming the field
-//! on error) and turns records into their wire form. Nothing here touches a store.
+//! Wire ↔ ledger: validates every request field against docs/api.md (identity and scope,
+//! fingerprint, limits; errors name the field) and turns records into their wire form. Nothing
+//! here touches a store.
 
 use super::error::ApiError;
 use super::limits::*;
@@ -411,6 +412,14 @@ pub fn record(r: Record) -> v1::Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_outcome_has_its_wire_name() {
+        for o in ClaimOutcome::ALL {
+            let wire = outcome(o).as_str_name();
+            assert_eq!(wire, format!("CLAIM_OUTCOME_{}", o.name()), "{o:?}");
+        }
+    }
 
     #[test]
     fn namespaces() {

@@ -1,6 +1,6 @@
 //! The one place where errors become gRPC statuses: every non-OK status carries exactly one
 //! `google.rpc.ErrorInfo` (domain `oncekey`), and INVALID_ARGUMENT also a `google.rpc.BadRequest`
-//! naming the field (CONTRACT §7). Store failures are logged here, once.
+//! naming the field (docs/api.md#errors). Store failures are logged here, once.
 //!
 //! Messages never contain another tenant's data, a token, a key or a stored body.
 

@@ -1,4 +1,4 @@
-//! Request limits and defaults (CONTRACT §6, §7), set from the command line.
+//! Request limits and defaults (docs/api.md#limits, #errors), set from the command line.
 
 use crate::ledger::Millis;
 

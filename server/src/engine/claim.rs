@@ -8,7 +8,6 @@ use super::{millis, Engine, EngineError};
 use crate::ledger::{self, ClaimArgs, ClaimOutcome, Event, EventKind, Lease, Millis, Record};
 use crate::ledger::{RecordId, Transition};
 use crate::store::Store;
-use crate::telemetry::metrics::Outcome;
 use std::time::Duration;
 
 /// Longest `retry_after` hint for an IN_PROGRESS answer.
@@ -156,9 +155,7 @@ impl<S: Store> Engine<S> {
         };
         // A Claim's answer shows the counter, not the history (a brief read left it out).
         self.core.hits.merge_counts_into(&mut record).await;
-        self.core
-            .metrics
-            .claim(&id.tenant, &id.namespace, metric_outcome(outcome));
+        self.core.metrics.claim(&id.tenant, &id.namespace, outcome);
         if takeover {
             self.core.metrics.takeover();
         }
@@ -242,17 +239,6 @@ fn decide(
     let takeover = decision.receipt().kind == EventKind::Takeover;
     let written = Answer::Written { outcome, takeover };
     Ok((decision.transition, Round::Answered(written)))
-}
-
-fn metric_outcome(outcome: ClaimOutcome) -> Outcome {
-    match outcome {
-        ClaimOutcome::Acquired => Outcome::ACQUIRED,
-        ClaimOutcome::Completed => Outcome::COMPLETED,
-        ClaimOutcome::Failed => Outcome::FAILED,
-        ClaimOutcome::InProgress => Outcome::IN_PROGRESS,
-        ClaimOutcome::NeedsReconciliation => Outcome::NEEDS_RECONCILIATION,
-        ClaimOutcome::AwaitingApproval => Outcome::AWAITING_APPROVAL,
-    }
 }
 
 /// How long an IN_PROGRESS caller should wait: the lease's remainder, at most a second.

@@ -37,7 +37,8 @@ pub struct ClaimArgs {
     pub max_attempts: u32,
 }
 
-/// What the caller should do.
+/// What the caller should do: the one outcome type of the server (the API maps it to the wire's
+/// enum, metrics label counters with `name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClaimOutcome {
     /// The caller holds the lease.
@@ -52,6 +53,30 @@ pub enum ClaimOutcome {
     NeedsReconciliation,
     /// The operation awaits an Approve or Reject.
     AwaitingApproval,
+}
+
+impl ClaimOutcome {
+    /// Every outcome, in declaration order (`outcome as usize` indexes it).
+    pub const ALL: [ClaimOutcome; 6] = [
+        ClaimOutcome::Acquired,
+        ClaimOutcome::Completed,
+        ClaimOutcome::Failed,
+        ClaimOutcome::InProgress,
+        ClaimOutcome::NeedsReconciliation,
+        ClaimOutcome::AwaitingApproval,
+    ];
+
+    /// The outcome's name in the documented API (`ACQUIRED`, `IN_PROGRESS`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            ClaimOutcome::Acquired => "ACQUIRED",
+            ClaimOutcome::Completed => "COMPLETED",
+            ClaimOutcome::Failed => "FAILED",
+            ClaimOutcome::InProgress => "IN_PROGRESS",
+            ClaimOutcome::NeedsReconciliation => "NEEDS_RECONCILIATION",
+            ClaimOutcome::AwaitingApproval => "AWAITING_APPROVAL",
+        }
+    }
 }
 
 /// The answer to a Claim and the change that makes it true.
@@ -163,18 +188,6 @@ pub fn claim(
     Ok(decision)
 }
 
-/// The receipt outcome of a Claim's answer.
-fn outcome_name(outcome: ClaimOutcome) -> &'static str {
-    match outcome {
-        ClaimOutcome::Acquired => "ACQUIRED",
-        ClaimOutcome::Completed => "COMPLETED",
-        ClaimOutcome::Failed => "FAILED",
-        ClaimOutcome::InProgress => "IN_PROGRESS",
-        ClaimOutcome::NeedsReconciliation => "NEEDS_RECONCILIATION",
-        ClaimOutcome::AwaitingApproval => "AWAITING_APPROVAL",
-    }
-}
-
 /// Appends the Claim's receipt to the record it writes.
 fn record_event(
     decision: &mut ClaimDecision,
@@ -183,7 +196,7 @@ fn record_event(
     reason: &str,
     now: Millis,
 ) {
-    let outcome = outcome_name(decision.outcome);
+    let outcome = decision.outcome.name();
     if let Some(record) = decision.transition.record.as_mut() {
         record.push_event_because(now, kind, outcome, owner, reason);
     }

@@ -3,18 +3,15 @@
 //! resolve through.
 
 use super::*;
-use crate::config::{Cli, Command};
-use clap::Parser;
+use crate::settings::ServeConfig;
 use oncekey_tests::SecretMount;
 use tonic::metadata::{MetadataMap, MetadataValue};
 
-fn serve_args(extra: &[&str]) -> ServeArgs {
-    let mut argv = vec!["oncekey", "serve"];
-    argv.extend_from_slice(extra);
-    match Cli::parse_from(argv).command {
-        Command::Serve(args) => *args,
-        _ => unreachable!(),
-    }
+/// `oncekey serve`'s default settings, changed by `change`.
+fn serve_config(change: impl FnOnce(&mut ServeConfig)) -> ServeConfig {
+    let mut config = ServeConfig::for_tests();
+    change(&mut config);
+    config
 }
 
 fn tokens_line(tenant: &str, token: &str) -> String {
@@ -36,7 +33,7 @@ fn tokens_setup(first: &str) -> (SecretMount, Arc<Auth>, Reloader, ReloadMetrics
     let path = mounted.path("tokens");
     let auth = Arc::new(Auth::from_file(&path).unwrap());
     let metrics = ReloadMetrics::default();
-    let args = serve_args(&["--tokens-file", path.to_str().unwrap()]);
+    let args = serve_config(|c| c.tokens_file = Some(path.clone()));
     let reloader = Reloader::new(&args, auth.clone(), None, metrics.clone());
     (mounted, auth, reloader, metrics)
 }
@@ -119,13 +116,11 @@ fn a_renewed_certificate_is_loaded_and_its_expiry_exported() {
     let first = certificate_files(3);
     let mut mounted = SecretMount::new(&as_files(&first));
     let (cert, key) = (mounted.path("server.pem"), mounted.path("server.key"));
-    let args = serve_args(&[
-        "--tls-cert",
-        cert.to_str().unwrap(),
-        "--tls-key",
-        key.to_str().unwrap(),
-    ]);
-    let tls = Arc::new(Tls::from_args(&args).unwrap().unwrap());
+    let args = serve_config(|c| {
+        c.tls_cert = Some(cert.clone());
+        c.tls_key = Some(key.clone());
+    });
+    let tls = Arc::new(Tls::from_config(&args).unwrap().unwrap());
     let metrics = ReloadMetrics::default();
     let mut reloader = Reloader::new(&args, Arc::new(Auth::dev()), Some(tls), metrics.clone());
     let first_expiry = certificate_expiry(&first[0].1).unwrap();
@@ -154,7 +149,7 @@ fn a_renewed_certificate_is_loaded_and_its_expiry_exported() {
 fn no_expiry_without_tls() {
     let metrics = ReloadMetrics::default();
     let _reloader = Reloader::new(
-        &serve_args(&[]),
+        &serve_config(|_| {}),
         Arc::new(Auth::dev()),
         None,
         metrics.clone(),
@@ -198,7 +193,7 @@ fn a_change_while_the_server_was_starting_is_not_missed() {
     let auth = Arc::new(Auth::from_file(&path).unwrap());
     mounted.update(&[("tokens", tokens_line("acme", "second").as_bytes())]);
     let metrics = ReloadMetrics::default();
-    let args = serve_args(&["--tokens-file", path.to_str().unwrap()]);
+    let args = serve_config(|c| c.tokens_file = Some(path.clone()));
     let _reloader = Reloader::new(&args, auth.clone(), None, metrics.clone());
     assert!(accepts(&auth, "second") && !accepts(&auth, "first"));
     assert_eq!(

@@ -20,16 +20,18 @@ pub use waits::*;
 
 const T0: i64 = 1_700_000_000_000;
 
-/// Instantiates the suite for a store: `store_suite!(name, async { (store, guard) })`.
+/// Instantiates the suite for a store: `store_suite!(name, async { (store, guard) })`; attributes
+/// before the name go on every test (e.g. `#[ignore = "needs …"]` for a store needing a service).
 #[macro_export]
 macro_rules! store_suite {
-    ($name:ident, $setup:expr) => {
+    ($(#[$attr:meta])* $name:ident, $setup:expr) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
             macro_rules! case {
                 ($case:ident) => {
                     #[tokio::test]
+                    $(#[$attr])*
                     async fn $case() {
                         let (store, _guard) = $setup.await;
                         $crate::store::suite::$case(store).await;

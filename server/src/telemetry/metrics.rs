@@ -10,6 +10,7 @@
 //! first seen once the cap is reached share (`_other`, `_other`). Requests refused by admission
 //! are counted by the limit that refused them, never by tenant.
 
+use crate::ledger::ClaimOutcome;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
@@ -40,22 +41,14 @@ pub struct MethodLabels {
     pub method: &'static str,
 }
 
-/// A Claim outcome as a label value.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types, clippy::upper_case_acronyms)]
-pub enum Outcome {
-    /// Acquired.
-    ACQUIRED,
-    /// Replayed a result.
-    COMPLETED,
-    /// Replayed a final error.
-    FAILED,
-    /// Someone else holds it.
-    IN_PROGRESS,
-    /// At-most-once outcome unknown.
-    NEEDS_RECONCILIATION,
-    /// Waits for an approval.
-    AWAITING_APPROVAL,
+/// A Claim outcome as a label value: its documented name.
+impl EncodeLabelValue for ClaimOutcome {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelValueEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.name(), encoder)
+    }
 }
 
 /// Labels of the Claim outcome counter.
@@ -66,7 +59,7 @@ pub struct ClaimLabels {
     /// Namespace (or `_other`).
     pub namespace: String,
     /// What the Claim answered.
-    pub outcome: Outcome,
+    pub outcome: ClaimOutcome,
 }
 
 /// Labels of the admission refusal counter.
@@ -122,8 +115,8 @@ struct TenantSeries {
     other: PairCounters,
 }
 
-/// The Claim counters of one (tenant, namespace) pair, indexed by `Outcome as usize`.
-type PairCounters = [OnceLock<Counter>; 6];
+/// The Claim counters of one (tenant, namespace) pair, indexed by `ClaimOutcome as usize`.
+type PairCounters = [OnceLock<Counter>; ClaimOutcome::ALL.len()];
 
 /// Where one Claim answer is counted.
 enum Slot<'s> {
@@ -283,7 +276,7 @@ impl Metrics {
     }
 
     /// One Claim answer.
-    pub fn claim(&self, tenant: &str, namespace: &str, outcome: Outcome) {
+    pub fn claim(&self, tenant: &str, namespace: &str, outcome: ClaimOutcome) {
         let series = self.series.read().unwrap_or_else(|e| e.into_inner());
         let counter = match self.find(&series, tenant, namespace) {
             Some(Slot::Pair(counters)) => self.counter(counters, tenant, namespace, outcome),
@@ -330,7 +323,7 @@ impl Metrics {
         counters: &'c PairCounters,
         tenant: &str,
         namespace: &str,
-        outcome: Outcome,
+        outcome: ClaimOutcome,
     ) -> &'c Counter {
         counters[outcome as usize].get_or_init(|| {
             self.claims
@@ -414,9 +407,9 @@ mod tests {
     #[test]
     fn known_pairs_count_through_their_own_series() {
         let m = Metrics::new(200);
-        m.claim("t", "a", Outcome::ACQUIRED);
-        m.claim("t", "a", Outcome::ACQUIRED);
-        m.claim("t", "a", Outcome::IN_PROGRESS);
+        m.claim("t", "a", ClaimOutcome::Acquired);
+        m.claim("t", "a", ClaimOutcome::Acquired);
+        m.claim("t", "a", ClaimOutcome::InProgress);
         let text = m.encode();
         assert!(
             text.contains(r#"oncekey_claims_total{tenant="t",namespace="a",outcome="ACQUIRED"} 2"#),
@@ -436,9 +429,9 @@ mod tests {
         // 16 series: each tenant's share is 2.
         let m = Metrics::new(16);
         for i in 0..100 {
-            m.claim("noisy", &format!("ns{i}"), Outcome::ACQUIRED);
+            m.claim("noisy", &format!("ns{i}"), ClaimOutcome::Acquired);
         }
-        m.claim("quiet", "payments.charge", Outcome::COMPLETED);
+        m.claim("quiet", "payments.charge", ClaimOutcome::Completed);
         let text = m.encode();
         for own in [
             r#"{tenant="noisy",namespace="ns0",outcome="ACQUIRED"} 1"#,
@@ -457,15 +450,15 @@ mod tests {
         let m = Metrics::new(16);
         for t in 0..7 {
             for n in 0..2 {
-                m.claim(&format!("t{t}"), &format!("n{n}"), Outcome::ACQUIRED);
+                m.claim(&format!("t{t}"), &format!("n{n}"), ClaimOutcome::Acquired);
             }
         }
-        m.claim("t7", "n0", Outcome::ACQUIRED);
-        m.claim("t8", "n0", Outcome::ACQUIRED);
-        m.claim("late", "n0", Outcome::COMPLETED);
-        m.claim("later", "n0", Outcome::COMPLETED);
+        m.claim("t7", "n0", ClaimOutcome::Acquired);
+        m.claim("t8", "n0", ClaimOutcome::Acquired);
+        m.claim("late", "n0", ClaimOutcome::Completed);
+        m.claim("later", "n0", ClaimOutcome::Completed);
         // A known tenant's new namespace goes to its own `_other`, even below its share.
-        m.claim("t7", "n9", Outcome::FAILED);
+        m.claim("t7", "n9", ClaimOutcome::Failed);
         let text = m.encode();
         assert!(
             text.contains(

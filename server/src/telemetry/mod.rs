@@ -2,12 +2,20 @@
 //! `info`), spans exported over OTLP when configured (`otel`), and Prometheus metrics (`metrics`).
 //! Never logs tokens, bodies or raw keys: keys appear only as `key_hash`.
 
-use crate::config::LogFormat;
 pub mod metrics;
 pub mod otel;
 pub mod process;
 
 use tracing_subscriber::{EnvFilter, Layer};
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Installs the global subscriber (first call wins); with an OTLP endpoint also the exporter,
 /// returned so that shutdown can flush it.

@@ -14,13 +14,13 @@ mod bucket;
 mod policy;
 mod table;
 
-pub use policy::{AdmissionArgs, LimitsFileError, Policy, TenantLimits};
+pub use policy::{AdmissionConfig, LimitsFileError, Policy, TenantLimits};
 pub use table::{Kind, Permit};
 use table::{Refusal, Table};
 
 use super::auth::Tenant;
 use super::error::ApiError;
-use crate::config::ConfigError;
+use crate::settings::ConfigError;
 use crate::telemetry::metrics::Metrics;
 use std::future::Future;
 use std::path::PathBuf;
@@ -60,7 +60,7 @@ pub fn kind(path: &str) -> Kind {
 struct Inner {
     policy: RwLock<Arc<Policy>>,
     table: Arc<Table>,
-    args: AdmissionArgs,
+    args: AdmissionConfig,
     metrics: Arc<Metrics>,
 }
 
@@ -72,14 +72,14 @@ pub struct Admission {
 }
 
 impl Admission {
-    /// Admission as the flags say, reading the limits file now; refusals are counted in `metrics`.
-    pub fn from_args(args: &AdmissionArgs, metrics: Arc<Metrics>) -> Result<Self, ConfigError> {
+    /// Admission as the settings say, reading the limits file now; refusals are counted in `metrics`.
+    pub fn from_config(args: &AdmissionConfig, metrics: Arc<Metrics>) -> Result<Self, ConfigError> {
         Ok(Self::new(args.policy()?, args.clone(), metrics))
     }
 
     /// Admission with no limits (every request passes).
     pub fn off() -> Self {
-        let args = AdmissionArgs::default();
+        let args = AdmissionConfig::default();
         Self::new(
             Policy::new(TenantLimits::OFF, Default::default()),
             args,
@@ -87,7 +87,7 @@ impl Admission {
         )
     }
 
-    fn new(policy: Policy, args: AdmissionArgs, metrics: Arc<Metrics>) -> Self {
+    fn new(policy: Policy, args: AdmissionConfig, metrics: Arc<Metrics>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 policy: RwLock::new(Arc::new(policy)),

@@ -1,4 +1,4 @@
-//! Who may send how much: the admission limits of every tenant — the `--tenant-*` flags as the
+//! Who may send how much: the admission limits of every tenant — the `--tenant-*` settings as the
 //! default, and per-tenant overrides from the limits file.
 //!
 //! The limits file has one tenant per line, `tenant key=value …`, with keys `rate` (requests per
@@ -7,38 +7,29 @@
 //! starting with `#` are ignored. This module only parses and looks up; it keeps no state.
 
 use crate::api::auth::valid_tenant;
-use crate::config::ConfigError;
-use clap::Args;
+use crate::settings::ConfigError;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Largest rate or burst a flag or the limits file may set (higher is as good as off).
 const MAX_RATE: f64 = 1e9;
 
-/// The admission flags of `oncekey serve`.
-#[derive(Debug, Clone, Default, Args)]
-pub struct AdmissionArgs {
-    /// Requests per second each tenant may send to Claim, Lookup and ListRecords (a token bucket;
-    /// decimals allowed); 0 = no limit. Over it the answer is RESOURCE_EXHAUSTED / RATE_LIMITED.
-    #[arg(long, env = "ONCEKEY_TENANT_RATE", default_value_t = 0.0)]
+/// The admission settings of `oncekey serve` (its `--tenant-*` and `--limits-file` flags); the
+/// default is no limit.
+#[derive(Debug, Clone, Default)]
+pub struct AdmissionConfig {
+    /// Requests per second each tenant may send to Claim, Lookup and ListRecords; 0 = no limit.
     pub tenant_rate: f64,
-    /// Requests a tenant may send at once above --tenant-rate (the bucket's size); 0 = the rate,
-    /// rounded up (at least 1).
-    #[arg(long, env = "ONCEKEY_TENANT_BURST", default_value_t = 0)]
+    /// The token bucket's size; 0 = the rate, rounded up (at least 1).
     pub tenant_burst: u32,
-    /// Unary RPCs (Claims held by `wait` included) each tenant may have in progress at once;
-    /// over it Claim, Lookup and ListRecords are refused (never Complete, Fail or Renew); 0 = no
-    /// limit.
-    #[arg(long, env = "ONCEKEY_TENANT_INFLIGHT", default_value_t = 0)]
+    /// Unary RPCs (held Claims included) each tenant may have in progress at once; 0 = no limit.
     pub tenant_inflight: u32,
-    /// Per-tenant overrides: `tenant rate=100 burst=200 inflight=50` lines, `#` comments;
-    /// reloaded on SIGHUP.
-    #[arg(long, env = "ONCEKEY_LIMITS_FILE")]
+    /// Per-tenant overrides, reloaded on SIGHUP.
     pub limits_file: Option<PathBuf>,
 }
 
-impl AdmissionArgs {
-    /// Checks the flags, and that the limits file (if any) loads.
+impl AdmissionConfig {
+    /// Checks the settings, and that the limits file (if any) loads.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.policy().map(|_| ())
     }
@@ -317,7 +308,7 @@ mod tests {
 
     #[test]
     fn flags_are_checked_and_no_limits_is_off() {
-        let args = |rate: f64| AdmissionArgs {
+        let args = |rate: f64| AdmissionConfig {
             tenant_rate: rate,
             ..Default::default()
         };
@@ -331,7 +322,7 @@ mod tests {
 
     #[test]
     fn a_missing_file_names_the_flag() {
-        let err = AdmissionArgs {
+        let err = AdmissionConfig {
             limits_file: Some("/nonexistent/oncekey-limits".into()),
             ..Default::default()
         }

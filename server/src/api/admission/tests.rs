@@ -35,7 +35,7 @@ fn admission(rate: f64, burst: u32, inflight: u32) -> Admission {
         },
         HashMap::new(),
     );
-    Admission::new(policy, AdmissionArgs::default(), Arc::default())
+    Admission::new(policy, AdmissionConfig::default(), Arc::default())
 }
 
 fn request(tenant: &str, rpc: &str) -> http::Request<()> {
@@ -169,11 +169,11 @@ fn a_reload_changes_the_limits_and_a_bad_file_keeps_them() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("limits");
     std::fs::write(&path, "acme rate=1 burst=1\n").unwrap();
-    let args = AdmissionArgs {
+    let args = AdmissionConfig {
         limits_file: Some(path.clone()),
         ..Default::default()
     };
-    let admission = Admission::from_args(&args, Arc::default()).unwrap();
+    let admission = Admission::from_config(&args, Arc::default()).unwrap();
     assert!(admission.admit("acme", Kind::Admitted).is_ok());
     assert!(admission.admit("acme", Kind::Admitted).is_err());
     assert!(admission.admit("globex", Kind::Admitted).is_ok());

@@ -1,12 +1,12 @@
-//! Opens a driver session from the `--cql-*` flags: contact points, credentials, TLS, consistency
-//! levels and the driver's default load-balancing policy (token-aware; DC-aware with
-//! `--cql-local-dc`).
+//! Opens a driver session from the `--cql-*` settings (`CqlConfig`): contact points, credentials,
+//! TLS, consistency levels and the driver's default load-balancing policy (token-aware; DC-aware
+//! with `--cql-local-dc`).
 //!
 //! Errors here are startup errors, worded for the operator and naming the flag to fix. Nothing here
 //! touches the ledger table.
 
 use super::statements::Levels;
-use crate::config::{CqlArgs, SerialLevel};
+use super::{CqlConfig, SerialLevel};
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -66,21 +66,21 @@ pub fn check_keyspace(name: &str) -> Result<(), ConnectError> {
     }
 }
 
-/// The consistency levels the flags ask for.
-pub fn levels(args: &CqlArgs) -> Levels {
-    let serial = match args.cql_serial_consistency {
+/// The consistency levels the settings ask for.
+pub fn levels(config: &CqlConfig) -> Levels {
+    let serial = match config.serial_consistency {
         SerialLevel::Serial => SerialConsistency::Serial,
         SerialLevel::LocalSerial => SerialConsistency::LocalSerial,
     };
-    Levels::new(args.cql_local_dc.is_some(), serial)
+    Levels::new(config.local_dc.is_some(), serial)
 }
 
 /// Opens a session to the cluster (no keyspace selected).
-pub async fn session(args: &CqlArgs) -> Result<Session, ConnectError> {
-    args.validate().map_err(|e| ConnectError::Flag(e.0))?;
-    check_keyspace(&args.cql_keyspace)?;
-    let nodes: Vec<&str> = args
-        .cql_nodes
+pub async fn session(config: &CqlConfig) -> Result<Session, ConnectError> {
+    config.validate().map_err(|e| ConnectError::Flag(e.0))?;
+    check_keyspace(&config.keyspace)?;
+    let nodes: Vec<&str> = config
+        .nodes
         .iter()
         .map(|n| n.trim())
         .filter(|n| !n.is_empty())
@@ -90,9 +90,9 @@ pub async fn session(args: &CqlArgs) -> Result<Session, ConnectError> {
             "--cql-nodes: give at least one host:port".into(),
         ));
     }
-    let levels = levels(args);
+    let levels = levels(config);
     let mut policy = DefaultPolicy::builder().token_aware(true);
-    if let Some(dc) = &args.cql_local_dc {
+    if let Some(dc) = &config.local_dc {
         // LOCAL_QUORUM (and LOCAL_SERIAL) only mean something if requests stay in the local DC.
         policy = policy
             .prefer_datacenter(dc.clone())
@@ -108,10 +108,10 @@ pub async fn session(args: &CqlArgs) -> Result<Session, ConnectError> {
         .known_nodes(&nodes)
         .connection_timeout(CONNECT_TIMEOUT)
         .default_execution_profile_handle(profile.into_handle());
-    if let Some(tls) = super::tls::context(&args.cql_tls).map_err(ConnectError::Flag)? {
+    if let Some(tls) = super::tls::context(&config.tls).map_err(ConnectError::Flag)? {
         builder = builder.tls_context(Some(tls));
     }
-    match (&args.cql_username, &args.cql_password) {
+    match (&config.username, &config.password) {
         (Some(user), Some(password)) => builder = builder.user(user, password),
         (None, None) => {}
         _ => {

@@ -13,7 +13,7 @@
 
 use super::connect::{self, ConnectError};
 pub use super::replication::{parse_replication, Replication};
-use crate::config::MigrateArgs;
+use super::CqlConfig;
 use scylla::client::session::Session;
 use scylla::statement::unprepared::Statement;
 use scylla::statement::Consistency;
@@ -113,32 +113,21 @@ pub struct Outcome {
     pub applied_now: bool,
 }
 
-/// `oncekey migrate`: applies every migration and prints one line per migration.
-pub async fn command(args: MigrateArgs) -> anyhow::Result<()> {
-    let _ = crate::telemetry::init(crate::config::LogFormat::Text, None);
-    match run(&args).await {
-        Ok(outcomes) => {
-            for o in outcomes {
-                let what = if o.applied_now {
-                    "applied"
-                } else {
-                    "already applied"
-                };
-                println!("{} {what}", o.name);
-            }
-            println!("keyspace {} is up to date", args.cql.cql_keyspace);
-            Ok(())
-        }
-        Err(e) if e.is_config() => Err(crate::config::ConfigError(e.to_string()).into()),
-        Err(e) => Err(e.into()),
-    }
+/// What `oncekey migrate` runs with.
+#[derive(Debug, Clone)]
+pub struct MigrateConfig {
+    /// The cluster and the keyspace to migrate.
+    pub cql: CqlConfig,
+    /// Replication of the keyspace when migrate creates it (`--cql-replication`; ignored once
+    /// it exists).
+    pub replication: Option<Replication>,
 }
 
 /// Creates the keyspace if needed and applies the pending migrations.
-pub async fn run(args: &MigrateArgs) -> Result<Vec<Outcome>, MigrateError> {
-    let keyspace = args.cql.cql_keyspace.as_str();
-    let session = connect::session(&args.cql).await?;
-    create_keyspace(&session, keyspace, args.cql_replication.as_ref()).await?;
+pub async fn run(config: &MigrateConfig) -> Result<Vec<Outcome>, MigrateError> {
+    let keyspace = config.cql.keyspace.as_str();
+    let session = connect::session(&config.cql).await?;
+    create_keyspace(&session, keyspace, config.replication.as_ref()).await?;
     use_keyspace(&session, keyspace).await?;
     ddl(&session, BOOKKEEPING).await?;
     let owner = format!("{:016x}", rand::random::<u64>());

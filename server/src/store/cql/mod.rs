@@ -14,22 +14,25 @@
 //!
 //! A write whose outcome is unknown (timeout, broken connection) is proposed again, identically,
 //! until a node answers; each write carries a random `write_id`, so when the re-proposal finds its
-//! condition failed, a SERIAL read tells whether an earlier copy of it is what applied. If no
-//! answer comes, the caller gets `Unavailable` (safe to retry: the next attempt sees the truth).
+//! condition failed, a SERIAL read tells whether an earlier copy of it is what applied. A failed
+//! condition on a row carrying the write's own `write_id` always means it applied: Cassandra
+//! answers so when a contended Paxos round, retried, completes the write's own accepted proposal
+//! before checking the condition. Conditional writes are never retried by the driver (whose
+//! default policy retries even them after Unavailable). If no answer comes, the caller gets
+//! `Unavailable` (safe to retry: the next attempt sees the truth).
 //! A failed condition (Cassandra returns only the condition columns) is answered from a SERIAL
 //! read.
 //!
 //! This module must not decide ledger transitions (the engine does) nor write plain, non-conditional
 //! statements to the records table: mixing them with LWTs on one row breaks linearizability.
 
-// `codec`, `connect` and `statements` are also used, read-only, by `oncekey bench --cql-raw`,
-// which issues the store's LWTs without the service around them.
-pub(crate) mod codec;
-pub(crate) mod connect;
+mod codec;
+mod config;
+mod connect;
 mod errors;
 pub mod migrate;
 mod replication;
-pub(crate) mod statements;
+mod statements;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -40,9 +43,10 @@ mod ttl_tests;
 #[cfg(test)]
 mod upgrade_tests;
 
+pub use config::{CqlConfig, CqlTlsConfig, SerialLevel};
 pub use connect::ConnectError;
+pub use statements::Levels;
 
-use crate::config::CqlArgs;
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Capabilities, Cas, Store, StoreError};
 use codec::{RowView, Value};
@@ -52,7 +56,7 @@ use scylla::response::query_result::QueryResult;
 use scylla::statement::batch::Batch;
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
-use statements::{Levels, Statements};
+use statements::Statements;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,10 +73,10 @@ pub struct CqlStore {
 }
 
 impl CqlStore {
-    /// Connects with the `--cql-*` flags and checks that `oncekey migrate` ran on the keyspace.
-    pub async fn connect(args: &CqlArgs) -> Result<Self, ConnectError> {
-        let session = connect::session(args).await?;
-        Self::open(Arc::new(session), &args.cql_keyspace, connect::levels(args)).await
+    /// Connects with the `--cql-*` settings and checks that `oncekey migrate` ran on the keyspace.
+    pub async fn connect(config: &CqlConfig) -> Result<Self, ConnectError> {
+        let session = connect::session(config).await?;
+        Self::open(Arc::new(session), &config.keyspace, connect::levels(config)).await
     }
 
     /// Opens the store on an existing session, with these consistency levels.
@@ -176,7 +180,7 @@ impl CqlStore {
         let (applied, full) = with_first_row(written.result, |row| {
             let row = row.ok_or_else(|| StoreError::Internal("LWT without a result row".into()))?;
             let full = if row.is_full() {
-                Some(row.record(id)?)
+                Some(StoredRow::decode(&row, id)?)
             } else {
                 None
             };
@@ -185,21 +189,21 @@ impl CqlStore {
         if applied {
             return Ok(Cas::Applied);
         }
-        if written.resent {
-            // The condition may have failed because an earlier copy of this write applied.
-            let found = self.read_serial(id).await?;
-            let live = found.live(now);
-            return Ok(match mine {
-                Mine::Write(ours) if found.write_id == Some(ours) => Cas::Applied,
-                Mine::Delete if live.is_none() => Cas::Applied,
-                _ => Cas::Conflict(live),
-            });
-        }
-        match full {
+        let found = match full {
             // ScyllaDB returns the whole current row; Cassandra only the condition columns.
-            Some(current) => Ok(Cas::Conflict(current.filter(|r| !r.is_expired(now)))),
-            None => Ok(Cas::Conflict(self.read_serial(id).await?.live(now))),
-        }
+            // After a re-proposal the row must be read at SERIAL anyway (see below).
+            Some(found) if !written.resent => found,
+            _ => self.read_serial(id).await?,
+        };
+        let live = found.live(now);
+        Ok(match mine {
+            // The condition failed on the row this very write produced: an earlier copy of it
+            // applied (after a re-proposal), or the coordinator, retrying a contended Paxos
+            // round, completed the write's own accepted proposal before checking the condition.
+            Mine::Write(ours) if found.write_id == Some(ours) => Cas::Applied,
+            Mine::Delete if written.resent && live.is_none() => Cas::Applied,
+            _ => Cas::Conflict(live),
+        })
     }
 }
 
@@ -328,7 +332,6 @@ impl Store for CqlStore {
             let batch = &self.statements.insert_kept;
             self.propose(Proposal::Batch(batch, vec![key, set])).await?
         };
-        let resent = written.resent;
         // A failed INSERT … IF NOT EXISTS returns the existing row (both Cassandra and ScyllaDB);
         // should a server return less, a serial read tells.
         let existing = with_first_row(written.result, |row| {
@@ -346,8 +349,9 @@ impl Store for CqlStore {
             Some(Some(found)) => found,
             Some(None) => self.read_serial(&record.id).await?,
         };
-        if resent && found.write_id == Some(write_id) {
-            // An earlier copy of this insert applied.
+        if found.write_id == Some(write_id) {
+            // The row is this insert's own: an earlier copy of it applied (`resent`), or the
+            // coordinator completed its accepted proposal before checking the condition.
             return Ok(Cas::Applied);
         }
         match found.live(now) {

@@ -8,9 +8,11 @@
 use super::codec::{COLUMNS, HIT_COLUMNS, KEY_COLUMNS};
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
+use scylla::policies::retry::FallthroughRetryPolicy;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
+use std::sync::Arc;
 
 /// The table holding the records (inside the configured keyspace).
 pub const RECORDS: &str = "records";
@@ -147,6 +149,19 @@ pub fn delete_text(keyspace: &str) -> String {
     )
 }
 
+/// The condition of `replace`: the version the write was decided on, on a live record. With
+/// `ONCEKEY_TEST_PLANTED_BUG=lost-update` in the environment it is weakened to `version >= ?`, so
+/// a write decided on a stale read still applies (a lost update): the known bug the cluster tests
+/// plant to show that their linearizability checker catches it. Never set it anywhere else.
+fn replace_condition() -> &'static str {
+    if std::env::var("ONCEKEY_TEST_PLANTED_BUG").as_deref() == Ok("lost-update") {
+        tracing::warn!("ONCEKEY_TEST_PLANTED_BUG=lost-update: replacing writes skip their version check (a planted bug, for tests only)");
+        "version >= ? AND expires_at > ?"
+    } else {
+        "version = ? AND expires_at > ?"
+    }
+}
+
 impl Statements {
     /// Prepares every statement against `keyspace`; fails when the table does not exist.
     pub async fn prepare(
@@ -161,6 +176,13 @@ impl Statements {
             // Reads may be retried by the driver; conditional writes never are: an uncertain
             // write is settled by a serial read instead (see `mod.rs`).
             statement.set_is_idempotent(idempotent);
+            if !idempotent {
+                // Not even where the driver's default policy retries regardless (Unavailable, a
+                // bootstrapping node): a coordinator can answer Unavailable after a proposal of
+                // the write was accepted, and a retry would then find the condition failed by
+                // the write's own first copy, which `write` must recognise instead.
+                statement.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy::new())));
+            }
             Ok::<_, PrepareError>(statement)
         };
         let mut read_serial = prepare(select_text(keyspace), true).await?;
@@ -171,16 +193,14 @@ impl Statements {
         insert_kept.set_consistency(levels.consistency);
         insert_kept.set_serial_consistency(Some(levels.serial));
         insert_kept.set_is_idempotent(false);
+        // Like every conditional write: never retried by the driver (see `prepare`).
+        insert_kept.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy::new())));
         Ok(Self {
             read: prepare(select_text(keyspace), true).await?,
             read_serial,
             insert: prepare(insert_text(keyspace), false).await?,
             insert_kept,
-            replace: prepare(
-                update_text(keyspace, "version = ? AND expires_at > ?"),
-                false,
-            )
-            .await?,
+            replace: prepare(update_text(keyspace, replace_condition()), false).await?,
             replace_hits: prepare(
                 update_columns_text(keyspace, &HIT_COLUMNS, "version = ? AND expires_at > ?"),
                 false,

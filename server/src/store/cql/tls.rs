@@ -1,5 +1,5 @@
 //! Client TLS to the CQL cluster: the driver's OpenSSL context built from the `--cql-tls-*`
-//! flags (trusted CAs, an optional client certificate, the name the nodes' certificates must
+//! settings (trusted CAs, an optional client certificate, the name the nodes' certificates must
 //! carry).
 //!
 //! The driver checks each node's certificate against the IP address it connects to. Clusters
@@ -9,7 +9,7 @@
 //!
 //! The files are read once, when the session opens; errors name the flag whose file is wrong.
 
-use crate::config::CqlTlsArgs;
+use super::CqlTlsConfig;
 use openssl::pkey::PKey;
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode, SslVersion};
 use openssl::x509::store::X509StoreBuilder;
@@ -21,8 +21,8 @@ fn file_error(flag: &str, path: &Path, e: impl std::fmt::Display) -> String {
     format!("{flag} {}: {e}", path.display())
 }
 
-/// The driver's TLS context for these flags; `None` when TLS is off.
-pub fn context(args: &CqlTlsArgs) -> Result<Option<OpenSsl010Config>, String> {
+/// The driver's TLS context for these settings; `None` when TLS is off.
+pub fn context(args: &CqlTlsConfig) -> Result<Option<OpenSsl010Config>, String> {
     if !args.enabled() {
         return Ok(None);
     }
@@ -32,7 +32,7 @@ pub fn context(args: &CqlTlsArgs) -> Result<Option<OpenSsl010Config>, String> {
     builder
         .set_min_proto_version(Some(SslVersion::TLS1_2))
         .map_err(openssl_error)?;
-    if let Some(path) = &args.cql_tls_ca {
+    if let Some(path) = &args.ca {
         let flag = "--cql-tls-ca";
         let pem = std::fs::read(path).map_err(|e| file_error(flag, path, e))?;
         let certs = X509::stack_from_pem(&pem).map_err(|e| file_error(flag, path, e))?;
@@ -48,7 +48,7 @@ pub fn context(args: &CqlTlsArgs) -> Result<Option<OpenSsl010Config>, String> {
         }
         builder.set_cert_store(store.build());
     }
-    if let (Some(cert), Some(key)) = (&args.cql_tls_cert, &args.cql_tls_key) {
+    if let (Some(cert), Some(key)) = (&args.cert, &args.key) {
         builder
             .set_certificate_chain_file(cert)
             .map_err(|e| file_error("--cql-tls-cert", cert, e))?;
@@ -65,7 +65,7 @@ pub fn context(args: &CqlTlsArgs) -> Result<Option<OpenSsl010Config>, String> {
         builder.set_private_key(&private).map_err(mismatch)?;
         builder.check_private_key().map_err(mismatch)?;
     }
-    if let Some(name) = &args.cql_tls_server_name {
+    if let Some(name) = &args.server_name {
         builder
             .verify_param_mut()
             .set_host(name)
@@ -75,7 +75,7 @@ pub fn context(args: &CqlTlsArgs) -> Result<Option<OpenSsl010Config>, String> {
     // that one failure (and only it) is accepted: OpenSSL checks the name first and fails the
     // handshake there when it does not match. Refusals are logged with OpenSSL's reason, which
     // the driver's error leaves out.
-    let waive_ip = args.cql_tls_server_name.is_some();
+    let waive_ip = args.server_name.is_some();
     builder.set_verify_callback(SslVerifyMode::PEER, move |verified, ctx| {
         if verified {
             return true;
@@ -106,19 +106,19 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    fn args(ca: Option<&Path>, cert: Option<&Path>, key: Option<&Path>) -> CqlTlsArgs {
-        CqlTlsArgs {
-            cql_tls: false,
-            cql_tls_ca: ca.map(Path::to_owned),
-            cql_tls_cert: cert.map(Path::to_owned),
-            cql_tls_key: key.map(Path::to_owned),
-            cql_tls_server_name: None,
+    fn args(ca: Option<&Path>, cert: Option<&Path>, key: Option<&Path>) -> CqlTlsConfig {
+        CqlTlsConfig {
+            on: false,
+            ca: ca.map(Path::to_owned),
+            cert: cert.map(Path::to_owned),
+            key: key.map(Path::to_owned),
+            server_name: None,
         }
     }
 
     #[test]
     fn off_without_any_flag() {
-        assert!(context(&CqlTlsArgs::default()).unwrap().is_none());
+        assert!(context(&CqlTlsConfig::default()).unwrap().is_none());
     }
 
     #[test]

@@ -1,0 +1,40 @@
+//! The per-tenant admission flags of `oncekey serve`, turned into the server's
+//! `AdmissionConfig`, which checks them and reads the limits file.
+
+use clap::Args;
+use oncekey_server::api::admission::AdmissionConfig;
+use std::path::PathBuf;
+
+/// The admission flags of `oncekey serve`.
+#[derive(Debug, Clone, Args)]
+pub struct AdmissionArgs {
+    /// Requests per second each tenant may send to Claim, Lookup and ListRecords (a token bucket;
+    /// decimals allowed); 0 = no limit. Over it the answer is RESOURCE_EXHAUSTED / RATE_LIMITED.
+    #[arg(long, env = "ONCEKEY_TENANT_RATE", default_value_t = 0.0)]
+    pub tenant_rate: f64,
+    /// Requests a tenant may send at once above --tenant-rate (the bucket's size); 0 = the rate,
+    /// rounded up (at least 1).
+    #[arg(long, env = "ONCEKEY_TENANT_BURST", default_value_t = 0)]
+    pub tenant_burst: u32,
+    /// Unary RPCs (Claims held by `wait` included) each tenant may have in progress at once;
+    /// over it Claim, Lookup and ListRecords are refused (never Complete, Fail or Renew); 0 = no
+    /// limit.
+    #[arg(long, env = "ONCEKEY_TENANT_INFLIGHT", default_value_t = 0)]
+    pub tenant_inflight: u32,
+    /// Per-tenant overrides: `tenant rate=100 burst=200 inflight=50` lines, `#` comments;
+    /// reloaded on SIGHUP.
+    #[arg(long, env = "ONCEKEY_LIMITS_FILE")]
+    pub limits_file: Option<PathBuf>,
+}
+
+impl AdmissionArgs {
+    /// The admission settings these flags give.
+    pub fn config(&self) -> AdmissionConfig {
+        AdmissionConfig {
+            tenant_rate: self.tenant_rate,
+            tenant_burst: self.tenant_burst,
+            tenant_inflight: self.tenant_inflight,
+            limits_file: self.limits_file.clone(),
+        }
+    }
+}
