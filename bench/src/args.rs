@@ -104,14 +104,17 @@ pub struct BenchArgs {
     /// Namespace of the bench's records.
     #[arg(long, default_value = "bench.ops")]
     pub namespace: String,
-    /// PostgreSQL URL: also run cycle and replay through the PostgreSQL idempotency-key design.
+    /// A peer design to also run cycle and replay through, by URL (repeat for several, each kind
+    /// once): `postgres://…` the PostgreSQL idempotency-key table, `redis://HOST:PORT` the Redis
+    /// design (Lua scripts run with EVALSHA), `etcd://HOST:PORT` the etcd v3 transactions.
     #[arg(long)]
-    pub peer: Option<String>,
+    pub peer: Vec<String>,
     /// The server's Prometheus metrics (`http://ADMIN/metrics`): adds the server's CPU time per
     /// operation (its `process_cpu_seconds_total`) next to the bench's own.
     #[arg(long)]
     pub server_metrics: Option<String>,
-    /// PostgreSQL connections (default: one per worker, so PostgreSQL gets the same concurrency).
+    /// PostgreSQL and Redis connections (default: one per worker, so the peer gets the same
+    /// concurrency); etcd, served over HTTP/2 like the server, gets --connections.
     #[arg(long)]
     pub peer_pool: Option<usize>,
     /// CQL contact points (host:port, comma-separated): also run `cycle` as the raw lightweight
@@ -198,6 +201,18 @@ impl BenchArgs {
         }
         if self.peer_pool == Some(0) {
             return bad("--peer-pool must be positive");
+        }
+        let mut kinds = Vec::new();
+        for url in &self.peer {
+            let Some(kind) = super::peers::PeerKind::of(url) else {
+                return Err(ConfigError(format!(
+                    "--peer {url}: expected postgres://…, redis://HOST:PORT or etcd://HOST:PORT"
+                )));
+            };
+            if kinds.contains(&kind) {
+                return Err(ConfigError(format!("--peer names {} twice", kind.name())));
+            }
+            kinds.push(kind);
         }
         if self.scenarios.is_empty() {
             return bad("--scenarios names no scenario");

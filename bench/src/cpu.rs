@@ -11,6 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub struct Probe {
     /// `http://HOST:PORT/PATH` of the server's Prometheus metrics.
     server_metrics: Option<String>,
+    /// `HOST:PORT` of a Redis peer, whose CPU time INFO reports.
+    redis: Option<String>,
 }
 
 /// CPU seconds used so far by each end (`None`: not measurable).
@@ -30,7 +32,18 @@ pub struct Used {
 impl Probe {
     /// Reads the server's CPU time from `server_metrics` (when given).
     pub fn new(server_metrics: Option<String>) -> Self {
-        Self { server_metrics }
+        Self {
+            server_metrics,
+            redis: None,
+        }
+    }
+
+    /// The CPU time of the Redis server at `HOST:PORT` in the server's place.
+    pub fn redis(addr: &str) -> Self {
+        Self {
+            server_metrics: None,
+            redis: Some(addr.to_owned()),
+        }
     }
 
     /// The same probe without the server (a peer database or raw CQL is not that server).
@@ -40,9 +53,10 @@ impl Probe {
 
     /// CPU time used so far.
     pub async fn sample(&self) -> Sample {
-        let server = match &self.server_metrics {
-            Some(url) => server_cpu_seconds(url).await,
-            None => None,
+        let server = match (&self.server_metrics, &self.redis) {
+            (Some(url), _) => server_cpu_seconds(url).await,
+            (None, Some(addr)) => super::peers::redis::cpu_seconds(addr).await,
+            (None, None) => None,
         };
         Sample {
             client: oncekey_server::telemetry::process::cpu_seconds(),

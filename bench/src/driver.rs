@@ -9,6 +9,7 @@ use super::gateway::HttpConn;
 use super::grpc::{Claimed, GrpcConn};
 use super::keys::Keys;
 use super::peer::PgConn;
+use super::peers::{self, etcd::EtcdConn, redis::RedisConn};
 use super::recorder::{Recorder, Series};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -37,7 +38,7 @@ pub enum Kind {
     HttpPost,
 }
 
-/// One worker's connection: the server under test, the PostgreSQL peer, or the raw CQL LWTs.
+/// One worker's connection: the server under test, a peer design, or the raw CQL LWTs.
 pub enum Conn {
     /// Oncekey over gRPC.
     Grpc(Box<GrpcConn>),
@@ -47,6 +48,10 @@ pub enum Conn {
     Cql(Box<CqlConn>),
     /// HTTP, through `oncekey gateway` or to its upstream directly.
     Http(Box<HttpConn>),
+    /// The Redis design (Lua scripts).
+    Redis(Box<RedisConn>),
+    /// The etcd design (v3 transactions).
+    Etcd(Box<EtcdConn>),
 }
 
 impl Conn {
@@ -56,6 +61,7 @@ impl Conn {
             Conn::Pg(_) => Err("noop is not a PostgreSQL scenario".into()),
             Conn::Cql(_) => Err("noop is not a cql-raw scenario".into()),
             Conn::Http(_) => Err("noop is not an HTTP scenario".into()),
+            Conn::Redis(_) | Conn::Etcd(_) => Err("noop is not a peer scenario".into()),
         }
     }
 
@@ -65,6 +71,14 @@ impl Conn {
             Conn::Pg(c) => c.claim(&key).await,
             Conn::Cql(c) => c.claim(key).await,
             Conn::Http(_) => Err("claim is not an HTTP scenario".into()),
+            Conn::Redis(c) => match c.claim(&key).await {
+                Ok(claim) => peers::outcome(&claim, c.body()),
+                Err(e) => Err(format!("redis {e}")),
+            },
+            Conn::Etcd(c) => match c.claim(&key).await {
+                Ok(claim) => peers::outcome(&claim, c.body()),
+                Err(e) => Err(format!("etcd {e}")),
+            },
         }
     }
 
@@ -74,6 +88,14 @@ impl Conn {
             Conn::Pg(c) => c.complete(&key).await,
             Conn::Cql(c) => c.complete(key, token).await,
             Conn::Http(_) => Err("complete is not an HTTP scenario".into()),
+            Conn::Redis(c) => c
+                .complete(&key, token)
+                .await
+                .map_err(|e| format!("redis {e}")),
+            Conn::Etcd(c) => c
+                .complete(&key, token)
+                .await
+                .map_err(|e| format!("etcd {e}")),
         }
     }
 }

@@ -3,8 +3,9 @@
 //! after a warm-up — and reports throughput and HDR latency percentiles as a table and as JSON.
 //! `--scenario noisy` (`noisy`) measures per-tenant fairness: a quiet tenant's latency alone and
 //! beside a tenant offering ten times its admitted rate.
-//! With `--peer postgres://…` it runs `cycle` and `replay` with the same concurrency through the
-//! classic PostgreSQL idempotency-key design, on equal durability (synchronous_commit on).
+//! With `--peer postgres://…`, `redis://…` or `etcd://…` it runs `cycle` and `replay` with the
+//! same concurrency through the classic PostgreSQL idempotency-key design, the Redis design (Lua
+//! scripts) or the etcd design (v3 transactions), on equal durability (fsync before the answer).
 //! With `--cql-raw NODES` it runs `cycle` as the bare lightweight transactions the CQL store
 //! issues, through the same driver and session settings, so a `--store cql` server's overhead over
 //! them can be stated.
@@ -24,6 +25,7 @@ mod keys;
 mod noisy;
 mod overhead;
 mod peer;
+mod peers;
 mod recorder;
 mod report;
 
@@ -120,29 +122,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         eprintln!("{}", report.last_line());
     }
 
-    if let Some(url) = &args.peer {
-        let pg = peer::Peer::connect(url, args.peer_pool.unwrap_or(args.workers)).await?;
-        let pg_conns =
-            || -> Vec<Conn> { (0..args.workers).map(|i| Conn::Pg(pg.worker(i))).collect() };
-        // Fresh generators: the peer's replay keys must be the ones its own setup completes.
-        let keys = Arc::new(keys::Keys::new(
-            args.replay_keys,
-            args.hot_keys,
-            args.claims_per_key,
-        ));
-        let peer = |kinds: Vec<(Kind, u32)>| Workload::new(kinds, keys.clone());
-        // The server's CPU is not PostgreSQL's: only the bench's own is measured.
-        let probe = probe.client_only();
-        let setup = peer(vec![(Kind::ReplaySetup, 1)]);
-        driver::drive(pg_conns(), setup, &Plan::count(args.replay_keys), &probe)
-            .await
-            .into_result()
-            .context("preparing the completed keys for replay in PostgreSQL")?;
-        for (name, kind) in [("cycle", Kind::Cycle), ("replay", Kind::Replay)] {
-            let m = driver::drive(pg_conns(), peer(vec![(kind, 1)]), &plan, &probe).await;
-            report.push(ScenarioResult::new(name, "postgres", m));
-            eprintln!("{}", report.last_line());
-        }
+    for url in &args.peer {
+        peers::run::cycle_and_replay(url, &args, &plan, &probe, &mut report).await?;
     }
 
     if let (Some(raw), false) = (&raw_cql, args.cql_raw_first) {

@@ -11,6 +11,9 @@ use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 
+/// The peer designs' target names, in the order their ratios are reported.
+const PEERS: [&str; 3] = ["postgres", "redis", "etcd"];
+
 /// One scenario's measurement.
 pub struct ScenarioResult {
     name: &'static str,
@@ -128,7 +131,8 @@ impl Report {
             "ops_per_scenario": args.ops,
             "warmup_ms": args.warmup,
             "preload": args.preload,
-            "peer_pool": args.peer.as_ref().map(|_| args.peer_pool.unwrap_or(args.workers)),
+            "peers": args.peer.iter().filter_map(|url| super::peers::PeerKind::of(url)).map(|k| k.name()).collect::<Vec<_>>(),
+            "peer_pool": (!args.peer.is_empty()).then(|| args.peer_pool.unwrap_or(args.workers)),
             "cql_raw": args.cql_raw.as_ref().map(|nodes| json!({
                 "nodes": nodes,
                 "keyspace": args.cql_raw_keyspace,
@@ -207,15 +211,17 @@ impl Report {
                 }
             }
         }
-        for name in ["cycle", "replay"] {
-            if let (Some(ours), Some(theirs)) =
-                (self.find(name, "oncekey"), self.find(name, "postgres"))
-            {
-                if theirs.ops_per_sec() > 0.0 {
-                    out.insert(
-                        format!("{name}_vs_postgres"),
-                        json!(ours.ops_per_sec() / theirs.ops_per_sec()),
-                    );
+        for peer in PEERS {
+            for name in ["cycle", "replay"] {
+                if let (Some(ours), Some(theirs)) =
+                    (self.find(name, "oncekey"), self.find(name, peer))
+                {
+                    if theirs.ops_per_sec() > 0.0 {
+                        out.insert(
+                            format!("{name}_vs_{peer}"),
+                            json!(ours.ops_per_sec() / theirs.ops_per_sec()),
+                        );
+                    }
                 }
             }
         }
@@ -347,7 +353,10 @@ impl Report {
             }
         }
         for (name, value) in self.ratios() {
-            if name.ends_with("_vs_postgres") {
+            if PEERS
+                .iter()
+                .any(|peer| name.ends_with(&format!("_vs_{peer}")))
+            {
                 let _ = writeln!(out, "{name}: {:.2}x", value.as_f64().unwrap_or(0.0));
             }
         }

@@ -301,3 +301,100 @@ fn tiny_gateway_bench_reports_the_overhead() {
         );
     }
 }
+
+/// Starts (or reuses) a peer with `scripts/NAME start`; its URL is the script's last stdout line.
+/// A peer that cannot be started fails the test with the script's output (never a skip).
+fn start_peer(name: &str) -> String {
+    let script = oncekey_tests::drivers::repo().join("scripts").join(name);
+    let out = std::process::Command::new(&script)
+        .arg("start")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{} start failed:\n{stdout}\n{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().last().unwrap_or_default().trim().to_owned()
+}
+
+/// `--peer redis://…` and `--peer etcd://…` in one run: after the server's cycle and replay, each
+/// peer's design runs the same cycle (every key acquired, then completed) and replay (every Claim
+/// answered with the stored result, which the bench checks byte for byte), and the report gives
+/// the ratio to each peer. No timing is asserted.
+#[test]
+#[ignore = "needs Redis and etcd: scripts/test bench-peers runs it"]
+fn tiny_bench_against_the_redis_and_etcd_peers() {
+    let redis = start_peer("redis");
+    let etcd = start_peer("etcd");
+    let server = Server::start(&[]);
+    let (code, stdout, stderr) = run_cli(&[
+        "bench",
+        "--server",
+        &server.grpc,
+        "--scenario",
+        "cycle,replay",
+        "--ops",
+        "60",
+        "--workers",
+        "3",
+        "--connections",
+        "1",
+        "--replay-keys",
+        "20",
+        "--warmup",
+        "0s",
+        "--peer",
+        &redis,
+        "--peer",
+        &etcd,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("the report is JSON");
+    let results = report["results"].as_array().expect("results");
+    let targets: Vec<(&str, &str)> = results
+        .iter()
+        .map(|r| {
+            (
+                r["scenario"].as_str().unwrap(),
+                r["target"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            ("cycle", "oncekey"),
+            ("replay", "oncekey"),
+            ("cycle", "redis"),
+            ("replay", "redis"),
+            ("cycle", "etcd"),
+            ("replay", "etcd"),
+        ],
+        "{report:#}"
+    );
+    assert_eq!(report["peers"], serde_json::json!(["redis", "etcd"]));
+    for r in results {
+        assert_eq!(r["ops"], 60, "{r:#}");
+        assert_eq!(r["errors"], serde_json::json!({}), "{r:#}");
+        let outcome = match r["scenario"].as_str() {
+            Some("cycle") => "ACQUIRED",
+            _ => "COMPLETED",
+        };
+        assert_eq!(r["claim_outcomes"][outcome], 60, "{r:#}");
+        // Each peer's own CPU time (Redis's INFO, etcd's /metrics) takes the server's place.
+        let us = r["cpu_us_per_op"]["server"].as_f64();
+        if r["target"] != "oncekey" {
+            assert!(us.is_some_and(|us| us >= 0.0), "{r:#}");
+        }
+    }
+    for peer in ["redis", "etcd"] {
+        for name in ["cycle", "replay"] {
+            let ratio = &report["ratios"][format!("{name}_vs_{peer}")];
+            assert!(ratio.as_f64().is_some_and(|x| x > 0.0), "{report:#}");
+        }
+    }
+}

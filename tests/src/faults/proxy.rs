@@ -28,6 +28,7 @@ use tokio::net::{TcpListener, TcpStream};
 const OP_RESULT: u8 = 0x08;
 const OP_PREPARE: u8 = 0x09;
 const OP_EXECUTE: u8 = 0x0A;
+const OP_BATCH: u8 = 0x0D;
 const RESULT_PREPARED: i32 = 0x0004;
 
 /// What happens to the node's answers to conditional writes.
@@ -175,6 +176,15 @@ fn stream_id(header: &[u8]) -> i16 {
 }
 
 /// `[short bytes]` at the start of `b`.
+/// The prepared id of a BATCH's first statement: `[byte] type`, `[short] n`, then per statement
+/// `[byte] kind` (1: prepared) and `[short bytes] id`.
+fn batch_first_id(b: &[u8]) -> Option<&[u8]> {
+    if *b.get(3)? != 1 {
+        return None;
+    }
+    short_bytes(b.get(4..)?)
+}
+
 fn short_bytes(b: &[u8]) -> Option<&[u8]> {
     let n = u16::from_be_bytes(b.get(0..2)?.try_into().ok()?) as usize;
     b.get(2..2 + n)
@@ -208,9 +218,15 @@ async fn requests(
                     .prepares
                     .insert(stream, conditional);
             }
-            OP_EXECUTE => {
-                let query = short_bytes(&body)
-                    .and_then(|id| shared.conditional.lock().unwrap().get(id).cloned());
+            op @ (OP_EXECUTE | OP_BATCH) => {
+                // A batch is conditional when its first statement is (the store's batches are
+                // one conditional insert and updates of the same row).
+                let id = if op == OP_EXECUTE {
+                    short_bytes(&body)
+                } else {
+                    batch_first_id(&body)
+                };
+                let query = id.and_then(|id| shared.conditional.lock().unwrap().get(id).cloned());
                 if let Some(query) = query {
                     inflight.lock().unwrap().lwts.insert(stream);
                     let duplicate = {

@@ -141,7 +141,7 @@ impl Run {
             dir,
         };
         for i in 0..2 {
-            let server = run.spawn_server(i, &base);
+            let server = run.spawn_server(i, &base, None);
             let mut flags = base.clone();
             flags.extend([
                 "--listen".into(),
@@ -170,14 +170,19 @@ impl Run {
         run
     }
 
-    fn spawn_server(&self, i: usize, flags: &[String]) -> Server {
+    /// Starts server `i` with `flags`, the setup's environment and `skew` (ms) on its clock.
+    fn spawn_server(&self, i: usize, flags: &[String], skew: Option<Millis>) -> Server {
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        let env: Vec<(&str, &str)> = self
+        let skew = skew.map(|ms| ms.to_string());
+        let mut env: Vec<(&str, &str)> = self
             .setup
             .server_env
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
+        if let Some(ms) = &skew {
+            env.push(("ONCEKEY_TEST_CLOCK_SKEW_MS", ms));
+        }
         let data = self.dir.path().join(format!("server{i}"));
         tokio::task::block_in_place(|| Server::start_with_env(&data, &flags, &env))
     }
@@ -204,7 +209,7 @@ impl Run {
     }
 
     /// A clock step on server `i`: it is restarted (SIGTERM, same ports) with its clock `skew`
-    /// ms off the others' (the hidden `--clock-skew-ms`).
+    /// ms off the others' (the test-only `ONCEKEY_TEST_CLOCK_SKEW_MS`).
     pub fn clock_step(&mut self, i: usize, skew: Millis) {
         self.event(&format!(
             "clock step: server {i} restarted with its clock {skew:+} ms off"
@@ -212,9 +217,8 @@ impl Run {
         self.servers[i].terminate(Duration::from_secs(30));
         // Noted before the new process answers anything.
         self.history.set_skew(i, skew);
-        let mut flags = self.flags[i].clone();
-        flags.extend(["--clock-skew-ms".into(), skew.to_string()]);
-        self.servers[i] = self.spawn_server(i, &flags);
+        let flags = self.flags[i].clone();
+        self.servers[i] = self.spawn_server(i, &flags, Some(skew));
         self.event(&format!("server {i} serving again (skew {skew:+} ms)"));
     }
 
