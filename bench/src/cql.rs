@@ -64,6 +64,8 @@ impl RawCql {
                 owner: "bench".into(),
                 parent: None,
                 reconcile: false,
+                require_approval: false,
+                max_attempts: 0,
             },
             // What the gRPC worker's Complete sends.
             result: OpResult {

@@ -47,6 +47,12 @@ pub enum Command {
     Records(crate::records::RecordsCommand),
     /// Ask a server's grpc.health.v1 service; exit 0 only when SERVING (for probes and helm test).
     Health(crate::client::HealthCmd),
+    /// Approve an operation that awaits approval (client side; needs the approve scope).
+    Approve(crate::operations::DecideCmd),
+    /// Reject an operation that awaits approval: it fails with code 403 (needs the approve scope).
+    Reject(crate::operations::DecideCmd),
+    /// Remove a record and its history in any state (client side; needs the admin scope).
+    Purge(crate::operations::PurgeCmd),
     /// Load-test a running server (and optionally the PostgreSQL design) over real gRPC.
     Bench(Box<crate::bench::BenchCmd>),
     /// Run an HTTP reverse proxy giving an upstream service Idempotency-Key semantics.
@@ -61,6 +67,12 @@ pub enum TokenCommand {
         /// The tenant the token authenticates as.
         #[arg(long, env = "ONCEKEY_TENANT")]
         tenant: String,
+        /// A name for the token's holder, recorded as `decided_by` of its approvals.
+        #[arg(long)]
+        label: Option<String>,
+        /// What the token may do (repeatable): ledger (the default), approve, admin.
+        #[arg(long = "scope", value_delimiter = ',')]
+        scopes: Vec<String>,
     },
 }
 

@@ -106,9 +106,20 @@ pub struct ClaimCmd {
     /// Acquire an UNKNOWN operation to reconcile it.
     #[arg(long)]
     reconcile: bool,
-    /// Wait up to this long for an in-flight operation to settle, e.g. 10s.
+    /// Wait up to this long for an in-flight operation to settle (or one awaiting approval to
+    /// be decided), e.g. 10s.
     #[arg(long, value_parser = parse_duration)]
     wait: Option<i64>,
+    /// Show what this Claim would get now, writing nothing (no record, lease or receipt).
+    #[arg(long)]
+    dry_run: bool,
+    /// Create the operation awaiting approval: nobody acquires it before `oncekey approve`.
+    #[arg(long)]
+    require_approval: bool,
+    /// Cap the acquisitions (reconciliations not counted; 0 = no cap): past it the operation
+    /// fails with code 429 instead of being retried.
+    #[arg(long, default_value_t = 0)]
+    max_attempts: u32,
 }
 
 /// `oncekey complete`
@@ -216,7 +227,7 @@ fn duration(ms: i64) -> prost_types::Duration {
 }
 
 /// The generated client, connected with `conn`.
-pub async fn connect(conn: &ConnArgs) -> anyhow::Result<oncekey_client::LedgerRpc> {
+pub(crate) async fn connect(conn: &ConnArgs) -> anyhow::Result<oncekey_client::LedgerRpc> {
     let options = ConnectOptions {
         token: conn.token.clone(),
         tenant: conn.tenant.clone(),
@@ -272,10 +283,14 @@ pub async fn claim(cmd: ClaimCmd) -> anyhow::Result<Value> {
         parent,
         reconcile: cmd.reconcile,
         wait: cmd.wait.map(duration),
+        require_approval: cmd.require_approval,
+        dry_run: cmd.dry_run,
+        max_attempts: cmd.max_attempts,
     };
     let reply = connect(&cmd.conn).await?.claim(request).await?.into_inner();
     let outcome = v1::ClaimOutcome::try_from(reply.outcome).unwrap_or_default();
     Ok(json!({
+        "dry_run": cmd.dry_run,
         "outcome": outcome.as_str_name().trim_start_matches("CLAIM_OUTCOME_"),
         "lease": reply.lease.as_ref().map(lease_json),
         "retry_after_ms": reply.retry_after.map(|d| d.seconds * 1000 + i64::from(d.nanos / 1_000_000)),
@@ -419,8 +434,13 @@ pub async fn timeline(cmd: LookupCmd) -> anyhow::Result<String> {
             .as_ref()
             .map(ToString::to_string)
             .unwrap_or_default();
+        let why = if event.reason.is_empty() {
+            String::new()
+        } else {
+            format!("  ({})", event.reason)
+        };
         out.push_str(&format!(
-            "{at:<26}  {:<9} {:<21} token {:<3} attempt {:<3} {}\n",
+            "{at:<26}  {:<9} {:<21} token {:<3} attempt {:<3} {}{why}\n",
             kind.as_str_name().trim_start_matches("EVENT_KIND_"),
             event.outcome,
             event.fencing_token,
@@ -489,6 +509,21 @@ pub fn record_json(r: &v1::Record) -> Value {
     }
     if let Some(p) = &r.parent {
         out["parent"] = json!({ "namespace": p.namespace, "key": p.key });
+    }
+    if r.require_approval {
+        out["require_approval"] = json!(true);
+    }
+    if r.max_attempts > 0 {
+        out["max_attempts"] = json!(r.max_attempts);
+    }
+    if let Some(a) = &r.approval {
+        let decision = v1::ApprovalDecision::try_from(a.decision).unwrap_or_default();
+        out["approval"] = json!({
+            "decision": decision.as_str_name().trim_start_matches("APPROVAL_DECISION_"),
+            "decided_by": a.decided_by,
+            "note": a.note,
+            "decided_at": time(&a.decided_at),
+        });
     }
     out
 }

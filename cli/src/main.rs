@@ -10,6 +10,7 @@ mod client;
 mod exit;
 mod gateway;
 mod migrate;
+mod operations;
 mod records;
 mod token;
 
@@ -59,7 +60,11 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             return result;
         }
         Command::Migrate(args) => return migrate::run(args.config()).await,
-        Command::Token(TokenCommand::New { tenant }) => return token::new(&tenant),
+        Command::Token(TokenCommand::New {
+            tenant,
+            label,
+            scopes,
+        }) => return token::new(&tenant, label.as_deref(), &scopes),
         Command::Claim(cmd) => client::claim(cmd).await?,
         Command::Complete(cmd) => client::complete(cmd).await?,
         Command::Fail(cmd) => client::fail(cmd).await?,
@@ -73,6 +78,9 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             return Ok(());
         }
         Command::Health(cmd) => client::health(cmd).await?,
+        Command::Approve(cmd) => operations::approve(cmd).await?,
+        Command::Reject(cmd) => operations::reject(cmd).await?,
+        Command::Purge(cmd) => operations::purge(cmd).await?,
         Command::Bench(cmd) => return bench::run(*cmd).await,
         Command::Gateway(cmd) => return gateway::run(*cmd).await,
     };

@@ -35,6 +35,14 @@ pub enum Reason {
     /// ABORTED: a newer KeepAlive stream for the same lease replaced this one. The lease is not
     /// lost (the newer stream keeps it alive); the replaced stream must not be reopened.
     KeepaliveReplaced,
+    /// FAILED_PRECONDITION: an Approve or Reject of an operation that does not await approval
+    /// (never did, was decided otherwise, or has moved on since).
+    NotAwaitingApproval,
+    /// FAILED_PRECONDITION: a Purge of an unsettled at-most-once operation without `force`.
+    UnsettledAtMostOnce,
+    /// PERMISSION_DENIED: the token lacks the scope the RPC needs (`ledger`, `approve` or
+    /// `admin`); the status message names it.
+    MissingScope,
     /// A reason this client version does not know.
     Other(String),
 }
@@ -53,6 +61,9 @@ impl Reason {
             "PERMISSION_DENIED" => Reason::PermissionDenied,
             "STORE_UNAVAILABLE" => Reason::StoreUnavailable,
             "KEEPALIVE_REPLACED" => Reason::KeepaliveReplaced,
+            "NOT_AWAITING_APPROVAL" => Reason::NotAwaitingApproval,
+            "UNSETTLED_AT_MOST_ONCE" => Reason::UnsettledAtMostOnce,
+            "MISSING_SCOPE" => Reason::MissingScope,
             other => Reason::Other(other.to_owned()),
         }
     }
@@ -70,6 +81,9 @@ impl Reason {
             Reason::PermissionDenied => "PERMISSION_DENIED",
             Reason::StoreUnavailable => "STORE_UNAVAILABLE",
             Reason::KeepaliveReplaced => "KEEPALIVE_REPLACED",
+            Reason::NotAwaitingApproval => "NOT_AWAITING_APPROVAL",
+            Reason::UnsettledAtMostOnce => "UNSETTLED_AT_MOST_ONCE",
+            Reason::MissingScope => "MISSING_SCOPE",
             Reason::Other(other) => other,
         }
     }
@@ -230,6 +244,16 @@ mod tests {
         assert_eq!(replaced.reason(), Some(Reason::KeepaliveReplaced));
         assert!(!replaced.is_lease_lost() && !replaced.is_transient());
         assert_eq!(Reason::KeepaliveReplaced.as_str(), "KEEPALIVE_REPLACED");
+        for reason in [
+            Reason::NotAwaitingApproval,
+            Reason::UnsettledAtMostOnce,
+            Reason::MissingScope,
+        ] {
+            assert_eq!(Reason::parse(reason.as_str()), reason);
+        }
+        let missing = with_reason(Code::PermissionDenied, "MISSING_SCOPE");
+        assert_eq!(missing.reason(), Some(Reason::MissingScope));
+        assert!(!missing.is_transient());
         assert_eq!(
             with_reason(Code::NotFound, "SOMETHING_NEW").reason(),
             Some(Reason::Other("SOMETHING_NEW".into()))

@@ -13,7 +13,10 @@
 //! - [`Client::claim`], [`Client::complete`], [`Client::fail`], [`Client::renew`],
 //!   [`Client::lookup`], [`Client::keep_alive`], [`Client::list_records`]: one typed method per
 //!   RPC, with the typed [`Error`] (gRPC code and `ErrorInfo` [`Reason`]);
-//!   [`Client::list_all`] walks a listing page by page.
+//!   [`Client::list_all`] walks a listing page by page. [`Claim`] also asks for an approval gate
+//!   ([`Claim::require_approval`]), a dry run ([`Claim::dry_run`]) or an attempt cap
+//!   ([`Claim::max_attempts`]); the operator's [`Client::approve`], [`Client::reject`] and
+//!   [`Client::purge`] decide and clean up.
 //! - Every unary call goes through tower layers ([`stack`]): a per-attempt timeout, retries of
 //!   transient failures with exponential backoff and full jitter (honoring
 //!   `grpc-retry-pushback-ms`), and a circuit breaker. A retry resends the identical request.
@@ -77,6 +80,7 @@ mod key;
 mod lease;
 mod list;
 mod once;
+mod operations;
 mod rpc;
 pub mod stack;
 mod types;
@@ -93,5 +97,6 @@ pub use once::{Done, Failure, Once, OnceError, DEFAULT_WAIT_TIMEOUT};
 pub use rpc::{Arguments, Claim, KeepAlive, MAX_WAIT};
 pub use stack::{BreakerPolicy, CircuitState, RetryPolicy, Stats};
 pub use types::{
-    Claimed, Disposition, LeaseGrant, Record, RecordStatus, Semantics, StoredError, StoredResult,
+    Approval, Claimed, Decision, Disposition, LeaseGrant, Outcome, Record, RecordStatus, Semantics,
+    StoredError, StoredResult,
 };

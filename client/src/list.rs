@@ -93,6 +93,8 @@ fn wire(status: RecordStatus) -> v1::RecordStatus {
         RecordStatus::Failed => v1::RecordStatus::Failed,
         RecordStatus::Retry => v1::RecordStatus::Retry,
         RecordStatus::Unknown => v1::RecordStatus::Unknown,
+        RecordStatus::AwaitingApproval => v1::RecordStatus::AwaitingApproval,
+        RecordStatus::Approved => v1::RecordStatus::Approved,
     }
 }
 

@@ -89,6 +89,13 @@ pub enum OnceError<E> {
         /// The record (status `Unknown`).
         record: Box<Record>,
     },
+    /// The operation waits for an approval that did not come within the wait timeout (nothing
+    /// ran). Run it again once someone Approved it; a Reject makes it [`OnceError::Failed`].
+    #[error("the operation awaits approval")]
+    AwaitingApproval {
+        /// The record (status `AwaitingApproval`).
+        record: Box<Record>,
+    },
     /// The lease was lost while the closure ran (another holder took the operation over, or
     /// settled it with this lease's token), so its outcome was not recorded: the Complete or Fail
     /// was refused with LEASE_LOST (or ALREADY_SETTLED). The side effect may have happened; the fencing token is how
@@ -151,6 +158,8 @@ pub struct Once {
     semantics: Semantics,
     wait_timeout: Duration,
     owner: Option<String>,
+    require_approval: bool,
+    max_attempts: u32,
 }
 
 impl Client {
@@ -168,6 +177,8 @@ impl Client {
             semantics: Semantics::AtLeastOnce,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             owner: None,
+            require_approval: false,
+            max_attempts: 0,
         }
     }
 }
@@ -195,8 +206,25 @@ impl Once {
         self
     }
 
-    /// How long to wait for an operation another holder is performing (default 60 s) before
-    /// returning [`OnceError::InProgress`]; zero returns at once.
+    /// Nobody runs the operation before someone Approves it ([`Client::approve`]): `run` waits
+    /// for the decision up to the wait timeout, then returns [`OnceError::AwaitingApproval`]. The
+    /// first Claim of a key fixes this.
+    pub fn require_approval(mut self) -> Self {
+        self.require_approval = true;
+        self
+    }
+
+    /// Caps the runs of the operation (reconciliations not counted; 0 is no cap): past it, a
+    /// retryable failure is not retried again but fails for good with code 429 ("attempts
+    /// exhausted", [`OnceError::Failed`]). The first Claim of a key fixes this.
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// How long to wait for an operation another holder is performing, or for an approval
+    /// (default 60 s), before returning [`OnceError::InProgress`] (or
+    /// [`OnceError::AwaitingApproval`]); zero returns at once.
     pub fn wait_timeout(mut self, timeout: Duration) -> Self {
         self.wait_timeout = timeout;
         self
@@ -219,6 +247,8 @@ impl Once {
     /// - IN_PROGRESS: waits for the other holder (Claim with `wait`) up to the wait timeout; then
     ///   [`OnceError::InProgress`].
     /// - NEEDS_RECONCILIATION: returns [`OnceError::NeedsReconciliation`].
+    /// - AWAITING_APPROVAL: waits for the decision (Claim with `wait`) up to the wait timeout;
+    ///   then [`OnceError::AwaitingApproval`].
     pub async fn run<T, E, F, Fut>(self, operation: F) -> Result<T, OnceError<E>>
     where
         T: Serialize + DeserializeOwned,
@@ -277,7 +307,11 @@ impl Once {
         let mut claim = Claim::with_arguments(&self.key, Arguments::Fingerprint(fingerprint))
             .semantics(self.semantics)
             .owner(owner.clone())
-            .reconcile(reconcile);
+            .reconcile(reconcile)
+            .max_attempts(self.max_attempts);
+        if self.require_approval {
+            claim = claim.require_approval();
+        }
         if let Some(ttl) = self.lease_ttl {
             claim = claim.lease_ttl(ttl);
         }
@@ -309,6 +343,20 @@ impl Once {
                     return Err(OnceError::NeedsReconciliation {
                         record: Box::new(record),
                     })
+                }
+                Claimed::AwaitingApproval { record } => {
+                    // The server held the Claim until the wait ran out or the server drained.
+                    if deadline.saturating_duration_since(Instant::now()).is_zero() {
+                        return Err(OnceError::AwaitingApproval {
+                            record: Box::new(record),
+                        });
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Claimed::DryRun { .. } => {
+                    return Err(OnceError::Rpc(Error::Protocol(
+                        "a dry-run answer to a Claim that was not one",
+                    )))
                 }
                 Claimed::InProgress {
                     retry_after,

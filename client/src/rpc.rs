@@ -40,6 +40,9 @@ pub struct Claim {
     owner: Option<String>,
     reconcile: bool,
     wait: Option<Duration>,
+    require_approval: bool,
+    dry_run: bool,
+    max_attempts: u32,
 }
 
 impl Claim {
@@ -62,6 +65,9 @@ impl Claim {
             owner: None,
             reconcile: false,
             wait: None,
+            require_approval: false,
+            dry_run: false,
+            max_attempts: 0,
         }
     }
 
@@ -102,6 +108,30 @@ impl Claim {
         self
     }
 
+    /// Creates the record awaiting approval: nobody acquires it before someone Approves it
+    /// ([`Client::approve`]); until then Claims answer [`Claimed::AwaitingApproval`]. Only the
+    /// first Claim of a key sets it.
+    pub fn require_approval(mut self) -> Self {
+        self.require_approval = true;
+        self
+    }
+
+    /// Asks what this Claim would get now without writing anything (no record, lease, dedup hit
+    /// or receipt): the answer is [`Claimed::DryRun`]. `wait` is ignored.
+    pub fn dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
+    }
+
+    /// Caps the acquisitions of the operation (reconciliations not counted; 0, the default, is
+    /// no cap). Past the cap a RETRY record fails for good with code 429 ("attempts exhausted"),
+    /// and a lapsed at-least-once lease needs reconciliation instead of being taken over. Only
+    /// the first Claim of a key sets it.
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
     /// The operation claimed.
     pub fn key(&self) -> &OperationKey {
         &self.key
@@ -132,6 +162,9 @@ impl Claim {
             }),
             reconcile: self.reconcile,
             wait: self.wait.filter(|w| !w.is_zero()).map(duration_to_wire),
+            require_approval: self.require_approval,
+            dry_run: self.dry_run,
+            max_attempts: self.max_attempts,
         }
     }
 }
@@ -149,10 +182,11 @@ impl Client {
         self.stack.clone().oneshot(call).await
     }
 
-    /// `Claim`: may the caller perform the operation now?
+    /// `Claim`: may the caller perform the operation now? (A dry run answers
+    /// [`Claimed::DryRun`].)
     pub async fn claim(&self, claim: &Claim) -> Result<Claimed, Error> {
         match self.call(Call::Claim(claim.to_wire(&self.owner))).await? {
-            Reply::Claim(r) => Claimed::from_wire(r),
+            Reply::Claim(r) => Claimed::from_wire(r, claim.dry_run),
             _ => Err(Error::Protocol("mismatched reply")),
         }
     }

@@ -21,6 +21,49 @@ pub enum RecordStatus {
     Retry,
     /// An at-most-once operation whose lease ran out: its outcome is unknown.
     Unknown,
+    /// Waits for an approval: nobody acquires it before someone Approves (or Rejects) it.
+    AwaitingApproval,
+    /// Approved: the next Claim acquires it.
+    Approved,
+}
+
+/// What a Claim would answer (a dry run's outcome).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// It would acquire the operation.
+    Acquired,
+    /// It would replay the stored result.
+    Completed,
+    /// It would replay the stored final error.
+    Failed,
+    /// Another holder is performing it.
+    InProgress,
+    /// The outcome is unknown and needs reconciliation.
+    NeedsReconciliation,
+    /// It waits for an approval.
+    AwaitingApproval,
+}
+
+/// What an approver decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decision {
+    /// The operation may be acquired.
+    Approved,
+    /// The operation failed for good (error code 403, message = the note).
+    Rejected,
+}
+
+/// The decision on an operation that awaited approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    /// Approved or rejected.
+    pub decision: Decision,
+    /// Who decided: the approver's token label ("dev" on a dev-mode server).
+    pub decided_by: String,
+    /// The approver's note.
+    pub note: String,
+    /// When the decision was made.
+    pub decided_at: Option<SystemTime>,
 }
 
 /// What a lost lease means for an operation; fixed by its first Claim.
@@ -146,6 +189,12 @@ pub struct Record {
     /// When the record disappears from the ledger; `None` while an at-most-once operation is
     /// unsettled (it is kept until it settles).
     pub expires_at: Option<SystemTime>,
+    /// Whether the operation waits for an approval before anyone acquires it.
+    pub require_approval: bool,
+    /// The most acquisitions allowed, reconciliations not counted (0: no cap).
+    pub max_attempts: u32,
+    /// The approval decision, once made.
+    pub approval: Option<Approval>,
 }
 
 /// The answer to a Claim: what the caller should do.
@@ -185,21 +234,52 @@ pub enum Claimed {
         /// The record (status `Unknown`).
         record: Record,
     },
+    /// The operation waits for an approval: do not perform it; Claim again once someone
+    /// Approved it (a Claim with `wait` is held until then).
+    AwaitingApproval {
+        /// The record (status `AwaitingApproval`).
+        record: Record,
+    },
+    /// The answer to a dry run ([`crate::Claim::dry_run`]): what the Claim would get now; nothing
+    /// was written and no lease was granted.
+    DryRun {
+        /// What the Claim would answer.
+        outcome: Outcome,
+        /// The record as stored; `None` when the key has none.
+        record: Option<Record>,
+    },
 }
 
 impl Claimed {
-    /// The record after the Claim.
-    pub fn record(&self) -> &Record {
+    /// The record after the Claim (for a dry run: as stored, `None` when absent).
+    pub fn record(&self) -> Option<&Record> {
         match self {
             Claimed::Acquired { record, .. }
             | Claimed::Completed { record, .. }
             | Claimed::Failed { record, .. }
             | Claimed::InProgress { record, .. }
-            | Claimed::NeedsReconciliation { record } => record,
+            | Claimed::NeedsReconciliation { record }
+            | Claimed::AwaitingApproval { record } => Some(record),
+            Claimed::DryRun { record, .. } => record.as_ref(),
         }
     }
 
-    pub(crate) fn from_wire(r: v1::ClaimResponse) -> Result<Self, Error> {
+    pub(crate) fn from_wire(r: v1::ClaimResponse, dry_run: bool) -> Result<Self, Error> {
+        if dry_run {
+            let outcome = match v1::ClaimOutcome::try_from(r.outcome).unwrap_or_default() {
+                v1::ClaimOutcome::Acquired => Outcome::Acquired,
+                v1::ClaimOutcome::Completed => Outcome::Completed,
+                v1::ClaimOutcome::Failed => Outcome::Failed,
+                v1::ClaimOutcome::InProgress => Outcome::InProgress,
+                v1::ClaimOutcome::NeedsReconciliation => Outcome::NeedsReconciliation,
+                v1::ClaimOutcome::AwaitingApproval => Outcome::AwaitingApproval,
+                v1::ClaimOutcome::Unspecified => {
+                    return Err(Error::Protocol("claim with an unknown outcome"))
+                }
+            };
+            let record = r.record.map(Record::from_wire).transpose()?;
+            return Ok(Claimed::DryRun { outcome, record });
+        }
         let record = Record::from_wire(r.record.ok_or(Error::Protocol("claim without record"))?)?;
         Ok(
             match v1::ClaimOutcome::try_from(r.outcome).unwrap_or_default() {
@@ -228,6 +308,7 @@ impl Claimed {
                     record,
                 },
                 v1::ClaimOutcome::NeedsReconciliation => Claimed::NeedsReconciliation { record },
+                v1::ClaimOutcome::AwaitingApproval => Claimed::AwaitingApproval { record },
                 v1::ClaimOutcome::Unspecified => {
                     return Err(Error::Protocol("claim with an unknown outcome"))
                 }
@@ -254,6 +335,8 @@ impl Record {
             v1::RecordStatus::Failed => RecordStatus::Failed,
             v1::RecordStatus::Retry => RecordStatus::Retry,
             v1::RecordStatus::Unknown => RecordStatus::Unknown,
+            v1::RecordStatus::AwaitingApproval => RecordStatus::AwaitingApproval,
+            v1::RecordStatus::Approved => RecordStatus::Approved,
             v1::RecordStatus::Unspecified => {
                 return Err(Error::Protocol("record with an unknown status"))
             }
@@ -288,8 +371,27 @@ impl Record {
             created_at: r.created_at.map(time_from_wire),
             updated_at: r.updated_at.map(time_from_wire),
             expires_at: r.expires_at.map(time_from_wire),
+            require_approval: r.require_approval,
+            max_attempts: r.max_attempts,
+            approval: r.approval.map(approval_from_wire).transpose()?,
         })
     }
+}
+
+fn approval_from_wire(a: v1::Approval) -> Result<Approval, Error> {
+    let decision = match v1::ApprovalDecision::try_from(a.decision).unwrap_or_default() {
+        v1::ApprovalDecision::Approved => Decision::Approved,
+        v1::ApprovalDecision::Rejected => Decision::Rejected,
+        v1::ApprovalDecision::Unspecified => {
+            return Err(Error::Protocol("approval with an unknown decision"))
+        }
+    };
+    Ok(Approval {
+        decision,
+        decided_by: a.decided_by,
+        note: a.note,
+        decided_at: a.decided_at.map(time_from_wire),
+    })
 }
 
 impl From<StoredResult> for v1::OperationResult {
@@ -351,7 +453,7 @@ mod tests {
             lease: None,
             retry_after: Some(duration_to_wire(Duration::from_millis(300))),
         };
-        match Claimed::from_wire(wire).unwrap() {
+        match Claimed::from_wire(wire, false).unwrap() {
             Claimed::InProgress {
                 retry_after,
                 record,
@@ -361,5 +463,27 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_dry_run_answer_may_come_without_a_record() {
+        let wire = v1::ClaimResponse {
+            outcome: v1::ClaimOutcome::AwaitingApproval as i32,
+            ..Default::default()
+        };
+        let dry = Claimed::from_wire(wire.clone(), true).unwrap();
+        assert_eq!(
+            dry,
+            Claimed::DryRun {
+                outcome: Outcome::AwaitingApproval,
+                record: None
+            }
+        );
+        assert_eq!(dry.record(), None);
+        // A real Claim without a record is a broken answer.
+        assert!(matches!(
+            Claimed::from_wire(wire, false),
+            Err(Error::Protocol(_))
+        ));
     }
 }

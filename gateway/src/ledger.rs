@@ -169,6 +169,13 @@ impl Ledger {
                 })
             }
             Claimed::InProgress { retry_after, .. } => Answer::InProgress(retry_after),
+            // A key some other client created awaiting approval: not to be forwarded until
+            // someone approves it, so answered like one in flight (409, Retry-After). The
+            // gateway sends no dry runs, so never gets their answer; were it to, it forwards
+            // nothing either.
+            Claimed::AwaitingApproval { .. } | Claimed::DryRun { .. } => {
+                Answer::InProgress(Duration::from_secs(1))
+            }
         }
     }
 

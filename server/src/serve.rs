@@ -39,7 +39,9 @@ pub async fn run(args: ServeConfig) -> anyhow::Result<()> {
         Some(path) => {
             Auth::from_file(path).map_err(|e| ConfigError(format!("--tokens-file: {e}")))?
         }
-        None => Auth::dev(),
+        // Dev mode: every scope on a loopback address; only `ledger` when opened to others.
+        None if args.listen.ip().is_loopback() => Auth::dev(),
+        None => Auth::dev_open(),
     };
     match args.store {
         StoreKind::Embedded => {

@@ -87,6 +87,9 @@ prop_compose! {
         parent in proptest::option::of((text(), text())),
         reconcile in any::<bool>(),
         wait in duration(),
+        require_approval in any::<bool>(),
+        dry_run in any::<bool>(),
+        max_attempts in any::<u32>(),
     ) -> v1::ClaimRequest {
         v1::ClaimRequest {
             namespace,
@@ -99,6 +102,9 @@ prop_compose! {
             parent: parent.map(|(namespace, key)| v1::OperationRef { namespace, key }),
             reconcile,
             wait,
+            require_approval,
+            dry_run,
+            max_attempts,
         }
     }
 }
@@ -134,6 +140,14 @@ proptest! {
         }
         let _ = v1::KeepAliveRequest::decode(bytes.as_slice());
         let _ = v1::LookupRequest::decode(bytes.as_slice());
+        if let Ok(req) = v1::ApproveRequest::decode(bytes.as_slice()) {
+            let _ = convert::record_id("t", &req.namespace, &req.key);
+            let _ = oncekey_server::api::operations::pinned_fingerprint(&req.fingerprint);
+            let _ = oncekey_server::api::operations::note(&req.note);
+        }
+        if let Ok(req) = v1::PurgeRequest::decode(bytes.as_slice()) {
+            let _ = convert::record_id("t", &req.namespace, &req.key);
+        }
     }
 
     #[test]

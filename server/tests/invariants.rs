@@ -153,6 +153,8 @@ impl World {
                     owner: owner(client),
                     parent: None,
                     reconcile,
+                    require_approval: false,
+                    max_attempts: 0,
                 };
                 match self.engine.claim(&id(tenant, key), &args, None).await {
                     Ok(reply) => {

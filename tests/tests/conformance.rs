@@ -213,3 +213,35 @@ fn thirty_two_concurrent_claims_from_three_languages_acquire_once() {
         "{outcomes:?}"
     );
 }
+
+/// A Claim of a key that awaits approval reaches every client: each reports the new outcome
+/// (AWAITING_APPROVAL) instead of crashing, and acquires nothing.
+#[tokio::test]
+#[ignore = "needs Python, Go and Node.js: scripts/test polyglot runs it"]
+async fn each_language_reports_an_operation_awaiting_approval() {
+    let server = Server::start(&[]);
+    let mut rust = server.client(TENANT).await;
+    let text = serde_json::to_string(&args()).unwrap();
+    let gated = oncekey_api::v1::ClaimRequest {
+        require_approval: true,
+        ..claim(NS, "gated", &text)
+    };
+    rust.claim(gated).await.unwrap();
+    for d in drivers::all() {
+        let replay = d.run(&["replay", &server.grpc, TENANT, NS, "gated"]);
+        assert_eq!(
+            replay["outcome"], "CLAIM_OUTCOME_AWAITING_APPROVAL",
+            "{}: {replay}",
+            d.lang
+        );
+    }
+    let record = rust
+        .lookup(lookup(NS, "gated"))
+        .await
+        .unwrap()
+        .into_inner()
+        .record
+        .unwrap();
+    assert_eq!(status(&record), RecordStatus::AwaitingApproval);
+    assert_eq!((record.fencing_token, record.dedup_hits), (0, 3));
+}

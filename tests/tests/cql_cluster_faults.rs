@@ -376,6 +376,8 @@ async fn a_write_answered_unavailable_after_it_applied_is_recognised() {
         owner: "unavailable-test".into(),
         parent: None,
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     };
     for (n, case) in ["insert", "replace"].into_iter().enumerate() {
         let id = RecordId::new("t", "unavailable.test", format!("k{n}"));

@@ -38,6 +38,12 @@ pub enum Call {
     Renew(v1::RenewRequest),
     /// `Ledger.Lookup`.
     Lookup(v1::LookupRequest),
+    /// `Ledger.Approve`.
+    Approve(v1::ApproveRequest),
+    /// `Ledger.Reject`.
+    Reject(v1::RejectRequest),
+    /// `Ledger.Purge`.
+    Purge(v1::PurgeRequest),
     /// `Ledger.ListRecords`.
     ListRecords(v1::ListRecordsRequest),
 }
@@ -68,6 +74,12 @@ pub enum Reply {
     Renew(v1::RenewResponse),
     /// `Ledger.Lookup`.
     Lookup(v1::LookupResponse),
+    /// `Ledger.Approve`.
+    Approve(v1::ApproveResponse),
+    /// `Ledger.Reject`.
+    Reject(v1::RejectResponse),
+    /// `Ledger.Purge`.
+    Purge(v1::PurgeResponse),
     /// `Ledger.ListRecords`.
     ListRecords(v1::ListRecordsResponse),
 }
@@ -139,6 +151,9 @@ impl tower::Service<Call> for LedgerService {
                 Call::Fail(r) => Reply::Fail(rpc.fail(r).await?.into_inner()),
                 Call::Renew(r) => Reply::Renew(rpc.renew(r).await?.into_inner()),
                 Call::Lookup(r) => Reply::Lookup(rpc.lookup(r).await?.into_inner()),
+                Call::Approve(r) => Reply::Approve(rpc.approve(r).await?.into_inner()),
+                Call::Reject(r) => Reply::Reject(rpc.reject(r).await?.into_inner()),
+                Call::Purge(r) => Reply::Purge(rpc.purge(r).await?.into_inner()),
                 Call::ListRecords(r) => Reply::ListRecords(rpc.list_records(r).await?.into_inner()),
             })
         })

@@ -91,6 +91,10 @@ export class OncekeyClient {
       retention: duration(options.retention),
       wait: duration(wait),
       parent: parent ? { namespace: parent.namespace, key: parent.key } : undefined,
+      // Approval gate, dry run and attempt cap: not offered by this client yet.
+      requireApproval: false,
+      dryRun: false,
+      maxAttempts: 0,
     };
     if (options.payloadJson !== undefined) request.payloadJson = options.payloadJson;
     else if (options.fingerprint !== undefined) request.fingerprint = Buffer.from(options.fingerprint);

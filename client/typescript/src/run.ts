@@ -124,6 +124,9 @@ export async function execute<T>(
         throw new OperationFailedError(record?.error ?? { code: 0, message: "", details: Buffer.alloc(0) });
       case "NEEDS_RECONCILIATION":
         throw new NeedsReconciliationError(`the outcome of this ${key.namespace} operation is unknown and needs reconciliation`, record);
+      case "AWAITING_APPROVAL":
+        // Full support (waiting for the decision) comes with the client's approval API.
+        throw new OncekeyError(`this ${key.namespace} operation awaits approval: run it again once approved`);
       case "IN_PROGRESS": {
         if (record && record.leaseOwner === owner && record.status === "PROCESSING") {
           // Our own earlier Claim acquired it, but its answer was lost: the lease is ours.

@@ -7,13 +7,27 @@ import * as v1 from "./gen/oncekey/v1/ledger";
 import type { Duration } from "./gen/google/protobuf/duration";
 
 /** Where an operation stands. */
-export type RecordStatus = "PROCESSING" | "SUCCEEDED" | "FAILED" | "RETRY" | "UNKNOWN" | "UNSPECIFIED";
+export type RecordStatus =
+  | "PROCESSING"
+  | "SUCCEEDED"
+  | "FAILED"
+  | "RETRY"
+  | "UNKNOWN"
+  | "AWAITING_APPROVAL"
+  | "APPROVED"
+  | "UNSPECIFIED";
 
 /** `AT_LEAST_ONCE` (default): a vanished holder's operation is taken over and run again. `AT_MOST_ONCE`: it needs reconciliation instead. */
 export type Semantics = "AT_LEAST_ONCE" | "AT_MOST_ONCE";
 
 /** What a Claim answered. */
-export type ClaimOutcome = "ACQUIRED" | "COMPLETED" | "FAILED" | "IN_PROGRESS" | "NEEDS_RECONCILIATION";
+export type ClaimOutcome =
+  | "ACQUIRED"
+  | "COMPLETED"
+  | "FAILED"
+  | "IN_PROGRESS"
+  | "NEEDS_RECONCILIATION"
+  | "AWAITING_APPROVAL";
 
 /** A (namespace, key) pair naming an operation. */
 export interface OperationRef {
@@ -84,6 +98,8 @@ const STATUS: { [k in v1.RecordStatus]?: RecordStatus } = {
   [v1.RecordStatus.RECORD_STATUS_FAILED]: "FAILED",
   [v1.RecordStatus.RECORD_STATUS_RETRY]: "RETRY",
   [v1.RecordStatus.RECORD_STATUS_UNKNOWN]: "UNKNOWN",
+  [v1.RecordStatus.RECORD_STATUS_AWAITING_APPROVAL]: "AWAITING_APPROVAL",
+  [v1.RecordStatus.RECORD_STATUS_APPROVED]: "APPROVED",
 };
 
 const OUTCOME: { [k in v1.ClaimOutcome]?: ClaimOutcome } = {
@@ -92,6 +108,7 @@ const OUTCOME: { [k in v1.ClaimOutcome]?: ClaimOutcome } = {
   [v1.ClaimOutcome.CLAIM_OUTCOME_FAILED]: "FAILED",
   [v1.ClaimOutcome.CLAIM_OUTCOME_IN_PROGRESS]: "IN_PROGRESS",
   [v1.ClaimOutcome.CLAIM_OUTCOME_NEEDS_RECONCILIATION]: "NEEDS_RECONCILIATION",
+  [v1.ClaimOutcome.CLAIM_OUTCOME_AWAITING_APPROVAL]: "AWAITING_APPROVAL",
 };
 
 /** The wire enum of a semantics. */

@@ -1,9 +1,13 @@
 //! Who is calling: bearer tokens mapped to tenants (CONTRACT §1, §8), or, with no tokens file
-//! (local/dev mode), the `x-oncekey-tenant` header, default `default`.
+//! (local/dev mode), the `x-oncekey-tenant` header, default `default`; and what the caller may do
+//! (its `Principal`: scopes, and the label a decision is recorded under).
 //!
-//! The tokens file holds `tenant:sha256-hex-of-token` lines, never tokens. A presented token is
-//! hashed and compared with every entry in constant time. Reloaded on SIGHUP and when the file
-//! changes (`crate::reload`); a bad file keeps the previous table. Never logs a token or its hash.
+//! The tokens file holds `tenant:[label:]sha256-hex-of-token[:scope,scope]` lines, never tokens:
+//! the 64-hex field is the hash, a field before it the label, after it the scopes (`ledger`,
+//! `approve`, `admin`; none means `ledger`). A presented token is hashed and compared with every
+//! entry in constant time. Reloaded on SIGHUP and when the file changes (`crate::reload`); a bad
+//! file keeps the previous table. Dev mode has every scope on a loopback address, and only
+//! `ledger` when `--allow-unauthenticated` opens it to others. Never logs a token or its hash.
 
 use super::error::ApiError;
 use oncekey_api::TENANT_HEADER;
@@ -18,6 +22,79 @@ use tonic::metadata::MetadataMap;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenant(pub String);
 
+/// What a token may do: each RPC needs one of the scopes `super::scopes` lists for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Claim, Complete, Fail, Renew, KeepAlive, Lookup, ListRecords.
+    Ledger,
+    /// Approve, Reject, plus Lookup and ListRecords.
+    Approve,
+    /// Purge, plus Lookup and ListRecords.
+    Admin,
+}
+
+impl Scope {
+    /// Every scope.
+    pub const ALL: [Scope; 3] = [Scope::Ledger, Scope::Approve, Scope::Admin];
+
+    /// The scope as the tokens file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Ledger => "ledger",
+            Scope::Approve => "approve",
+            Scope::Admin => "admin",
+        }
+    }
+
+    /// The scope the tokens file spells `name`.
+    pub fn parse(name: &str) -> Option<Scope> {
+        Scope::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// A set of scopes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Scopes(u8);
+
+impl Scopes {
+    /// `ledger` only: a tokens-file line without scopes, or dev mode open to other hosts.
+    pub const LEDGER: Scopes = Scopes(1);
+
+    /// Every scope: dev mode on a loopback address.
+    pub fn all() -> Self {
+        Scope::ALL.into_iter().collect()
+    }
+
+    /// Whether `scope` is in the set.
+    pub fn contains(self, scope: Scope) -> bool {
+        self.0 & scope.bit() != 0
+    }
+}
+
+impl FromIterator<Scope> for Scopes {
+    fn from_iter<I: IntoIterator<Item = Scope>>(iter: I) -> Self {
+        Scopes(iter.into_iter().fold(0, |bits, s| bits | s.bit()))
+    }
+}
+
+/// Who an authenticated request comes from, beyond its tenant (a request extension set by the
+/// interceptor, next to `Tenant`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Recorded as `decided_by` of an approval: the token line's label (its tenant when the line
+    /// has none), `dev` in dev mode.
+    pub label: String,
+    /// What the caller may do.
+    pub scopes: Scopes,
+}
+
+/// The `decided_by` of a dev-mode caller.
+pub const DEV_LABEL: &str = "dev";
+
 /// Why a tokens file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum TokensFileError {
@@ -29,7 +106,7 @@ pub enum TokensFileError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// A line is not `tenant:sha256-hex`.
+    /// A line is not `tenant:[label:]sha256-hex[:scope,scope]`.
     #[error("tokens file {path} line {line}: {problem}")]
     Line {
         /// The file.
@@ -78,20 +155,72 @@ struct Entry {
     tenant: String,
     /// The SHA-256 of the token.
     hash: [u8; 32],
+    /// The label and scopes of the token.
+    principal: Principal,
 }
 
-/// Parses one non-empty, non-comment line: `tenant:sha256-hex`.
+/// Valid labels: like tenants, plus `@` (an e-mail address names a person well).
+pub fn valid_label(label: &str) -> bool {
+    let b = label.as_bytes();
+    !b.is_empty()
+        && b.len() <= 128
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-' | b'@'))
+}
+
+/// The hash of a 64-hex field.
+fn hash_field(field: &str) -> Option<[u8; 32]> {
+    let mut digest = [0u8; 32];
+    (field.len() == 64 && hex::decode_to_slice(field, &mut digest).is_ok()).then_some(digest)
+}
+
+/// Parses one non-empty, non-comment line: `tenant:[label:]sha256-hex[:scope,scope]`.
 fn parse_line(line: &str) -> Result<Entry, &'static str> {
-    let (tenant, hash) = line.split_once(':').ok_or("expected tenant:sha256-hex")?;
-    let (tenant, hash) = (tenant.trim(), hash.trim());
+    const SHAPE: &str = "expected tenant:[label:]sha256-hex[:scope,scope]";
+    let fields: Vec<&str> = line.split(':').map(str::trim).collect();
+    let tenant = fields[0];
+    if fields.len() < 2 {
+        return Err(SHAPE);
+    }
     if !valid_tenant(tenant) {
         return Err("tenant must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$");
     }
-    let mut digest = [0u8; 32];
-    hex::decode_to_slice(hash, &mut digest).map_err(|_| "hash must be 64 hex digits")?;
+    // The hash is the second field, or the third after a label.
+    let (label, hash, rest) = match hash_field(fields[1]) {
+        Some(hash) => (None, hash, &fields[2..]),
+        None if fields.len() >= 3 => {
+            let hash = hash_field(fields[2]).ok_or("hash must be 64 hex digits")?;
+            (Some(fields[1]), hash, &fields[3..])
+        }
+        None => return Err("hash must be 64 hex digits"),
+    };
+    if let Some(label) = label {
+        if !valid_label(label) {
+            return Err("label must match ^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$");
+        }
+    }
+    let scopes = match rest {
+        [] => Scopes::LEDGER,
+        [list] => {
+            let mut scopes = Vec::new();
+            for name in list.split(',').map(str::trim) {
+                scopes
+                    .push(Scope::parse(name).ok_or(
+                        "scopes must be a comma-separated list of ledger, approve, admin",
+                    )?);
+            }
+            scopes.into_iter().collect()
+        }
+        _ => return Err(SHAPE),
+    };
     Ok(Entry {
         tenant: tenant.to_owned(),
-        hash: digest,
+        hash,
+        principal: Principal {
+            label: label.unwrap_or(tenant).to_owned(),
+            scopes,
+        },
     })
 }
 
@@ -130,7 +259,8 @@ fn parse(path: &Path, text: &str) -> Result<TokenTable, TokensFileError> {
 type TokenTable = Vec<Entry>;
 
 enum Mode {
-    Dev,
+    /// No tokens: every caller has these scopes.
+    Dev(Scopes),
     Tokens {
         path: PathBuf,
         table: RwLock<Arc<TokenTable>>,
@@ -143,9 +273,20 @@ pub struct Auth {
 }
 
 impl Auth {
-    /// Local/dev mode: the tenant comes from the `x-oncekey-tenant` header.
+    /// Local/dev mode on a loopback address: the tenant comes from the `x-oncekey-tenant`
+    /// header, and every caller has every scope.
     pub fn dev() -> Self {
-        Self { mode: Mode::Dev }
+        Self {
+            mode: Mode::Dev(Scopes::all()),
+        }
+    }
+
+    /// Dev mode opened to other hosts (`--allow-unauthenticated` on a non-loopback address):
+    /// anyone may use the ledger, nobody may approve or purge.
+    pub fn dev_open() -> Self {
+        Self {
+            mode: Mode::Dev(Scopes::LEDGER),
+        }
     }
 
     /// Token mode, reading `path` now.
@@ -175,7 +316,7 @@ impl Auth {
     /// Re-reads the tokens file; on error the previous table stays. Returns the number of entries.
     pub fn reload(&self) -> Result<usize, TokensFileError> {
         match &self.mode {
-            Mode::Dev => Ok(0),
+            Mode::Dev(_) => Ok(0),
             Mode::Tokens { path, table } => {
                 let entries = Self::read(path)?;
                 let n = entries.len();
@@ -187,11 +328,20 @@ impl Auth {
 
     /// The tenant of a request with these headers.
     pub fn authenticate(&self, metadata: &MetadataMap) -> Result<Tenant, ApiError> {
+        self.authenticate_principal(metadata)
+            .map(|(tenant, _)| tenant)
+    }
+
+    /// The tenant and the principal of a request with these headers.
+    pub fn authenticate_principal(
+        &self,
+        metadata: &MetadataMap,
+    ) -> Result<(Tenant, Principal), ApiError> {
         let header = metadata
             .get(TENANT_HEADER)
             .map(|v| v.to_str().unwrap_or("\u{0}"));
         match &self.mode {
-            Mode::Dev => {
+            Mode::Dev(scopes) => {
                 let tenant = header.unwrap_or("default");
                 if !valid_tenant(tenant) {
                     return Err(ApiError::invalid(
@@ -199,7 +349,11 @@ impl Auth {
                         "must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
                     ));
                 }
-                Ok(Tenant(tenant.to_owned()))
+                let principal = Principal {
+                    label: DEV_LABEL.to_owned(),
+                    scopes: *scopes,
+                };
+                Ok((Tenant(tenant.to_owned()), principal))
             }
             Mode::Tokens { table, .. } => {
                 let token = metadata
@@ -208,14 +362,14 @@ impl Auth {
                     .and_then(bearer_token)
                     .ok_or(ApiError::Unauthenticated("missing bearer token"))?;
                 let table = table.read().unwrap_or_else(|e| e.into_inner()).clone();
-                let tenant = lookup(&table, &token_hash(token))
+                let entry = lookup(&table, &token_hash(token))
                     .ok_or(ApiError::Unauthenticated("unknown bearer token"))?;
-                if header.is_some_and(|h| h != tenant) {
+                if header.is_some_and(|h| h != entry.tenant) {
                     return Err(ApiError::PermissionDenied(
                         "the token does not belong to the tenant in x-oncekey-tenant",
                     ));
                 }
-                Ok(Tenant(tenant.to_owned()))
+                Ok((Tenant(entry.tenant.clone()), entry.principal.clone()))
             }
         }
     }
@@ -229,163 +383,17 @@ fn bearer_token(value: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// The tenant whose hash equals `hash`: every entry is compared, in constant time, whatever
+/// The entry whose hash equals `hash`: every entry is compared, in constant time, whatever
 /// matches (a file never holds a hash twice).
-fn lookup<'t>(table: &'t [Entry], hash: &[u8; 32]) -> Option<&'t str> {
+fn lookup<'t>(table: &'t [Entry], hash: &[u8; 32]) -> Option<&'t Entry> {
     let mut found = None;
     for entry in table {
         if bool::from(entry.hash.ct_eq(hash)) {
-            found = Some(entry.tenant.as_str());
+            found = Some(entry);
         }
     }
     found
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tonic::metadata::MetadataValue;
-
-    fn file(text: &str) -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tokens");
-        std::fs::write(&path, text).unwrap();
-        (dir, path)
-    }
-
-    fn with(headers: &[(&'static str, &str)]) -> MetadataMap {
-        let mut m = MetadataMap::new();
-        for (k, v) in headers {
-            m.insert(*k, MetadataValue::try_from(*v).unwrap());
-        }
-        m
-    }
-
-    #[test]
-    fn tokens_map_to_tenants() {
-        let text = format!(
-            "# comment\n\nacme:{}\nglobex:{}\n",
-            hex::encode(token_hash("t-a")),
-            hex::encode(token_hash("t-b"))
-        );
-        let (_dir, path) = file(&text);
-        let auth = Auth::from_file(&path).unwrap();
-        assert_eq!(
-            auth.authenticate(&with(&[("authorization", "Bearer t-a")]))
-                .unwrap()
-                .0,
-            "acme"
-        );
-        assert_eq!(
-            auth.authenticate(&with(&[("authorization", "Bearer t-b")]))
-                .unwrap()
-                .0,
-            "globex"
-        );
-        assert!(matches!(
-            auth.authenticate(&with(&[("authorization", "Bearer nope")])),
-            Err(ApiError::Unauthenticated(_))
-        ));
-        assert!(matches!(
-            auth.authenticate(&with(&[])),
-            Err(ApiError::Unauthenticated(_))
-        ));
-        let other = with(&[("authorization", "Bearer t-a"), (TENANT_HEADER, "globex")]);
-        assert!(matches!(
-            auth.authenticate(&other),
-            Err(ApiError::PermissionDenied(_))
-        ));
-    }
-
-    #[test]
-    fn bad_files_name_the_line_and_reload_keeps_the_old_table() {
-        let (_dir, path) = file("acme:zz\n");
-        let err = Auth::from_file(&path).err().unwrap().to_string();
-        assert!(err.contains("line 1"), "{err}");
-        std::fs::write(&path, format!("acme:{}\n", hex::encode(token_hash("x")))).unwrap();
-        let auth = Auth::from_file(&path).unwrap();
-        std::fs::write(&path, "garbage\n").unwrap();
-        assert!(auth.reload().is_err());
-        assert_eq!(
-            auth.authenticate(&with(&[("authorization", "Bearer x")]))
-                .unwrap()
-                .0,
-            "acme"
-        );
-    }
-
-    #[test]
-    fn one_token_hash_on_two_lines_refuses_the_file_naming_both_lines() {
-        let hash = hex::encode(token_hash("shared"));
-        let text = format!(
-            "# two tenants, one token\nacme:{hash}\nglobex:{}\n\nglobex:{hash}\n",
-            hex::encode(token_hash("other"))
-        );
-        let (_dir, path) = file(&text);
-        let err = Auth::from_file(&path).err().expect("refused").to_string();
-        assert!(err.contains("lines 2 and 5"), "{err}");
-        assert!(!err.contains(&hash), "the message shows the hash: {err}");
-        assert!(!err.contains('\n'), "one line: {err}");
-        // The same hash twice under one tenant is refused too: with per-line labels and scopes
-        // the two lines could disagree.
-        let (_dir, path) = file(&format!("acme:{hash}\nacme:{hash}\n"));
-        assert!(matches!(
-            Auth::from_file(&path),
-            Err(TokensFileError::DuplicateHash {
-                first: 1,
-                second: 2,
-                ..
-            })
-        ));
-        // A reload that finds a duplicate keeps the previous tokens.
-        let (_dir, path) = file(&format!("acme:{hash}\n"));
-        let auth = Auth::from_file(&path).unwrap();
-        std::fs::write(&path, format!("acme:{hash}\nglobex:{hash}\n")).unwrap();
-        assert!(matches!(
-            auth.reload(),
-            Err(TokensFileError::DuplicateHash { .. })
-        ));
-        let tenant = auth.authenticate(&with(&[("authorization", "Bearer shared")]));
-        assert_eq!(tenant.unwrap().0, "acme");
-    }
-
-    #[test]
-    fn the_bearer_scheme_is_case_insensitive() {
-        let (_dir, path) = file(&format!("acme:{}\n", hex::encode(token_hash("t-a"))));
-        let auth = Auth::from_file(&path).unwrap();
-        for value in [
-            "Bearer t-a",
-            "bearer t-a",
-            "BEARER t-a",
-            "bEaReR t-a",
-            "Bearer   t-a ",
-        ] {
-            let tenant = auth.authenticate(&with(&[("authorization", value)]));
-            assert_eq!(tenant.unwrap().0, "acme", "{value:?}");
-        }
-        for value in ["Basic t-a", "Bearert-a", "Bearer", "Bearer  ", "t-a"] {
-            assert!(
-                matches!(
-                    auth.authenticate(&with(&[("authorization", value)])),
-                    Err(ApiError::Unauthenticated(_))
-                ),
-                "{value:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn dev_mode_reads_the_tenant_header() {
-        let auth = Auth::dev();
-        assert_eq!(auth.authenticate(&with(&[])).unwrap().0, "default");
-        assert_eq!(
-            auth.authenticate(&with(&[(TENANT_HEADER, "team-a")]))
-                .unwrap()
-                .0,
-            "team-a"
-        );
-        assert!(auth
-            .authenticate(&with(&[(TENANT_HEADER, "bad tenant")]))
-            .is_err());
-    }
-}
+mod tests;

@@ -5,7 +5,7 @@
 use super::error::ApiError;
 use super::limits::*;
 use crate::ledger::{
-    ClaimArgs, ClaimOutcome, Disposition, EventKind, Lease, Millis, OpError, OpResult,
+    ClaimArgs, ClaimOutcome, Decision, Disposition, EventKind, Lease, Millis, OpError, OpResult,
 };
 use crate::ledger::{ParentRef, Record, RecordId, Semantics, Status};
 use oncekey_api::fingerprint;
@@ -188,6 +188,8 @@ pub fn claim_args(
         owner: req.owner.clone(),
         parent,
         reconcile: req.reconcile,
+        require_approval: req.require_approval,
+        max_attempts: req.max_attempts,
     };
     Ok((args, wait))
 }
@@ -319,6 +321,7 @@ pub fn outcome(outcome: ClaimOutcome) -> v1::ClaimOutcome {
         ClaimOutcome::Failed => v1::ClaimOutcome::Failed,
         ClaimOutcome::InProgress => v1::ClaimOutcome::InProgress,
         ClaimOutcome::NeedsReconciliation => v1::ClaimOutcome::NeedsReconciliation,
+        ClaimOutcome::AwaitingApproval => v1::ClaimOutcome::AwaitingApproval,
     }
 }
 
@@ -335,11 +338,14 @@ pub fn history(record: &Record) -> Vec<v1::RecordEvent> {
                 EventKind::Complete => v1::EventKind::Complete,
                 EventKind::Fail => v1::EventKind::Fail,
                 EventKind::Renew => v1::EventKind::Renew,
+                EventKind::Approve => v1::EventKind::Approve,
+                EventKind::Reject => v1::EventKind::Reject,
             } as i32,
             outcome: e.outcome.clone(),
             attempt: e.attempt,
             fencing_token: e.fencing_token,
             owner: e.owner.clone(),
+            reason: e.reason.clone(),
         })
         .collect()
 }
@@ -352,8 +358,10 @@ pub fn wire_status(status: Status) -> v1::RecordStatus {
         Status::Failed => v1::RecordStatus::Failed,
         Status::Retry => v1::RecordStatus::Retry,
         Status::Unknown => v1::RecordStatus::Unknown,
+        Status::AwaitingApproval => v1::RecordStatus::AwaitingApproval,
+        Status::Approved => v1::RecordStatus::Approved,
         // Never shown: the engine answers NOT_FOUND or no record for a tombstone.
-        Status::Abandoned => v1::RecordStatus::Unspecified,
+        Status::Abandoned | Status::Purged => v1::RecordStatus::Unspecified,
     }
 }
 
@@ -393,6 +401,17 @@ pub fn record(r: Record, now: Millis) -> v1::Record {
         created_at: Some(timestamp(r.created_at)),
         updated_at: Some(timestamp(r.updated_at)),
         expires_at: r.expires_at.map(timestamp),
+        require_approval: r.require_approval,
+        max_attempts: r.max_attempts,
+        approval: r.approval.map(|a| v1::Approval {
+            decision: match a.decision {
+                Decision::Approved => v1::ApprovalDecision::Approved,
+                Decision::Rejected => v1::ApprovalDecision::Rejected,
+            } as i32,
+            decided_by: a.decided_by,
+            note: a.note,
+            decided_at: Some(timestamp(a.decided_at)),
+        }),
     }
 }
 

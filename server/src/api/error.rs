@@ -39,6 +39,14 @@ pub enum ApiError {
     /// Valid credentials that do not allow the request.
     #[error("{0}")]
     PermissionDenied(&'static str),
+    /// Valid credentials whose token lacks the scope the RPC needs.
+    #[error("{rpc} needs a token with the {scope} scope")]
+    MissingScope {
+        /// The scope the token lacks: `ledger`, `approve` or `admin`.
+        scope: &'static str,
+        /// The RPC, e.g. `Approve`.
+        rpc: String,
+    },
     /// The engine refused or failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -115,6 +123,12 @@ impl From<ApiError> for Status {
             ApiError::PermissionDenied(_) => {
                 status(Code::PermissionDenied, "PERMISSION_DENIED", message, None)
             }
+            ApiError::MissingScope { scope, .. } => {
+                let metadata = HashMap::from([("scope".to_string(), scope.to_string())]);
+                let details =
+                    ErrorDetails::with_error_info("MISSING_SCOPE", ERROR_DOMAIN, metadata);
+                Status::with_error_details(Code::PermissionDenied, message, details)
+            }
             ApiError::Engine(engine) => engine_status(engine, message),
             ApiError::KeepAliveReplaced => {
                 status(Code::Aborted, "KEEPALIVE_REPLACED", message, None)
@@ -159,7 +173,21 @@ fn engine_status(e: &EngineError, message: String) -> Status {
         EngineError::Ledger(LedgerError::AlreadySettled) => {
             status(Code::FailedPrecondition, "ALREADY_SETTLED", message, None)
         }
-        EngineError::NotFound => status(Code::NotFound, "NOT_FOUND", message, None),
+        EngineError::Ledger(LedgerError::NotAwaitingApproval) => status(
+            Code::FailedPrecondition,
+            "NOT_AWAITING_APPROVAL",
+            message,
+            None,
+        ),
+        EngineError::Ledger(LedgerError::UnsettledAtMostOnce) => status(
+            Code::FailedPrecondition,
+            "UNSETTLED_AT_MOST_ONCE",
+            message,
+            None,
+        ),
+        EngineError::NotFound | EngineError::Ledger(LedgerError::NotFound) => {
+            status(Code::NotFound, "NOT_FOUND", message, None)
+        }
         EngineError::Contention => {
             tracing::warn!("conditional writes kept conflicting on one record");
             status(Code::Unavailable, "STORE_UNAVAILABLE", message, None)

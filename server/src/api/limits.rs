@@ -18,6 +18,8 @@ pub const MAX_NAMESPACE_BYTES: usize = 128;
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 16 * 1024;
 /// Longest `result.content_type`, in bytes.
 pub const MAX_CONTENT_TYPE_BYTES: usize = 256;
+/// Longest note of an Approve or Reject, in bytes.
+pub const MAX_NOTE_BYTES: usize = 1024;
 
 /// What requests may ask for, and what they get when they do not say.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -84,6 +84,8 @@ fn status(value: i32) -> Result<Status, ApiError> {
         Ok(v1::RecordStatus::Failed) => Ok(Status::Failed),
         Ok(v1::RecordStatus::Retry) => Ok(Status::Retry),
         Ok(v1::RecordStatus::Unknown) => Ok(Status::Unknown),
+        Ok(v1::RecordStatus::AwaitingApproval) => Ok(Status::AwaitingApproval),
+        Ok(v1::RecordStatus::Approved) => Ok(Status::Approved),
         Ok(v1::RecordStatus::Unspecified) | Err(_) => Err(ApiError::invalid(
             "statuses",
             format!("{value} is not a record status"),
@@ -207,6 +209,8 @@ mod tests {
             owner: "o".into(),
             parent: None,
             reconcile: false,
+            require_approval: false,
+            max_attempts: 0,
         };
         let mut record = crate::ledger::claim(&id, None, &args, 0)
             .unwrap()

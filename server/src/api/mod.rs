@@ -1,7 +1,8 @@
 //! The gRPC face of the ledger: `oncekey.v1.Ledger` over the engine. Each RPC runs in a span
 //! (tenant, namespace, hashed key, outcome, gRPC code; continuing the caller's W3C trace),
-//! validates its request (`convert`), runs one engine call for the caller's tenant, and maps errors
-//! once (`error`).
+//! validates its request (`convert`, `operations`), runs one engine call for the caller's tenant,
+//! and maps errors once (`error`). Before it runs, the caller is authenticated (`auth`), its
+//! token's scopes checked (`scopes`) and the request admitted (`admission`).
 
 pub mod admission;
 pub mod auth;
@@ -10,13 +11,15 @@ pub mod error;
 mod keepalive;
 pub mod limits;
 pub mod listing;
+pub mod operations;
 pub mod page_token;
+pub mod scopes;
 
 use crate::engine::Engine;
 use crate::ledger::Millis;
 use crate::store::Store;
 use crate::telemetry::{key_hash, metrics::code_name, otel};
-use auth::{Auth, Tenant};
+use auth::{Auth, Principal, Tenant};
 use error::ApiError;
 use limits::Limits;
 use oncekey_api::v1;
@@ -53,13 +56,13 @@ impl<S: Store> LedgerService<S> {
         self
     }
 
-    /// The tonic server for this service, behind admission, behind the authenticating
-    /// interceptor (admission needs the tenant).
+    /// The tonic server for this service, behind admission, behind the scope check, behind
+    /// the authenticating interceptor (both need the caller).
     pub fn into_server(
         self,
         auth: Arc<Auth>,
     ) -> tonic::service::interceptor::InterceptedService<
-        admission::AdmissionService<v1::ledger_server::LedgerServer<Self>>,
+        scopes::ScopeService<admission::AdmissionService<v1::ledger_server::LedgerServer<Self>>>,
         impl tonic::service::Interceptor + Clone,
     > {
         let max = self.limits.max_message_bytes();
@@ -68,9 +71,13 @@ impl<S: Store> LedgerService<S> {
             .max_decoding_message_size(max)
             .max_encoding_message_size(max);
         let server = tower::Layer::layer(&admission, server);
+        let server = tower::Layer::layer(&scopes::ScopeLayer, server);
         tonic::service::interceptor::InterceptedService::new(server, move |mut req: Request<()>| {
-            let tenant = auth.authenticate(req.metadata()).map_err(Status::from)?;
+            let (tenant, principal) = auth
+                .authenticate_principal(req.metadata())
+                .map_err(Status::from)?;
             req.extensions_mut().insert(tenant);
+            req.extensions_mut().insert(principal);
             Ok(req)
         })
     }
@@ -81,6 +88,13 @@ fn take_tenant(extensions: &mut tonic::Extensions) -> Result<String, ApiError> {
     extensions
         .remove::<Tenant>()
         .map(|t| t.0)
+        .ok_or(ApiError::Unauthenticated("no credentials"))
+}
+
+/// The principal the interceptor put in `extensions`, taken out of them.
+fn take_principal(extensions: &mut tonic::Extensions) -> Result<Principal, ApiError> {
+    extensions
+        .remove::<Principal>()
         .ok_or(ApiError::Unauthenticated("no credentials"))
 }
 
@@ -172,6 +186,9 @@ impl<S: Store> LedgerService<S> {
         tenant: &str,
         req: &mut v1::ClaimRequest,
     ) -> Result<v1::ClaimResponse, ApiError> {
+        if req.dry_run {
+            return self.dry_run(tenant, req).await;
+        }
         let id = convert::record_id(tenant, &req.namespace, &req.key)?;
         let (args, wait) = convert::claim_args(req, &self.limits)?;
         let reply = self.engine.claim(&id, &args, wait).await?;
@@ -275,6 +292,30 @@ macro_rules! traced {
         };
         finish(&span, context, result)
     }};
+    // The same, for a handler that also needs the caller's principal (who decides).
+    ($self:ident, $req:ident, $name:literal, $handler:ident, principal) => {{
+        let span = rpc_span($name, &$req, &$req.get_ref().namespace, &$req.get_ref().key);
+        let (_, mut extensions, mut message) = $req.into_parts();
+        let caller = take_tenant(&mut extensions)
+            .and_then(|tenant| Ok((tenant, take_principal(&mut extensions)?)));
+        let (tenant, result) = match caller {
+            Ok((tenant, principal)) => {
+                let result = $self
+                    .$handler(&tenant, &principal, &mut message)
+                    .instrument(span.clone())
+                    .await;
+                (tenant, result)
+            }
+            Err(e) => (String::new(), Err(e)),
+        };
+        let context = LogContext {
+            name: $name,
+            tenant: &tenant,
+            namespace: &message.namespace,
+            key: &message.key,
+        };
+        finish(&span, context, result)
+    }};
 }
 
 #[tonic::async_trait]
@@ -337,6 +378,33 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
         req: Request<v1::LookupRequest>,
     ) -> Result<Response<v1::LookupResponse>, Status> {
         traced!(self, req, "oncekey.v1.Ledger/Lookup", lookup_rpc)
+    }
+
+    async fn approve(
+        &self,
+        req: Request<v1::ApproveRequest>,
+    ) -> Result<Response<v1::ApproveResponse>, Status> {
+        traced!(
+            self,
+            req,
+            "oncekey.v1.Ledger/Approve",
+            approve_rpc,
+            principal
+        )
+    }
+
+    async fn reject(
+        &self,
+        req: Request<v1::RejectRequest>,
+    ) -> Result<Response<v1::RejectResponse>, Status> {
+        traced!(self, req, "oncekey.v1.Ledger/Reject", reject_rpc, principal)
+    }
+
+    async fn purge(
+        &self,
+        req: Request<v1::PurgeRequest>,
+    ) -> Result<Response<v1::PurgeResponse>, Status> {
+        traced!(self, req, "oncekey.v1.Ledger/Purge", purge_rpc)
     }
 
     async fn list_records(

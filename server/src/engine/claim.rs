@@ -1,6 +1,7 @@
 //! Claim: one decision (acquire, replay, in progress, reconcile), or — for a Claim that may
-//! `wait` — a loop of decisions that writes nothing while the answer would be IN_PROGRESS, so
-//! that only the final answer counts a dedup hit and leaves a receipt.
+//! `wait` — a loop of decisions that writes nothing while the answer would be IN_PROGRESS (or
+//! AWAITING_APPROVAL), so that only the final answer counts a dedup hit and leaves a receipt. A
+//! dry run decides once on the stored record and writes nothing at all.
 
 use super::rounds::{nothing, Basis, Ran};
 use super::{millis, Engine, EngineError};
@@ -14,6 +15,9 @@ const MAX_RETRY_HINT: Millis = 1_000;
 /// Polling bounds for waiters on a store shared with other processes.
 const POLL_MIN: Millis = 50;
 const POLL_MAX: Millis = 1_000;
+/// How long a held Claim of a record without a lease (awaiting approval) sleeps at most: the
+/// longest `wait` the API accepts, so that it wakes no later than its deadline.
+const NO_LEASE_NAP: Millis = 60_000;
 
 /// The answer to a Claim.
 #[derive(Debug, Clone)]
@@ -33,8 +37,19 @@ pub struct ClaimReply {
 enum Round {
     /// The Claim is answered.
     Answered(Answer),
-    /// IN_PROGRESS with wait left: nothing written, look again later.
+    /// IN_PROGRESS (or AWAITING_APPROVAL) with wait left: nothing written, look again later.
     Held { lease_end: Option<Millis> },
+}
+
+/// The answer to a dry run: what a Claim would get now, and the record as stored.
+#[derive(Debug, Clone)]
+pub struct DryRunReply {
+    /// What the Claim would answer.
+    pub outcome: ClaimOutcome,
+    /// The record as stored (history left out); `None` when absent, expired or a tombstone.
+    pub record: Option<Record>,
+    /// When the Claim would be IN_PROGRESS: how long to wait before claiming.
+    pub retry_after: Option<Millis>,
 }
 
 /// How a Claim is answered.
@@ -153,12 +168,39 @@ impl<S: Store> Engine<S> {
         }
     }
 
-    /// How long a held Claim sleeps before it looks again (a settle in this process wakes it
-    /// earlier): until the holder's lease runs out, and on a store other processes share at most
-    /// `poll`, which doubles up to `POLL_MAX` from one look to the next.
+    /// What `claim` would answer now, deciding on the stored record without writing anything:
+    /// no record, lease, dedup hit or receipt. KEY_REUSED like the Claim itself.
+    pub async fn dry_run(
+        &self,
+        id: &RecordId,
+        args: &ClaimArgs,
+    ) -> Result<DryRunReply, EngineError> {
+        let basis = self.core.read_brief(id).await?;
+        let now = self.core.clock.now();
+        let stored = basis.into_record();
+        let outcome = ledger::claim(id, stored.as_ref(), args, now)?.outcome;
+        let mut record = stored.filter(|r| !r.status.is_tombstone());
+        if let Some(record) = record.as_mut() {
+            self.core.hits.merge_counts_into(record).await;
+        }
+        let retry_after = match (&record, outcome) {
+            (Some(record), ClaimOutcome::InProgress) => Some(retry_hint(record, now)),
+            _ => None,
+        };
+        Ok(DryRunReply {
+            outcome,
+            record,
+            retry_after,
+        })
+    }
+
+    /// How long a held Claim sleeps before it looks again (a settle or decision in this process
+    /// wakes it earlier): until the holder's lease runs out (a record awaiting approval has none:
+    /// until the wait runs out), and on a store other processes share at most `poll`, which
+    /// doubles up to `POLL_MAX` from one look to the next.
     fn nap(&self, lease_end: Option<Millis>, poll: &mut Millis) -> Duration {
         let now = self.core.clock.now();
-        let mut nap = lease_end.map_or(1, |end| end - now).max(1);
+        let mut nap = lease_end.map_or(NO_LEASE_NAP, |end| end - now).max(1);
         if !self.core.capabilities.single_process {
             nap = nap.min(*poll);
             *poll = (*poll * 2).min(POLL_MAX);
@@ -168,7 +210,8 @@ impl<S: Store> Engine<S> {
 }
 
 /// One round of a Claim: the ledger's decision on `current`, held when it would answer
-/// IN_PROGRESS and `hold` says wait is left, parked when it is a dedup hit.
+/// IN_PROGRESS (or AWAITING_APPROVAL) and `hold` says wait is left, parked when it is a dedup
+/// hit.
 fn decide(
     id: &RecordId,
     current: Option<&Record>,
@@ -178,8 +221,13 @@ fn decide(
 ) -> Result<(Transition, Round), ledger::LedgerError> {
     let decision = ledger::claim(id, current, args, now)?;
     let outcome = decision.outcome;
-    if hold && outcome == ClaimOutcome::InProgress {
-        // Nothing is written until the answer is final.
+    let pending = matches!(
+        outcome,
+        ClaimOutcome::InProgress | ClaimOutcome::AwaitingApproval
+    );
+    if hold && pending {
+        // Nothing is written until the answer is final. (A record that awaits approval has no
+        // lease: it is looked at again when decided, or when the wait runs out.)
         let lease_end = decision.record().lease_expires_at;
         return Ok((nothing(), Round::Held { lease_end }));
     }

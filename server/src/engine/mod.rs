@@ -11,15 +11,17 @@ mod claim;
 mod clock;
 mod hits;
 mod list;
+mod operate;
 mod recent;
 mod rounds;
 mod waiters;
 
-pub use claim::ClaimReply;
+pub use claim::{ClaimReply, DryRunReply};
 pub use clock::Clock;
+pub use operate::Decider;
 
 use crate::ledger::{self, Disposition, LedgerError, Millis};
-use crate::ledger::{Event, Lease, OpError, OpResult, Record, RecordId, Status};
+use crate::ledger::{Event, Lease, OpError, OpResult, Record, RecordId};
 use crate::store::{Store, StoreError};
 use crate::telemetry::metrics::Metrics;
 use rounds::Core;
@@ -141,7 +143,7 @@ impl<S: Store> Engine<S> {
                 Ok((ledger::fail(current, token, error, disposition, now)?, ()))
             })
             .await?;
-        match ran.record.filter(|r| r.status != Status::Abandoned) {
+        match ran.record.filter(|r| !r.status.is_tombstone()) {
             Some(mut record) => {
                 self.core.hits.merge_counts_into(&mut record).await;
                 Ok(Some(record))
@@ -175,7 +177,7 @@ impl<S: Store> Engine<S> {
             self.core.hits.merge_into(record).await;
         }
         record
-            .filter(|r| r.status != Status::Abandoned)
+            .filter(|r| !r.status.is_tombstone())
             .ok_or(EngineError::NotFound)
     }
 

@@ -79,6 +79,8 @@ mod tests {
             owner: "w".into(),
             parent: None,
             reconcile: false,
+            require_approval: false,
+            max_attempts: 0,
         };
         let id = RecordId::new("t", "ns", key);
         crate::ledger::claim(&id, None, &args, 0)

@@ -58,7 +58,7 @@ impl Basis {
         }
     }
 
-    fn into_record(self) -> Option<Record> {
+    pub(super) fn into_record(self) -> Option<Record> {
         match self {
             Basis::Stored(r) | Basis::Assumed(r) | Basis::Brief(r) => r,
         }

@@ -1,7 +1,7 @@
 //! The engine against the reference store (in memory): what its shortcuts must never change.
 
 use super::*;
-use crate::ledger::{ClaimArgs, ClaimOutcome, Semantics};
+use crate::ledger::{ClaimArgs, ClaimOutcome, Semantics, Status};
 use crate::store::memory::MemoryStore;
 use crate::store::{Capabilities, Cas};
 
@@ -14,6 +14,8 @@ fn args() -> ClaimArgs {
         owner: "here".into(),
         parent: None,
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     }
 }
 

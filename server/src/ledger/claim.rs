@@ -1,9 +1,18 @@
 //! Claim (docs/api.md, "Claim transitions", rules 2–9): acquire, replay, report in-progress or
-//! ask for reconciliation.
+//! ask for reconciliation; and the Claim's side of the operator rules: a record created awaiting
+//! approval is answered AWAITING_APPROVAL until decided, and the attempt cap (`max_attempts`)
+//! fails a RETRY record, or sends a lapsed at-least-once lease to reconciliation, instead of
+//! acquiring it again.
 
 use super::expiry::with_expiry;
+use super::ATTEMPTS_EXHAUSTED;
 use super::{next_version, Change, LedgerError, Transition};
-use super::{EventKind, Millis, ParentRef, Record, RecordId, Semantics, Status};
+use super::{EventKind, Millis, OpError, ParentRef, Record, RecordId, Semantics, Status};
+
+/// The error code of an operation the attempt cap failed.
+pub const EXHAUSTED_CODE: i32 = 429;
+/// The error message of an operation the attempt cap failed.
+pub const EXHAUSTED_MESSAGE: &str = "attempts exhausted";
 
 /// A validated Claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +31,10 @@ pub struct ClaimArgs {
     pub parent: Option<ParentRef>,
     /// Acquire an UNKNOWN at-most-once operation to reconcile it.
     pub reconcile: bool,
+    /// Create the record awaiting approval; used only when this Claim creates the record.
+    pub require_approval: bool,
+    /// The attempt cap (0: none); used only when this Claim creates the record.
+    pub max_attempts: u32,
 }
 
 /// What the caller should do: the one outcome type of the server (the API maps it to the wire's
@@ -38,16 +51,19 @@ pub enum ClaimOutcome {
     InProgress,
     /// An at-most-once outcome is unknown.
     NeedsReconciliation,
+    /// The operation awaits an Approve or Reject.
+    AwaitingApproval,
 }
 
 impl ClaimOutcome {
     /// Every outcome, in declaration order (`outcome as usize` indexes it).
-    pub const ALL: [ClaimOutcome; 5] = [
+    pub const ALL: [ClaimOutcome; 6] = [
         ClaimOutcome::Acquired,
         ClaimOutcome::Completed,
         ClaimOutcome::Failed,
         ClaimOutcome::InProgress,
         ClaimOutcome::NeedsReconciliation,
+        ClaimOutcome::AwaitingApproval,
     ];
 
     /// The outcome's name in the documented API (`ACQUIRED`, `IN_PROGRESS`, …).
@@ -58,6 +74,7 @@ impl ClaimOutcome {
             ClaimOutcome::Failed => "FAILED",
             ClaimOutcome::InProgress => "IN_PROGRESS",
             ClaimOutcome::NeedsReconciliation => "NEEDS_RECONCILIATION",
+            ClaimOutcome::AwaitingApproval => "AWAITING_APPROVAL",
         }
     }
 }
@@ -108,67 +125,113 @@ pub fn claim(
     now: Millis,
 ) -> Result<ClaimDecision, LedgerError> {
     let Some(current) = current.filter(|r| !r.is_expired(now)) else {
-        return Ok(create(id, args, now));
+        return Ok(create(id, args, 0, false, now));
     };
-    if current.status == Status::Abandoned {
-        return Ok(recreate(id, current, args, now));
+    match current.status {
+        Status::Abandoned => return Ok(recreate(id, current, args, now)),
+        Status::Purged => return Ok(recreate_after_purge(id, current, args, now)),
+        _ => {}
     }
     if current.fingerprint != args.fingerprint {
         return Err(LedgerError::KeyReused);
     }
-    let (mut decision, kind) = match current.status {
+    let lapsed = current.status == Status::Processing && current.lease_expired(now);
+    let (mut decision, kind, reason) = match current.status {
         Status::Succeeded => (
             dedup_hit(current, ClaimOutcome::Completed),
             EventKind::Claim,
+            "",
         ),
-        Status::Failed => (dedup_hit(current, ClaimOutcome::Failed), EventKind::Claim),
-        Status::Processing if !current.lease_expired(now) => (
+        Status::Failed => (
+            dedup_hit(current, ClaimOutcome::Failed),
+            EventKind::Claim,
+            "",
+        ),
+        Status::AwaitingApproval => (
+            dedup_hit(current, ClaimOutcome::AwaitingApproval),
+            EventKind::Claim,
+            "",
+        ),
+        Status::Approved => (acquire(current, args, now), EventKind::Claim, ""),
+        Status::Processing if !lapsed => (
             dedup_hit(current, ClaimOutcome::InProgress),
             EventKind::Claim,
+            "",
         ),
-        Status::Processing if current.semantics == Semantics::AtLeastOnce => {
-            (acquire(current, args, now), EventKind::Takeover)
+        Status::Processing
+            if current.semantics == Semantics::AtLeastOnce && !current.attempts_exhausted() =>
+        {
+            (acquire(current, args, now), EventKind::Takeover, "")
         }
+        // A reconciler acquires whatever the cap says: reconciliation never counts against it.
         Status::Processing | Status::Unknown if args.reconcile => {
-            (acquire(current, args, now), EventKind::Claim)
+            (reconcile(current, args, now), EventKind::Claim, "")
+        }
+        // A lapsed at-least-once lease past the cap: the effect may have run, so the record goes
+        // to reconciliation instead of being taken over once more.
+        Status::Processing if current.semantics == Semantics::AtLeastOnce => {
+            let decision = needs_reconciliation(current, now);
+            (decision, EventKind::Claim, ATTEMPTS_EXHAUSTED)
         }
         Status::Processing | Status::Unknown => {
-            (needs_reconciliation(current, now), EventKind::Claim)
+            (needs_reconciliation(current, now), EventKind::Claim, "")
         }
-        Status::Retry => (acquire(current, args, now), EventKind::Claim),
-        Status::Abandoned => unreachable!("handled above"),
+        Status::Retry if current.attempts_exhausted() => (
+            exhausted(current, now),
+            EventKind::Claim,
+            ATTEMPTS_EXHAUSTED,
+        ),
+        Status::Retry => (acquire(current, args, now), EventKind::Claim, ""),
+        Status::Abandoned | Status::Purged => unreachable!("handled above"),
     };
-    record_event(&mut decision, kind, &args.owner, now);
+    record_event(&mut decision, kind, &args.owner, reason, now);
     Ok(decision)
 }
 
 /// Appends the Claim's receipt to the record it writes.
-fn record_event(decision: &mut ClaimDecision, kind: EventKind, owner: &str, now: Millis) {
-    let outcome = match decision.outcome {
-        ClaimOutcome::Acquired => "ACQUIRED",
-        ClaimOutcome::Completed => "COMPLETED",
-        ClaimOutcome::Failed => "FAILED",
-        ClaimOutcome::InProgress => "IN_PROGRESS",
-        ClaimOutcome::NeedsReconciliation => "NEEDS_RECONCILIATION",
-    };
+fn record_event(
+    decision: &mut ClaimDecision,
+    kind: EventKind,
+    owner: &str,
+    reason: &str,
+    now: Millis,
+) {
+    let outcome = decision.outcome.name();
     if let Some(record) = decision.transition.record.as_mut() {
-        record.push_event(now, kind, outcome, owner);
+        record.push_event_because(now, kind, outcome, owner, reason);
     }
 }
 
-/// Rule 2: a new record, PROCESSING, token 1, attempt 1.
-fn create(id: &RecordId, args: &ClaimArgs, now: Millis) -> ClaimDecision {
-    let lease_end = now.saturating_add(args.lease_ttl);
+/// Rule 2: a new record for a key whose fencing sequence stands at `sequence` (0 for a new
+/// key): PROCESSING with token `sequence + 1`, attempt 1 — or, when the Claim asks for approval
+/// (or the key's earlier life did: `gated`), AWAITING_APPROVAL with no lease and no token
+/// handed out (`fencing_token` stays at `sequence`, attempt 0), so that the acquisition after
+/// the approval gets `sequence + 1`.
+fn create(
+    id: &RecordId,
+    args: &ClaimArgs,
+    sequence: u64,
+    gated: bool,
+    now: Millis,
+) -> ClaimDecision {
+    let awaiting = gated || args.require_approval;
+    let (status, token, attempt, owner, lease) = if awaiting {
+        (Status::AwaitingApproval, sequence, 0, "", None)
+    } else {
+        let lease_end = now.saturating_add(args.lease_ttl);
+        let owner = args.owner.as_str();
+        (Status::Processing, sequence + 1, 1, owner, Some(lease_end))
+    };
     let record = with_expiry(Record {
         id: id.clone(),
-        status: Status::Processing,
+        status,
         fingerprint: args.fingerprint,
         semantics: args.semantics,
-        fencing_token: 1,
-        attempt: 1,
+        fencing_token: token,
+        attempt,
         dedup_hits: 0,
-        lease_owner: args.owner.clone(),
-        lease_expires_at: Some(lease_end),
+        lease_owner: owner.to_owned(),
+        lease_expires_at: lease,
         result: None,
         error: None,
         parent: args.parent.clone(),
@@ -178,30 +241,77 @@ fn create(id: &RecordId, args: &ClaimArgs, now: Millis) -> ClaimDecision {
         retention: args.retention,
         version: 1,
         history: Vec::new(),
+        require_approval: awaiting,
+        max_attempts: args.max_attempts,
+        reconciliations: 0,
+        approval: None,
+        kept_until: None,
     });
     let mut decision = ClaimDecision {
-        outcome: ClaimOutcome::Acquired,
+        outcome: if awaiting {
+            ClaimOutcome::AwaitingApproval
+        } else {
+            ClaimOutcome::Acquired
+        },
         transition: Transition {
             record: Some(record),
             change: Change::Insert,
         },
     };
-    record_event(&mut decision, EventKind::Claim, &args.owner, now);
+    record_event(&mut decision, EventKind::Claim, &args.owner, "", now);
     decision
 }
 
-/// Rule 2 over a tombstone: a new record for any arguments, whose token continues the sequence.
+/// Rule 2 over an ABANDON tombstone: a new record for any arguments, whose token continues the
+/// sequence and whose history continues the tombstone's. A gated key stays gated: the new
+/// record awaits approval again whatever this Claim asked.
 fn recreate(id: &RecordId, tombstone: &Record, args: &ClaimArgs, now: Millis) -> ClaimDecision {
-    let mut decision = create(id, args, now);
+    let mut decision = over_tombstone(id, tombstone, args, tombstone.require_approval, now);
     let record = decision.transition.record.as_mut().expect("created");
-    record.fencing_token = tombstone.fencing_token + 1;
-    record.version = tombstone.version + 1;
     // The audit trail continues across the abandonment.
     let created = std::mem::take(&mut record.history);
     record.history = tombstone.history.clone();
     for event in created {
-        record.push_event(event.at, event.kind, &event.outcome, &event.owner);
+        record.push_event_because(
+            event.at,
+            event.kind,
+            &event.outcome,
+            &event.owner,
+            &event.reason,
+        );
     }
+    decision
+}
+
+/// Rule 2 over a Purge tombstone: a new record whose token continues the sequence; nothing else
+/// of the purged record (history, approval gate) carries over.
+fn recreate_after_purge(
+    id: &RecordId,
+    tombstone: &Record,
+    args: &ClaimArgs,
+    now: Millis,
+) -> ClaimDecision {
+    over_tombstone(id, tombstone, args, false, now)
+}
+
+/// A record created over `tombstone`: the fencing sequence continues, the write replaces it.
+fn over_tombstone(
+    id: &RecordId,
+    tombstone: &Record,
+    args: &ClaimArgs,
+    gated: bool,
+    now: Millis,
+) -> ClaimDecision {
+    let mut decision = create(id, args, tombstone.fencing_token, gated, now);
+    let record = decision.transition.record.as_mut().expect("created");
+    record.version = tombstone.version + 1;
+    // A purged holder may still believe in its lease: the new life is kept as long as the
+    // tombstone would have been (an ABANDON tombstone passes on what it was given).
+    record.kept_until = match tombstone.status {
+        Status::Purged => tombstone.expires_at,
+        _ => tombstone.kept_until,
+    };
+    record.expires_at = super::expiry(record);
     decision.transition.change = Change::Replace {
         expected_version: tombstone.version,
         durable: true,
@@ -209,7 +319,8 @@ fn recreate(id: &RecordId, tombstone: &Record, args: &ClaimArgs, now: Millis) ->
     decision
 }
 
-/// Rules 7, 8 (reconcile) and 9: token+1, attempt+1, new owner and lease.
+/// Rules 7, 9 and the acquisition of an APPROVED record: token+1, attempt+1, new owner and
+/// lease.
 fn acquire(current: &Record, args: &ClaimArgs, now: Millis) -> ClaimDecision {
     let mut next = next_version(current, now);
     let lease_end = now.saturating_add(args.lease_ttl);
@@ -226,6 +337,34 @@ fn acquire(current: &Record, args: &ClaimArgs, now: Millis) -> ClaimDecision {
     }
 }
 
+/// Rule 8 with `reconcile`: acquired like any other acquisition, but counted as a
+/// reconciliation, which the attempt cap never counts.
+fn reconcile(current: &Record, args: &ClaimArgs, now: Millis) -> ClaimDecision {
+    let mut decision = acquire(current, args, now);
+    let next = decision.transition.record.as_mut().expect("acquired");
+    next.reconciliations = current.reconciliations.saturating_add(1);
+    decision
+}
+
+/// The attempt cap on a RETRY record: instead of acquiring it once more, the Claim settles it
+/// FAILED {429, "attempts exhausted"} (replayed to later Claims); `attempt` stays at the cap.
+fn exhausted(current: &Record, now: Millis) -> ClaimDecision {
+    let mut next = next_version(current, now);
+    next.status = Status::Failed;
+    next.lease_expires_at = None;
+    next.result = None;
+    next.error = Some(OpError {
+        code: EXHAUSTED_CODE,
+        message: EXHAUSTED_MESSAGE.to_owned(),
+        details: Vec::new(),
+    });
+    next.dedup_hits = current.dedup_hits.saturating_add(1);
+    ClaimDecision {
+        outcome: ClaimOutcome::Failed,
+        transition: Transition::replace(current, with_expiry(next), true),
+    }
+}
+
 /// Rules 4–6: answered from the record; only the dedup counter changes (no fsync needed for it).
 fn dedup_hit(current: &Record, outcome: ClaimOutcome) -> ClaimDecision {
     let mut next = current.clone();
@@ -237,7 +376,8 @@ fn dedup_hit(current: &Record, outcome: ClaimOutcome) -> ClaimDecision {
     }
 }
 
-/// Rule 8: the at-most-once outcome is unknown; the status change itself is durable.
+/// Rule 8 (and a lapsed at-least-once lease past the attempt cap): the outcome is unknown; the
+/// status change itself is durable.
 fn needs_reconciliation(current: &Record, now: Millis) -> ClaimDecision {
     let mut next = next_version(current, now);
     next.dedup_hits = current.dedup_hits.saturating_add(1);

@@ -7,6 +7,15 @@
 //!   fencing token is never handed out again within `retention` of its lease end.
 //! - An unsettled AT_MOST_ONCE record (PROCESSING or UNKNOWN) never expires: a holder that died
 //!   mid-effect must be reconciled, never forgotten, or the next Claim would run the effect again.
+//! - A record awaiting approval, or approved and not yet acquired, expires `retention` after it
+//!   was created: the decision must come within it.
+//! - A Purge tombstone is kept `retention` after the later of the purge and the lease end its last
+//!   holder may still believe in, so that the purged key's fencing sequence outlives every lease
+//!   handed out before it.
+//! - A record created over a Purge tombstone is kept at least as long as that tombstone would have
+//!   been (`kept_until`), in every state but unsettled AT_MOST_ONCE (kept anyway): otherwise it
+//!   could settle and expire while the purged holder still believes in its lease, and the key's
+//!   next life would hand that holder's token out again.
 //!
 //! Pure: the transitions call `expiry` on the record they write; stores only compare the result
 //! with their clock (or turn it into a row TTL) and never decide it themselves.
@@ -20,11 +29,25 @@ use super::{Millis, Record, Semantics, Status};
 /// Writes that only count a dedup hit keep `updated_at`, the lease and the status, so the answer
 /// stays the same: `record.expires_at == expiry(&record)` holds for every record the ledger makes.
 ///
-/// A new status gets its arm here and nowhere else; records waiting for an approval, for one,
-/// would expire `retention` after they were created: `kept_after(record.created_at)`.
+/// A new status gets its arm here and nowhere else.
 pub fn expiry(record: &Record) -> Option<Millis> {
+    let by_state = expiry_by_state(record)?;
+    Some(
+        record
+            .kept_until
+            .map_or(by_state, |floor| by_state.max(floor)),
+    )
+}
+
+/// `expiry` before `kept_until`.
+fn expiry_by_state(record: &Record) -> Option<Millis> {
     let kept_after = |from: Millis| Some(from.saturating_add(record.retention));
     match (record.status, record.semantics) {
+        (Status::AwaitingApproval | Status::Approved, _) => kept_after(record.created_at),
+        (Status::Purged, _) => {
+            let lease_end = record.lease_expires_at.unwrap_or(record.updated_at);
+            kept_after(lease_end.max(record.updated_at))
+        }
         (Status::Succeeded | Status::Failed | Status::Retry | Status::Abandoned, _) => {
             kept_after(record.updated_at)
         }
@@ -65,6 +88,8 @@ mod tests {
             owner: "worker-1".into(),
             parent: None,
             reconcile: false,
+            require_approval: false,
+            max_attempts: 0,
         }
     }
 

@@ -8,7 +8,8 @@
 //! Pure like the rest of the ledger: the engine keeps the gathered hits and writes what
 //! `add_hits` decides.
 
-use super::{bound_history, Change, Event, EventKind, Millis, Record, Transition, MAX_HISTORY};
+use super::MAX_HISTORY;
+use super::{bound_history, Change, Event, EventKind, Millis, Record, Status, Transition};
 
 /// One life of a key's record: from the Claim that created it to its expiry or abandonment. A
 /// record created again over a tombstone is a new life even within the same millisecond: its
@@ -34,16 +35,18 @@ impl Life {
     /// Whether `record`, of another life, carries this life's history forward: it was created
     /// over this life's tombstone (directly or through later ones), so its fencing sequence runs
     /// past this life's and its history (which must have been read) still holds the receipt that
-    /// created this life. A record created afresh (after an expiry) does not.
+    /// created this life — an acquisition with the life's first token, or, for a life created
+    /// awaiting approval, the Claim that created it before any token was handed out. A record
+    /// created afresh (after an expiry or a purge) does not.
     pub fn carried_into(self, record: &Record) -> bool {
         let later = Life::of(record);
         later.base > self.base
             && later.created_at >= self.created_at
             && record.history.iter().any(|e| {
                 e.at == self.created_at
-                    && e.fencing_token == self.base + 1
                     && e.kind == EventKind::Claim
-                    && e.outcome == "ACQUIRED"
+                    && ((e.fencing_token == self.base + 1 && e.outcome == "ACQUIRED")
+                        || (e.fencing_token == self.base && e.outcome == "AWAITING_APPROVAL"))
             })
     }
 }
@@ -132,9 +135,10 @@ pub fn count_hits(record: &mut Record, hits: u64, receipts: &[Event]) {
 /// at `now`: a write of the counter and history only (`Change::Replace` with `durable: false`),
 /// carrying the batch's hits when `current` is of the batch's life and only its receipts when
 /// `current` carries that life forward. `None` when no record takes them — the key is gone,
-/// expired or created afresh — and the batch is dropped.
+/// expired, purged (a Purge tombstone keeps no history) or created afresh — and the batch is
+/// dropped.
 pub fn add_hits(current: Option<&Record>, batch: &HitBatch, now: Millis) -> Option<Transition> {
-    let current = current.filter(|r| !r.is_expired(now))?;
+    let current = current.filter(|r| !r.is_expired(now) && r.status != Status::Purged)?;
     let hits = match batch.share(current)? {
         Share::Own => batch.hits,
         Share::Carried if !batch.receipts.is_empty() => 0,
@@ -170,6 +174,8 @@ mod tests {
             owner: owner.into(),
             parent: None,
             reconcile: false,
+            require_approval: false,
+            max_attempts: 0,
         }
     }
 

@@ -8,7 +8,7 @@
 //!   reported status does; `Bucket::holding` says which buckets may hold the records reported
 //!   under a status, and a listing re-checks each record it reads there (`ListFilter::matches`).
 //! - **Needs attention** (`Attention`): UNKNOWN as reported, and AT_LEAST_ONCE PROCESSING whose
-//!   lease lapsed; the approval states join here when they exist.
+//!   lease lapsed; AWAITING_APPROVAL (an approver's decision is due).
 //!
 //! Pure: no I/O, no clock; `now` is passed in.
 
@@ -32,12 +32,14 @@ impl Record {
 
 /// Every status a listing can show, in listing order (a tombstone is never shown). A new status
 /// is added here; `listed_position` does not compile until it is.
-pub const LISTED: [Status; 5] = [
+pub const LISTED: [Status; 7] = [
     Status::Processing,
     Status::Unknown,
     Status::Retry,
     Status::Failed,
     Status::Succeeded,
+    Status::AwaitingApproval,
+    Status::Approved,
 ];
 
 /// Where `status` is in `LISTED`; `None` for a status never listed.
@@ -48,7 +50,9 @@ fn listed_position(status: Status) -> Option<usize> {
         Status::Retry => Some(2),
         Status::Failed => Some(3),
         Status::Succeeded => Some(4),
-        Status::Abandoned => None,
+        Status::AwaitingApproval => Some(5),
+        Status::Approved => Some(6),
+        Status::Abandoned | Status::Purged => None,
     }
 }
 
@@ -96,7 +100,7 @@ impl Bucket {
     /// The bucket of a stored record; `None` for a tombstone (never listed).
     pub fn of(record: &Record) -> Option<Bucket> {
         match record.status {
-            Status::Abandoned => None,
+            Status::Abandoned | Status::Purged => None,
             Status::Processing if record.semantics == Semantics::AtMostOnce => {
                 Some(Bucket::ProcessingAtMostOnce)
             }
@@ -107,7 +111,7 @@ impl Bucket {
     /// The buckets that may hold records reported as `status` (see `Record::reported_status`).
     pub fn holding(status: Status) -> Vec<Bucket> {
         match status {
-            Status::Abandoned => Vec::new(),
+            Status::Abandoned | Status::Purged => Vec::new(),
             Status::Processing | Status::Unknown => {
                 vec![Bucket::Stored(status), Bucket::ProcessingAtMostOnce]
             }
@@ -156,7 +160,7 @@ impl ListFilter {
     /// Whether `record` (of the caller's tenant) is listed at `now`: live, not a tombstone, and
     /// matching every part of the filter, its status as reported at `now`.
     pub fn matches(&self, record: &Record, now: Millis) -> bool {
-        if record.status == Status::Abandoned || record.is_expired(now) {
+        if record.status.is_tombstone() || record.is_expired(now) {
             return false;
         }
         let status = record.reported_status(now);
@@ -222,6 +226,7 @@ impl Attention {
         }
         match record.reported_status(now) {
             Status::Unknown => Some(Attention::Unknown),
+            Status::AwaitingApproval => Some(Attention::AwaitingApproval),
             Status::Processing if record.lease_expired(now) => Some(Attention::ProcessingLapsed),
             _ => None,
         }
@@ -229,7 +234,12 @@ impl Attention {
 
     /// The buckets that may hold records needing attention, in listing order.
     pub fn buckets() -> Vec<Bucket> {
-        ListFilter::new(None, vec![Status::Processing, Status::Unknown], None).buckets()
+        let needing = vec![
+            Status::Processing,
+            Status::Unknown,
+            Status::AwaitingApproval,
+        ];
+        ListFilter::new(None, needing, None).buckets()
     }
 }
 
@@ -287,6 +297,8 @@ mod tests {
             owner: "w".into(),
             parent: None,
             reconcile: false,
+            require_approval: false,
+            max_attempts: 0,
         }
     }
 

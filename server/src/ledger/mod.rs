@@ -1,27 +1,35 @@
 //! The ledger state machine (docs/api.md, "Claim transitions" and "Settling"): given the current
 //! record (or none), a request and `now`, it decides the answer and the next record. Pure code,
 //! the one definition for every store. That includes the dedup hits a Claim answered from the
-//! record leaves, and where hits gathered to be written later go (`hits`).
+//! record leaves, and where hits gathered to be written later go (`hits`); and the operator's
+//! transitions: the approval gate (`approval`), the attempt cap (in `claim`) and purge (`purge`).
 //!
 //! It must not do I/O, read a clock, or know about gRPC or a database: the engine feeds it records
 //! read from a store and writes back what it decides with compare-and-set.
 
+mod approval;
 mod claim;
 mod expiry;
 mod hits;
 mod listing;
+#[cfg(test)]
+mod operator_tests;
+mod purge;
 mod record;
 mod settle;
 #[cfg(test)]
 mod tests;
 
-pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome};
+pub use approval::{approve, reject, REJECTED_CODE};
+pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome, EXHAUSTED_CODE, EXHAUSTED_MESSAGE};
 pub use expiry::expiry;
 pub use hits::{add_hits, count_hits, HitBatch, Life, Share};
 pub use listing::{Attention, AttentionCounts, Bucket, ListFilter, LISTED};
-pub use record::{bound_history, Event, EventKind, MAX_HISTORY};
+pub use purge::purge;
+pub use record::{bound_history, Event, EventKind, ATTEMPTS_EXHAUSTED, MAX_HISTORY};
 pub use record::{
-    Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status,
+    Approval, Decision, Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics,
+    Status,
 };
 pub use settle::{complete, fail, renew, Disposition};
 
@@ -37,6 +45,16 @@ pub enum LedgerError {
     /// This token already settled the record with a different outcome.
     #[error("the operation was already settled with a different outcome")]
     AlreadySettled,
+    /// An operator's transition (approve, reject, purge) on a key without a live record.
+    #[error("no such record")]
+    NotFound,
+    /// An Approve or Reject of a record that does not await approval (never did, was decided
+    /// otherwise, or has moved on since).
+    #[error("the operation does not await approval")]
+    NotAwaitingApproval,
+    /// A Purge of an unsettled at-most-once operation without `force`.
+    #[error("the operation is an unsettled at-most-once operation: purging it lets the effect run again; pass force to purge it anyway")]
+    UnsettledAtMostOnce,
 }
 
 /// How a decision changes the stored record.

@@ -51,6 +51,45 @@ pub enum Status {
     /// claimed again with any arguments, but its fencing sequence continues, so that no holder of
     /// an earlier token can act on the new claim.
     Abandoned,
+    /// Created by a Claim that asked for approval: no lease and no token until an Approve (then
+    /// `Approved`) or a Reject (then `Failed`).
+    AwaitingApproval,
+    /// Approved: the next Claim acquires it.
+    Approved,
+    /// Purged by an operator: a tombstone like `Abandoned`, but without history or approval gate,
+    /// and no token (not even the last one) may act on it. It remembers only the fencing sequence,
+    /// and the lease end its last holder may still believe in (`lease_expires_at`), until
+    /// `retention` after the later of that and the purge.
+    Purged,
+}
+
+impl Status {
+    /// Whether the record is a tombstone: stored, never shown to callers.
+    pub fn is_tombstone(self) -> bool {
+        matches!(self, Status::Abandoned | Status::Purged)
+    }
+}
+
+/// What an approver decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decision {
+    /// The operation may be acquired.
+    Approved,
+    /// The operation failed for good.
+    Rejected,
+}
+
+/// The decision on an operation that awaited approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    /// Approved or rejected.
+    pub decision: Decision,
+    /// Who decided (the approver's token label).
+    pub decided_by: String,
+    /// The approver's note.
+    pub note: String,
+    /// When.
+    pub decided_at: Millis,
 }
 
 /// What a lost lease means for the operation.
@@ -139,6 +178,23 @@ pub struct Record {
     /// routine receipt (a replay, a renewal) goes first, so that the receipts of who acquired,
     /// took over and settled the operation outlive any number of retries (`bound_history`).
     pub history: Vec<Event>,
+    /// Whether nobody may acquire the operation before an approval; fixed by the first Claim and
+    /// kept by an ABANDON tombstone for the key's next life (only a Purge clears it).
+    pub require_approval: bool,
+    /// The most acquisitions allowed, reconciliations not counted (0: no cap); fixed by the
+    /// first Claim.
+    pub max_attempts: u32,
+    /// How many of the `attempt` acquisitions were reconciliations (never counted against
+    /// `max_attempts`).
+    pub reconciliations: u32,
+    /// The approval decision, once made.
+    pub approval: Option<Approval>,
+    /// The record is never expired before this, whatever its state: set on a record created over
+    /// a Purge tombstone (and carried over an ABANDON tombstone) to the tombstone's expiry, so
+    /// that the purged holder's fencing token, still believed in until its lease ends, is not
+    /// handed out again by a new life of the key (whose tokens start over at 1) within
+    /// `retention` of that lease end.
+    pub kept_until: Option<Millis>,
 }
 
 /// Most events a record keeps.
@@ -157,7 +213,14 @@ pub enum EventKind {
     Fail,
     /// A Renew (including the server's keep-alive renewals).
     Renew,
+    /// An Approve (owner: the approver).
+    Approve,
+    /// A Reject (owner: the approver).
+    Reject,
 }
+
+/// The `Event::reason` of an answer the attempt cap decided.
+pub const ATTEMPTS_EXHAUSTED: &str = "ATTEMPTS_EXHAUSTED";
 
 /// One receipt in a record's history.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,6 +237,9 @@ pub struct Event {
     pub fencing_token: u64,
     /// Who: the claimer, or the lease holder.
     pub owner: String,
+    /// Why the ledger answered as it did when the caller did not choose it (e.g.
+    /// `ATTEMPTS_EXHAUSTED`); empty otherwise.
+    pub reason: String,
 }
 
 impl Event {
@@ -183,11 +249,18 @@ impl Event {
     pub fn is_routine(&self) -> bool {
         match self.kind {
             EventKind::Renew => true,
-            EventKind::Claim => matches!(
-                self.outcome.as_str(),
-                "COMPLETED" | "FAILED" | "IN_PROGRESS"
-            ),
-            EventKind::Takeover | EventKind::Complete | EventKind::Fail => false,
+            EventKind::Claim => {
+                self.reason.is_empty()
+                    && matches!(
+                        self.outcome.as_str(),
+                        "COMPLETED" | "FAILED" | "IN_PROGRESS" | "AWAITING_APPROVAL"
+                    )
+            }
+            EventKind::Takeover
+            | EventKind::Complete
+            | EventKind::Fail
+            | EventKind::Approve
+            | EventKind::Reject => false,
         }
     }
 }
@@ -216,6 +289,18 @@ impl Record {
     /// Appends an event built from the record's own attempt and token, trimming the history to
     /// `MAX_HISTORY` (`bound_history`).
     pub fn push_event(&mut self, at: Millis, kind: EventKind, outcome: &str, owner: &str) {
+        self.push_event_because(at, kind, outcome, owner, "");
+    }
+
+    /// `push_event` with the reason the ledger chose the outcome.
+    pub fn push_event_because(
+        &mut self,
+        at: Millis,
+        kind: EventKind,
+        outcome: &str,
+        owner: &str,
+        reason: &str,
+    ) {
         self.history.push(Event {
             at,
             kind,
@@ -223,8 +308,15 @@ impl Record {
             attempt: self.attempt,
             fencing_token: self.fencing_token,
             owner: owner.to_owned(),
+            reason: reason.to_owned(),
         });
         bound_history(&mut self.history);
+    }
+
+    /// Whether the attempt cap is reached: the next ordinary acquisition would go past it.
+    pub fn attempts_exhausted(&self) -> bool {
+        self.max_attempts > 0
+            && self.attempt.saturating_sub(self.reconciliations) >= self.max_attempts
     }
 
     /// An expired record counts as absent: it expires at `expires_at` exactly, and never while
@@ -272,6 +364,7 @@ mod tests {
             attempt: 1,
             fencing_token: 1,
             owner: "w".into(),
+            reason: String::new(),
         };
         let mut history = vec![event(0, EventKind::Claim, "ACQUIRED")];
         history.extend((1..=40).map(|i| event(i, EventKind::Renew, "RENEWED")));

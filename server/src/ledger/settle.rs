@@ -16,10 +16,19 @@ pub enum Disposition {
     Abandon,
 }
 
-/// The live record whose current token is `token`, or LEASE_LOST.
+/// The live record whose current token is `token`, or LEASE_LOST. A record none of whose life's
+/// acquisitions happened yet (awaiting approval, approved, rejected: attempt 0) holds the token
+/// of the key's earlier life, which no holder may use on it; nor may any token act on a Purge
+/// tombstone.
 fn held(current: Option<&Record>, token: u64, now: Millis) -> Result<&Record, LedgerError> {
     match current.filter(|r| !r.is_expired(now)) {
-        Some(record) if record.fencing_token == token => Ok(record),
+        Some(record)
+            if record.fencing_token == token
+                && record.attempt > 0
+                && record.status != Status::Purged =>
+        {
+            Ok(record)
+        }
         _ => Err(LedgerError::LeaseLost),
     }
 }
@@ -118,7 +127,10 @@ pub fn renew(
             Ok((next.lease(), Transition::replace(current, next, true)))
         }
         // The lease ran out and the record awaits reconciliation: renewing cannot bring it back.
-        Status::Unknown => Err(LedgerError::LeaseLost),
+        // (`held` never yields a record without a holder: awaiting approval, approved, purged.)
+        Status::Unknown | Status::AwaitingApproval | Status::Approved | Status::Purged => {
+            Err(LedgerError::LeaseLost)
+        }
         Status::Succeeded | Status::Failed | Status::Retry | Status::Abandoned => {
             Err(LedgerError::AlreadySettled)
         }

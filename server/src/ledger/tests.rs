@@ -23,6 +23,8 @@ fn args(fp: u8) -> ClaimArgs {
         owner: "worker-1".into(),
         parent: None,
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     }
 }
 

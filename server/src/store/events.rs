@@ -25,6 +25,8 @@ struct StoredEvent {
     fencing_token: u64,
     #[prost(string, tag = "6")]
     owner: String,
+    #[prost(string, tag = "7")]
+    reason: String,
 }
 
 fn kind_code(kind: EventKind) -> i32 {
@@ -34,6 +36,8 @@ fn kind_code(kind: EventKind) -> i32 {
         EventKind::Complete => 3,
         EventKind::Fail => 4,
         EventKind::Renew => 5,
+        EventKind::Approve => 6,
+        EventKind::Reject => 7,
     }
 }
 
@@ -44,6 +48,8 @@ fn kind_from(code: i32) -> Result<EventKind, StoreError> {
         3 => EventKind::Complete,
         4 => EventKind::Fail,
         5 => EventKind::Renew,
+        6 => EventKind::Approve,
+        7 => EventKind::Reject,
         other => return Err(StoreError::Corrupt(format!("unknown event kind {other}"))),
     })
 }
@@ -60,6 +66,7 @@ pub fn encode(history: &[Event]) -> Vec<u8> {
                 attempt: e.attempt,
                 fencing_token: e.fencing_token,
                 owner: e.owner.clone(),
+                reason: e.reason.clone(),
             })
             .collect(),
     }
@@ -81,6 +88,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Event>, StoreError> {
                 attempt: e.attempt,
                 fencing_token: e.fencing_token,
                 owner: e.owner,
+                reason: e.reason,
             })
         })
         .collect()

@@ -13,11 +13,13 @@ mod gate;
 mod hits;
 mod listing;
 mod listing_changes;
+mod operations;
 mod waits;
 pub use expiry::*;
 pub use hits::*;
 pub use listing::*;
 pub use listing_changes::*;
+pub use operations::*;
 pub use waits::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -66,6 +68,12 @@ macro_rules! store_suite {
             case!(attention_counts_what_needs_attention);
             case!(list_walks_on_while_records_change);
             case!(list_never_shows_a_gone_record);
+            case!(operator_fields_round_trip);
+            case!(engine_approval_gate);
+            case!(engine_wait_is_held_until_decided);
+            case!(engine_dry_run_writes_nothing);
+            case!(engine_attempt_cap_persists);
+            case!(engine_purge_continues_the_fencing_sequence);
         }
     };
 }
@@ -79,6 +87,8 @@ fn args(fp: u8) -> ClaimArgs {
         owner: "suite".into(),
         parent: None,
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     }
 }
 

@@ -26,6 +26,8 @@ fn class(kind: EventKind) -> &'static str {
         EventKind::Complete => "complete",
         EventKind::Fail => "fail",
         EventKind::Renew => "renew",
+        EventKind::Approve => "approve",
+        EventKind::Reject => "reject",
     }
 }
 
@@ -36,6 +38,7 @@ fn outcome_name(outcome: ClaimOutcome) -> &'static str {
         ClaimOutcome::Failed => "FAILED",
         ClaimOutcome::InProgress => "IN_PROGRESS",
         ClaimOutcome::NeedsReconciliation => "NEEDS_RECONCILIATION",
+        ClaimOutcome::AwaitingApproval => "AWAITING_APPROVAL",
     }
 }
 

@@ -36,6 +36,13 @@ impl Model for Ledger {
             unsettled_kept: true,
             at_most_once_kept: true,
             life_started: 0,
+            ordinary: 0,
+            cap_ok: true,
+            purges_left: self.purges,
+            fenced_upto: 0,
+            gated: false,
+            approved: false,
+            gate_ok: true,
             seen: Seen::default(),
         }]
     }
@@ -48,6 +55,15 @@ impl Model for Ledger {
             actions.push(Action::Crash);
         }
         let now = self.now(s);
+        if s.purges_left > 0 && self.may_purge(s, now) {
+            actions.push(Action::Purge);
+        }
+        if matches!(&s.live, Some(Stored(r)) if r.status == Status::AwaitingApproval
+            && !r.is_expired(now))
+        {
+            actions.push(Action::Decide(Decision::Approved));
+            actions.push(Action::Decide(Decision::Rejected));
+        }
         for (i, c) in s.clients.iter().enumerate() {
             if let Some((_, stage)) = &c.rpc {
                 actions.push(match stage {
@@ -173,6 +189,11 @@ impl Model for Ledger {
                     unreachable!()
                 };
                 *effect = true;
+                if *token <= s.fenced_upto {
+                    // A purged holder's effect: downstream fencing rejects it (a later holder's
+                    // token is higher), so nothing happens outside.
+                    return Some(s);
+                }
                 if *token <= s.last_effect_token {
                     s.effect_tokens_ok = false;
                 }
@@ -194,6 +215,8 @@ impl Model for Ledger {
                 };
                 self.deliver(&mut s, i, req, answer);
             }
+            Action::Purge => self.purge(&mut s),
+            Action::Decide(decision) => self.decide_approval(&mut s, decision),
         }
         Some(s)
     }
@@ -225,17 +248,76 @@ impl Model for Ledger {
                 |_, s: &State| s.unsettled_kept,
             ),
             Property::sometimes("SUCCEEDED", |_, s: &State| s.seen.succeeded),
-            Property::sometimes("an applied request forgotten by a crash", |_, s: &State| {
-                s.seen.crash_forgot_applied
-            }),
-            Property::sometimes("a key claimed again after ABANDON", |_, s: &State| {
-                s.seen.reclaimed_after_abandon
-            }),
             Property::sometimes("a stale holder refused with LEASE_LOST", |_, s: &State| {
                 s.seen.lease_lost
             }),
-            Property::sometimes("a lease renewed", |_, s: &State| s.seen.renewed),
         ];
+        if !self.require_approval {
+            // (Behind the gate, a Claim after ABANDON awaits approval: see below.)
+            p.push(Property::sometimes(
+                "a key claimed again after ABANDON",
+                |_, s: &State| s.seen.reclaimed_after_abandon,
+            ));
+        }
+        if self.max_crashes > 0 {
+            p.push(Property::sometimes(
+                "an applied request forgotten by a crash",
+                |_, s: &State| s.seen.crash_forgot_applied,
+            ));
+        }
+        if self.renews > 0 {
+            p.push(Property::sometimes("a lease renewed", |_, s: &State| {
+                s.seen.renewed
+            }));
+        }
+        if self.max_attempts > 0 {
+            p.push(Property::always(
+                "acquisitions that are not reconciliations never exceed the attempt cap",
+                |_, s: &State| s.cap_ok,
+            ));
+            p.push(Property::sometimes(
+                "the attempt cap failed an operation (429)",
+                |_, s: &State| s.seen.exhausted_failed,
+            ));
+            if self.semantics == Semantics::AtLeastOnce {
+                p.push(Property::sometimes(
+                    "the attempt cap sent a lapsed lease to reconciliation",
+                    |_, s: &State| s.seen.exhausted_unknown,
+                ));
+            }
+        }
+        if self.require_approval {
+            p.push(Property::always(GATE, |_, s: &State| s.gate_ok));
+            p.push(Property::sometimes(
+                "a Claim answered AWAITING_APPROVAL",
+                |_, s: &State| s.seen.awaited,
+            ));
+            p.push(Property::sometimes(
+                "an approved operation acquired",
+                |_, s: &State| s.seen.acquired_after_approval,
+            ));
+            p.push(Property::sometimes(
+                "a rejected operation replayed as FAILED 403",
+                |_, s: &State| s.seen.rejection_replayed,
+            ));
+            p.push(Property::sometimes(
+                "an approved and abandoned operation awaits approval again",
+                |_, s: &State| s.seen.gated_after_abandon,
+            ));
+        }
+        if self.purges > 0 {
+            p.push(Property::sometimes("a record purged", |_, s: &State| {
+                s.seen.purged
+            }));
+            p.push(Property::sometimes(
+                "a purged holder refused with LEASE_LOST",
+                |_, s: &State| s.seen.lease_lost_after_purge,
+            ));
+            p.push(Property::sometimes(
+                "a higher token handed out after a purge",
+                |_, s: &State| s.seen.acquired_after_purge,
+            ));
+        }
         if self.retention < self.horizon() {
             p.push(Property::sometimes(
                 "a key claimed again after its record expired",
@@ -265,7 +347,8 @@ impl Model for Ledger {
                 "a reconciler completed what a vanished holder did",
                 |_, s: &State| s.seen.reconciled_completed,
             ));
-        } else {
+        } else if self.max_attempts == 0 {
+            // (A cap of one allows no takeover, and so no second effect.)
             p.push(Property::sometimes(
                 "a takeover of an expired lease",
                 |_, s: &State| s.seen.takeover,

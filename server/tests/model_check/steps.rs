@@ -21,6 +21,9 @@ impl Ledger {
             owner: format!("client-{client}"),
             parent: None,
             reconcile,
+            // Only client 0 asks: a later Claim without it must not open the gate.
+            require_approval: self.require_approval && client == 0,
+            max_attempts: self.max_attempts,
         }
     }
 
@@ -30,10 +33,22 @@ impl Ledger {
         if self.rule == Rule::Old {
             r.expires_at = Some(self.old_expiry(before, &r, now));
         }
+        if self.rule == Rule::PurgeForgetsLease && r.status == Status::Purged {
+            r.expires_at = Some(now + self.retention);
+        }
+        if self.rule == Rule::AbandonForgetsGate && r.status == Status::Abandoned {
+            r.require_approval = false;
+        }
+        if let Some(a) = r.approval.as_mut() {
+            a.decided_at = 0;
+        }
         r.expires_at = r.expires_at.map(|at| self.clip(at));
         r.history.clear();
         r.dedup_hits = 0;
-        r.created_at = 0;
+        // (Expiry reads `created_at` while the record awaits approval or is approved.)
+        if !matches!(r.status, Status::AwaitingApproval | Status::Approved) {
+            r.created_at = 0;
+        }
         r.updated_at = 0;
         r.lease_owner.clear();
         Stored(r)
@@ -195,6 +210,61 @@ impl Ledger {
         s.success = None;
         s.last_effect_token = 0;
         s.last_acquired_token = 0;
+        s.fenced_upto = 0;
+    }
+
+    /// Whether the operator may purge now: a live record (not a tombstone); an unsettled
+    /// at-most-once one only once its lease lapsed (the documented rule: its holder is gone).
+    pub(super) fn may_purge(&self, s: &State, now: Millis) -> bool {
+        let Some(Stored(r)) = &s.live else {
+            return false;
+        };
+        if r.is_expired(now) || r.status.is_tombstone() {
+            return false;
+        }
+        let unsettled = matches!(r.status, Status::Processing | Status::Unknown);
+        r.semantics == Semantics::AtLeastOnce || !unsettled || r.lease_expired(now)
+    }
+
+    /// The operator's Purge (with force), applied at once: the record becomes a Purge tombstone;
+    /// the key is a new operation whose tokens continue the purged record's.
+    pub(super) fn purge(&self, s: &mut State) {
+        let now = self.now(s);
+        let current = s.live.as_ref().map(|r| r.0.clone());
+        let transition = ledger::purge(current.as_ref(), true, now).expect("a purgeable record");
+        let next = transition.record.expect("a tombstone");
+        let token = next.fencing_token;
+        s.live = Some(self.normalize(current.as_ref(), next, now));
+        s.durable = s.live.clone();
+        s.purges_left -= 1;
+        s.seen.purged = true;
+        s.fenced_upto = token;
+        s.effects = 0;
+        s.performer = None;
+        s.success = None;
+        s.ordinary = 0;
+        if self.retention < self.horizon() {
+            s.life_started = now;
+        }
+    }
+
+    /// The operator's Approve or Reject of the record awaiting approval, applied at once.
+    pub(super) fn decide_approval(&self, s: &mut State, decision: Decision) {
+        let now = self.now(s);
+        let current = s.live.as_ref().map(|r| r.0.clone());
+        let decided = match decision {
+            Decision::Approved => ledger::approve(current.as_ref(), None, "operator", "", now),
+            Decision::Rejected => ledger::reject(current.as_ref(), None, "operator", "no", now),
+        };
+        let next = decided
+            .expect("a record awaiting approval")
+            .record
+            .expect("a decision is written");
+        if decision == Decision::Approved {
+            s.approved = true;
+        }
+        s.live = Some(self.normalize(current.as_ref(), next, now));
+        s.durable = s.live.clone();
     }
 
     /// Ghost bookkeeping when a write applies: `before` is the live record it replaces.
@@ -227,6 +297,51 @@ impl Ledger {
             if now >= s.life_started + LEASE + self.retention {
                 s.seen.reconciliation_after_retention = true;
             }
+            if next.semantics == Semantics::AtLeastOnce {
+                s.seen.exhausted_unknown = true;
+            }
+        }
+        if let Answer::Claimed {
+            outcome: ClaimOutcome::Failed,
+            ..
+        } = answer
+        {
+            if next.error.as_ref().map(|e| e.code) == Some(ledger::EXHAUSTED_CODE) {
+                s.seen.exhausted_failed = true;
+            }
+        }
+        // A Claim on an absent key or over a tombstone starts an operation, which needs its own
+        // approval (whatever the stored record says) when that Claim asks for one, or when it
+        // follows an abandoned operation that needed one (only a purge clears the gate).
+        if let (Req::Claim { reconcile }, true) =
+            (req, before.is_none_or(|r| r.status.is_tombstone()))
+        {
+            let asks = self.args(client, reconcile).require_approval;
+            let abandoned = before.is_some_and(|r| r.status == Status::Abandoned);
+            s.gated = asks || (abandoned && s.gated);
+            s.approved = false;
+        }
+        if let Answer::Claimed { outcome, .. } = answer {
+            match outcome {
+                ClaimOutcome::AwaitingApproval => {
+                    s.seen.awaited = true;
+                    if before.is_some_and(|r| r.status == Status::Abandoned) {
+                        s.seen.gated_after_abandon = true;
+                    }
+                }
+                ClaimOutcome::Failed
+                    if next.error.as_ref().map(|e| e.code) == Some(ledger::REJECTED_CODE) =>
+                {
+                    s.seen.rejection_replayed = true;
+                }
+                ClaimOutcome::Acquired if s.gated && !s.approved => {
+                    s.gate_ok = false;
+                }
+                ClaimOutcome::Acquired if before.is_some_and(|r| r.status == Status::Approved) => {
+                    s.seen.acquired_after_approval = true;
+                }
+                _ => {}
+            }
         }
         if let Answer::Claimed {
             outcome: ClaimOutcome::Acquired,
@@ -238,6 +353,20 @@ impl Ledger {
                 s.acquisitions_ok = false;
             }
             s.last_acquired_token = *token;
+            // The attempt cap counts the acquisitions of one life that are not reconciliations.
+            let same_life = before.filter(|r| !r.status.is_tombstone());
+            if same_life.is_none() {
+                s.ordinary = 0;
+            }
+            if next.reconciliations == same_life.map_or(0, |r| r.reconciliations) {
+                s.ordinary += 1;
+                if self.max_attempts > 0 && s.ordinary > self.max_attempts {
+                    s.cap_ok = false;
+                }
+            }
+            if before.is_some_and(|r| r.status == Status::Purged) && *token > s.fenced_upto {
+                s.seen.acquired_after_purge = true;
+            }
             let held_elsewhere = s.clients.iter().enumerate().any(|(j, c)| {
                 j != client
                     && matches!(c.phase, Phase::Holding { token: t, deadline, .. }
@@ -307,6 +436,8 @@ impl Ledger {
                 }
                 ClaimOutcome::Failed => c.phase = Phase::Done,
                 ClaimOutcome::InProgress => c.phase = Phase::Idle { reconcile: false },
+                // The client waits for the decision and claims again.
+                ClaimOutcome::AwaitingApproval => c.phase = Phase::Idle { reconcile: false },
                 ClaimOutcome::NeedsReconciliation => {
                     s.seen.needs_reconciliation = true;
                     c.phase = Phase::Idle { reconcile: true };
@@ -333,6 +464,11 @@ impl Ledger {
             (_, Answer::Refused(e)) => {
                 if e == Refusal::LeaseLost {
                     s.seen.lease_lost = true;
+                    if matches!(req, Req::Settle { token, .. } | Req::Renew { token }
+                        if token <= s.fenced_upto)
+                    {
+                        s.seen.lease_lost_after_purge = true;
+                    }
                 }
                 // Lost or settled by someone else: an honest client stops acting on this lease.
                 c.phase = Phase::Done;

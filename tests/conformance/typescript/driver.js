@@ -173,7 +173,8 @@ async function main(argv) {
       }
       case "replay": {
         const r = await client.claim(key, { args: ARGS });
-        return { outcome: outcomeName(r), result: resultJson(r.record.result) };
+        const none = { code: 0, body: Buffer.alloc(0), contentType: "", metadata: {} };
+        return { outcome: outcomeName(r), result: resultJson(r.record?.result ?? none) };
       }
       case "race":
         return await race(client, key, Number(argv[5]));

@@ -17,6 +17,8 @@ fn claim_args() -> ClaimArgs {
         owner: "o".into(),
         parent: None,
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     }
 }
 

@@ -205,6 +205,8 @@ impl History {
                 owner: format!("r{id}"),
                 parent: None,
                 reconcile: reconcile && rng.chance(0.7),
+                require_approval: false,
+                max_attempts: 0,
             };
             reconcile = false;
             match c.record(key, Call::Claim(args)).await {

@@ -54,6 +54,8 @@ class RecordStatus(str, enum.Enum):
     FAILED = "FAILED"
     RETRY = "RETRY"
     UNKNOWN = "UNKNOWN"
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
+    APPROVED = "APPROVED"
 
     @classmethod
     def from_wire(cls, value: int) -> RecordStatus:
@@ -70,6 +72,7 @@ class Outcome(str, enum.Enum):
     FAILED = "FAILED"
     IN_PROGRESS = "IN_PROGRESS"
     NEEDS_RECONCILIATION = "NEEDS_RECONCILIATION"
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
 
     @classmethod
     def from_wire(cls, value: int) -> Outcome:

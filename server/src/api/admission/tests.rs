@@ -119,7 +119,15 @@ async fn settlements_pass_even_over_every_limit() {
         let refused = call(&mut service, "acme", rpc).await;
         assert_eq!(refused.headers()["grpc-status"], "8", "{rpc}");
     }
-    for rpc in ["Complete", "Fail", "Renew", "KeepAlive", "Approve", "Purge"] {
+    for rpc in [
+        "Complete",
+        "Fail",
+        "Renew",
+        "KeepAlive",
+        "Approve",
+        "Reject",
+        "Purge",
+    ] {
         let passed = call(&mut service, "acme", rpc).await;
         assert!(passed.headers().get("grpc-status").is_none(), "{rpc}");
     }

@@ -38,6 +38,8 @@ impl Fixture {
             owner: "worker".into(),
             parent: None,
             reconcile: false,
+            require_approval: false,
+            max_attempts: 0,
         };
         let id = RecordId::new("acme", "ka.ns", key);
         let reply = self.engine.claim(&id, &args, None).await.unwrap();

@@ -5,7 +5,8 @@
 //! Cassandra and ScyllaDB return different column sets for a failed lightweight transaction.
 //! This module does no I/O and knows nothing of consistency levels or retries.
 
-use crate::ledger::{Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status};
+use crate::ledger::{Approval, Decision, Millis, OpError, OpResult, ParentRef, Record, RecordId};
+use crate::ledger::{Semantics, Status};
 use crate::store::StoreError;
 use scylla::response::query_result::ColumnSpecs;
 use scylla::value::{CqlTimestamp, CqlValue, Row};
@@ -14,8 +15,9 @@ use std::collections::BTreeMap;
 /// The partition key, in order: tenant is part of it, so tenants never share a row.
 pub const KEY_COLUMNS: [&str; 3] = ["tenant", "namespace", "key"];
 
-/// Every non-key column, in the order their values are bound.
-pub const COLUMNS: [&str; 23] = [
+/// Every non-key column, in the order their values are bound (the last seven come from
+/// migration 0002_operations).
+pub const COLUMNS: [&str; 31] = [
     "version",
     "status",
     "fingerprint",
@@ -39,6 +41,14 @@ pub const COLUMNS: [&str; 23] = [
     "parent",
     "write_id",
     "history",
+    "require_approval",
+    "max_attempts",
+    "reconciliations",
+    "approval_decision",
+    "approval_decided_by",
+    "approval_note",
+    "approval_decided_at",
+    "kept_until",
 ];
 
 /// The columns a dedup hit's write changes (`Store::replace_if_version` with `durable == false`):
@@ -109,7 +119,25 @@ pub fn column_values(record: &Record, write_id: [u8; 16]) -> Vec<Value> {
         Some(CqlValue::Blob(crate::store::events::encode(
             &record.history,
         ))),
+        Some(CqlValue::Boolean(record.require_approval)),
+        big(u64::from(record.max_attempts)),
+        big(u64::from(record.reconciliations)),
+        record
+            .approval
+            .as_ref()
+            .and_then(|a| text(decision_name(a.decision))),
+        record.approval.as_ref().and_then(|a| text(&a.decided_by)),
+        record.approval.as_ref().and_then(|a| text(&a.note)),
+        record.approval.as_ref().map(|a| timestamp(a.decided_at)),
+        record.kept_until.map(timestamp),
     ]
+}
+
+fn decision_name(decision: Decision) -> &'static str {
+    match decision {
+        Decision::Approved => "APPROVED",
+        Decision::Rejected => "REJECTED",
+    }
 }
 
 /// The values of `HIT_COLUMNS` for `record`, in order.
@@ -158,6 +186,9 @@ pub fn status_name(status: Status) -> &'static str {
         Status::Retry => "RETRY",
         Status::Unknown => "UNKNOWN",
         Status::Abandoned => "ABANDONED",
+        Status::AwaitingApproval => "AWAITING_APPROVAL",
+        Status::Approved => "APPROVED",
+        Status::Purged => "PURGED",
     }
 }
 
@@ -237,6 +268,9 @@ impl<'a> RowView<'a> {
             "RETRY" => Status::Retry,
             "UNKNOWN" => Status::Unknown,
             "ABANDONED" => Status::Abandoned,
+            "AWAITING_APPROVAL" => Status::AwaitingApproval,
+            "APPROVED" => Status::Approved,
+            "PURGED" => Status::Purged,
             other => return Err(StoreError::Corrupt(format!("unknown status {other:?}"))),
         };
         let semantics = match self.text_req("semantics")? {
@@ -292,6 +326,41 @@ impl<'a> RowView<'a> {
                 None => Vec::new(),
                 other => return Err(corrupt("history", other)),
             },
+            // Rows written before migration 0002 hold nulls here: no gate, no cap.
+            require_approval: match self.get("require_approval") {
+                None => false,
+                Some(CqlValue::Boolean(b)) => *b,
+                other => return Err(corrupt("require_approval", other)),
+            },
+            max_attempts: self.u32_or_zero("max_attempts")?,
+            reconciliations: self.u32_or_zero("reconciliations")?,
+            approval: self.approval()?,
+            kept_until: self.timestamp("kept_until")?,
+        }))
+    }
+
+    fn u32_or_zero(&self, name: &str) -> Result<u32, StoreError> {
+        match self.get(name) {
+            None => Ok(0),
+            Some(value) => u32::try_from(u64_of(name, value)?)
+                .map_err(|_| StoreError::Corrupt(format!("{name} out of range"))),
+        }
+    }
+
+    fn approval(&self) -> Result<Option<Approval>, StoreError> {
+        let Some(decision) = self.text("approval_decision")? else {
+            return Ok(None);
+        };
+        let decision = match decision {
+            "APPROVED" => Decision::Approved,
+            "REJECTED" => Decision::Rejected,
+            other => return Err(StoreError::Corrupt(format!("unknown decision {other:?}"))),
+        };
+        Ok(Some(Approval {
+            decision,
+            decided_by: self.text("approval_decided_by")?.unwrap_or_default().into(),
+            note: self.text("approval_note")?.unwrap_or_default().into(),
+            decided_at: self.timestamp_req("approval_decided_at")?,
         }))
     }
 
@@ -400,6 +469,8 @@ mod tests {
             owner: "o".into(),
             parent: None,
             reconcile: false,
+            require_approval: false,
+            max_attempts: 0,
         };
         let mut r = crate::ledger::claim(&id, None, &args, 0)
             .unwrap()

@@ -333,6 +333,8 @@ mod tests {
             owner: "o".into(),
             parent: None,
             reconcile: false,
+            require_approval: false,
+            max_attempts: 0,
         };
         claim(&id, None, &args, now).unwrap().record().clone()
     }

@@ -40,6 +40,11 @@ pub const MIGRATIONS: &[Migration] = &[
         text: include_str!("../../../../migrations/0001_ledger.cql"),
     },
     Migration {
+        version: 2,
+        name: "0002_operations",
+        text: include_str!("../../../../migrations/0002_operations.cql"),
+    },
+    Migration {
         version: 3,
         name: "0003_listing",
         text: include_str!("../../../../migrations/0003_listing.cql"),
@@ -232,7 +237,7 @@ async fn apply_one(
     )
     .await?;
     if claim {
-        run_file(session, m).await?;
+        run_file(session, ks, m).await?;
         return finish(session, ks, m, owner).await.map(|_| true);
     }
     loop {
@@ -265,7 +270,7 @@ async fn apply_one(
             .await?;
             if taken {
                 tracing::warn!(migration = m.name, stale_owner = %state.owner, "took over a stale migration claim");
-                run_file(session, m).await?;
+                run_file(session, ks, m).await?;
                 return finish(session, ks, m, owner).await.map(|_| true);
             }
         }
@@ -342,12 +347,57 @@ async fn claim_state(
     })
 }
 
-/// Runs every statement of a migration file.
-async fn run_file(session: &Session, m: &Migration) -> Result<(), MigrateError> {
+/// Runs every statement of a migration file. An `ALTER TABLE t ADD column type` whose column
+/// exists already is skipped: CQL has no `ADD IF NOT EXISTS` that every supported server accepts,
+/// and a file must be safe to run again after a migrator stopped half-way.
+async fn run_file(session: &Session, ks: &str, m: &Migration) -> Result<(), MigrateError> {
     for statement in split_statements(m.text) {
+        if let Some((table, column)) = added_column(&statement) {
+            if column_exists(session, ks, &table, &column).await? {
+                tracing::debug!(migration = m.name, table, column, "column exists; skipped");
+                continue;
+            }
+        }
         ddl(session, &statement).await?;
     }
     Ok(())
+}
+
+/// The (table, column) of a one-column `ALTER TABLE table ADD column type` statement, lower
+/// case as CQL stores unquoted names.
+pub fn added_column(statement: &str) -> Option<(String, String)> {
+    let words: Vec<String> = statement
+        .split_whitespace()
+        .map(str::to_ascii_lowercase)
+        .collect();
+    match words.as_slice() {
+        [alter, table_kw, table, add, column, _type]
+            if alter == "alter" && table_kw == "table" && add == "add" =>
+        {
+            Some((table.clone(), column.clone()))
+        }
+        _ => None,
+    }
+}
+
+async fn column_exists(
+    session: &Session,
+    ks: &str,
+    table: &str,
+    column: &str,
+) -> Result<bool, MigrateError> {
+    let found = rows(
+        session,
+        "SELECT column_name FROM system_schema.columns \
+         WHERE keyspace_name = ? AND table_name = ? AND column_name = ?",
+        vec![
+            CqlValue::Text(ks.into()),
+            CqlValue::Text(table.into()),
+            CqlValue::Text(column.into()),
+        ],
+    )
+    .await?;
+    Ok(!found.is_empty())
 }
 
 /// The statements of a CQL file: `--` comment lines dropped, split on `;`.
@@ -530,5 +580,36 @@ mod tests {
         );
         assert_eq!(parts, ["CREATE TABLE a (x int)", "CREATE TABLE b (y int)"]);
         assert_eq!(split_statements(MIGRATIONS[0].text).len(), 1);
+    }
+
+    #[test]
+    fn every_statement_of_a_migration_can_run_again() {
+        // A CREATE must say IF NOT EXISTS; an ALTER must add one column (skipped when present).
+        for m in MIGRATIONS {
+            for statement in split_statements(m.text) {
+                let upper = statement.to_ascii_uppercase();
+                let ok = (upper.starts_with("CREATE ") && upper.contains(" IF NOT EXISTS "))
+                    || added_column(&statement).is_some();
+                assert!(ok, "{}: cannot run twice: {statement}", m.name);
+            }
+        }
+        assert_eq!(
+            added_column("ALTER TABLE records ADD max_attempts bigint"),
+            Some(("records".into(), "max_attempts".into()))
+        );
+        assert_eq!(added_column("ALTER TABLE records ADD (a int, b int)"), None);
+        assert_eq!(added_column("ALTER TABLE records DROP a"), None);
+    }
+
+    #[test]
+    fn the_codec_writes_only_columns_the_migrations_create() {
+        let text: String = MIGRATIONS.iter().map(|m| m.text).collect();
+        for column in super::super::codec::COLUMNS {
+            let declared = text.lines().map(str::trim).any(|l| {
+                l.starts_with(&format!("{column} "))
+                    || added_column(l).is_some_and(|(_, added)| added == column)
+            });
+            assert!(declared, "column {column} is not created by any migration");
+        }
     }
 }

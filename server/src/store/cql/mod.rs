@@ -43,6 +43,8 @@ mod tests_levels;
 mod tls;
 #[cfg(test)]
 mod ttl_tests;
+#[cfg(test)]
+mod upgrade_tests;
 
 pub use config::{CqlConfig, CqlTlsConfig, SerialLevel};
 pub use connect::ConnectError;

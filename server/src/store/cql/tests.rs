@@ -122,6 +122,8 @@ fn claimed(now: Millis, retention: Millis, semantics: Semantics) -> Record {
             key: "parent-key".into(),
         }),
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     };
     crate::ledger::claim(&id, None, &args, now)
         .unwrap()

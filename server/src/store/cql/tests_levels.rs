@@ -69,6 +69,8 @@ async fn works(store: &CqlStore) {
         owner: "w".into(),
         parent: None,
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     };
     let decision = crate::ledger::claim(&id, None, &args, now).unwrap();
     let record = decision.record();

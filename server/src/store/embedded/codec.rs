@@ -6,9 +6,8 @@
 //! counters, lease or history — a hot key's dedup hits, a renewal — then rewrite a small row, not
 //! the result it replays.
 
-use crate::ledger::{
-    Bucket, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics, Status,
-};
+use crate::ledger::{Approval, Bucket, Decision, Millis, OpError, OpResult, ParentRef, Record};
+use crate::ledger::{RecordId, Semantics, Status};
 use crate::store::StoreError;
 use prost::Message;
 
@@ -90,7 +89,7 @@ const PROCESSING_AT_MOST_ONCE: u8 = 0x81;
 /// tombstone, never listed).
 fn bucket_of_codes(status: i32, semantics: i32) -> Option<u8> {
     match (status_from(status).ok()?, semantics) {
-        (Status::Abandoned, _) => None,
+        (Status::Abandoned | Status::Purged, _) => None,
         (Status::Processing, 2) => Some(PROCESSING_AT_MOST_ONCE),
         (status, _) => Some(bucket_code(Bucket::Stored(status))),
     }
@@ -154,6 +153,55 @@ struct StoredRecord {
     /// Set when `result` and `error` are stored apart, as a `StoredOutcome`.
     #[prost(bool, tag = "19")]
     outcome_apart: bool,
+    #[prost(bool, tag = "20")]
+    require_approval: bool,
+    #[prost(uint32, tag = "21")]
+    max_attempts: u32,
+    #[prost(uint32, tag = "22")]
+    reconciliations: u32,
+    #[prost(message, optional, tag = "23")]
+    approval: Option<StoredApproval>,
+    #[prost(int64, optional, tag = "24")]
+    kept_until: Option<i64>,
+}
+
+/// A record's approval decision.
+#[derive(Clone, PartialEq, Message)]
+struct StoredApproval {
+    /// 1 approved, 2 rejected.
+    #[prost(int32, tag = "1")]
+    decision: i32,
+    #[prost(string, tag = "2")]
+    decided_by: String,
+    #[prost(string, tag = "3")]
+    note: String,
+    #[prost(int64, tag = "4")]
+    decided_at: i64,
+}
+
+fn stored_approval(approval: &Approval) -> StoredApproval {
+    StoredApproval {
+        decision: match approval.decision {
+            Decision::Approved => 1,
+            Decision::Rejected => 2,
+        },
+        decided_by: approval.decided_by.clone(),
+        note: approval.note.clone(),
+        decided_at: approval.decided_at,
+    }
+}
+
+fn approval_from(stored: StoredApproval) -> Result<Approval, StoreError> {
+    Ok(Approval {
+        decision: match stored.decision {
+            1 => Decision::Approved,
+            2 => Decision::Rejected,
+            other => return Err(StoreError::Corrupt(format!("unknown decision {other}"))),
+        },
+        decided_by: stored.decided_by,
+        note: stored.note,
+        decided_at: stored.decided_at,
+    })
 }
 
 /// A record's outcome, stored apart from it when large.
@@ -216,6 +264,9 @@ fn status_code(status: Status) -> i32 {
         Status::Retry => 4,
         Status::Unknown => 5,
         Status::Abandoned => 6,
+        Status::AwaitingApproval => 7,
+        Status::Approved => 8,
+        Status::Purged => 9,
     }
 }
 
@@ -227,6 +278,9 @@ fn status_from(code: i32) -> Result<Status, StoreError> {
         4 => Status::Retry,
         5 => Status::Unknown,
         6 => Status::Abandoned,
+        7 => Status::AwaitingApproval,
+        8 => Status::Approved,
+        9 => Status::Purged,
         other => return Err(StoreError::Corrupt(format!("unknown status {other}"))),
     })
 }
@@ -275,6 +329,11 @@ pub fn encode_record(record: &Record) -> Encoded {
         version: record.version,
         history: crate::store::events::encode(&record.history),
         outcome_apart: apart,
+        require_approval: record.require_approval,
+        max_attempts: record.max_attempts,
+        reconciliations: record.reconciliations,
+        approval: record.approval.as_ref().map(stored_approval),
+        kept_until: record.kept_until,
     }
     .encode_to_vec();
     Encoded {
@@ -488,6 +547,11 @@ fn decode(
         retention: s.retention,
         version: s.version,
         history: crate::store::events::decode(&s.history)?,
+        require_approval: s.require_approval,
+        max_attempts: s.max_attempts,
+        reconciliations: s.reconciliations,
+        approval: s.approval.map(approval_from).transpose()?,
+        kept_until: s.kept_until,
     })
 }
 
@@ -529,6 +593,8 @@ mod tests {
                 key: "pk".into(),
             }),
             reconcile: false,
+            require_approval: false,
+            max_attempts: 0,
         };
         let mut record = crate::ledger::claim(&id, None, &args, 5)
             .unwrap()

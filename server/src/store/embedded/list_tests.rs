@@ -21,6 +21,8 @@ fn args(semantics: Semantics) -> ClaimArgs {
             key: "f".into(),
         }),
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     }
 }
 

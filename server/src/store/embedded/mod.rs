@@ -378,6 +378,8 @@ mod tests {
             owner: "t".into(),
             parent: None,
             reconcile: false,
+            require_approval: false,
+            max_attempts: 0,
         }
     }
 

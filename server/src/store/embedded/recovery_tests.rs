@@ -60,6 +60,8 @@ async fn insert(store: &EmbeddedStore, i: usize) {
         owner: "t".into(),
         parent: None,
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     };
     let now = Clock::System.now();
     let record = crate::ledger::claim(&id(i), None, &args, now).unwrap();

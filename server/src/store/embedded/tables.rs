@@ -274,6 +274,8 @@ mod tests {
             owner: "t".into(),
             parent: None,
             reconcile: false,
+            require_approval: false,
+            max_attempts: 0,
         };
         let id = RecordId::new("t", "ns", "big");
         let mut record = crate::ledger::claim(&id, None, &args, 1)

@@ -22,6 +22,8 @@ fn args(semantics: Semantics) -> ClaimArgs {
         owner: "suite".into(),
         parent: None,
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     }
 }
 

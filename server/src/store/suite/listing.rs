@@ -24,6 +24,8 @@ pub(super) fn args(semantics: Semantics, parent: Option<ParentRef>) -> ClaimArgs
         owner: "suite".into(),
         parent,
         reconcile: false,
+        require_approval: false,
+        max_attempts: 0,
     }
 }
 

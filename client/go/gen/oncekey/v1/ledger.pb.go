@@ -48,6 +48,10 @@ const (
 	RecordStatus_RECORD_STATUS_RETRY RecordStatus = 4
 	// An at-most-once operation whose lease ran out: its outcome is unknown and needs reconciliation.
 	RecordStatus_RECORD_STATUS_UNKNOWN RecordStatus = 5
+	// Created by a Claim with require_approval: no lease, no token until someone Approves or Rejects.
+	RecordStatus_RECORD_STATUS_AWAITING_APPROVAL RecordStatus = 6
+	// Approved: the next Claim acquires it (token = the key's sequence + 1, attempt 1).
+	RecordStatus_RECORD_STATUS_APPROVED RecordStatus = 7
 )
 
 // Enum value maps for RecordStatus.
@@ -59,14 +63,18 @@ var (
 		3: "RECORD_STATUS_FAILED",
 		4: "RECORD_STATUS_RETRY",
 		5: "RECORD_STATUS_UNKNOWN",
+		6: "RECORD_STATUS_AWAITING_APPROVAL",
+		7: "RECORD_STATUS_APPROVED",
 	}
 	RecordStatus_value = map[string]int32{
-		"RECORD_STATUS_UNSPECIFIED": 0,
-		"RECORD_STATUS_PROCESSING":  1,
-		"RECORD_STATUS_SUCCEEDED":   2,
-		"RECORD_STATUS_FAILED":      3,
-		"RECORD_STATUS_RETRY":       4,
-		"RECORD_STATUS_UNKNOWN":     5,
+		"RECORD_STATUS_UNSPECIFIED":       0,
+		"RECORD_STATUS_PROCESSING":        1,
+		"RECORD_STATUS_SUCCEEDED":         2,
+		"RECORD_STATUS_FAILED":            3,
+		"RECORD_STATUS_RETRY":             4,
+		"RECORD_STATUS_UNKNOWN":           5,
+		"RECORD_STATUS_AWAITING_APPROVAL": 6,
+		"RECORD_STATUS_APPROVED":          7,
 	}
 )
 
@@ -166,6 +174,8 @@ const (
 	ClaimOutcome_CLAIM_OUTCOME_IN_PROGRESS ClaimOutcome = 4
 	// An at-most-once operation's outcome is unknown: check the outside world, then Claim with reconcile.
 	ClaimOutcome_CLAIM_OUTCOME_NEEDS_RECONCILIATION ClaimOutcome = 5
+	// The operation waits for an Approve or Reject: do not perform it; Claim again later (or with `wait`).
+	ClaimOutcome_CLAIM_OUTCOME_AWAITING_APPROVAL ClaimOutcome = 6
 )
 
 // Enum value maps for ClaimOutcome.
@@ -177,6 +187,7 @@ var (
 		3: "CLAIM_OUTCOME_FAILED",
 		4: "CLAIM_OUTCOME_IN_PROGRESS",
 		5: "CLAIM_OUTCOME_NEEDS_RECONCILIATION",
+		6: "CLAIM_OUTCOME_AWAITING_APPROVAL",
 	}
 	ClaimOutcome_value = map[string]int32{
 		"CLAIM_OUTCOME_UNSPECIFIED":          0,
@@ -185,6 +196,7 @@ var (
 		"CLAIM_OUTCOME_FAILED":               3,
 		"CLAIM_OUTCOME_IN_PROGRESS":          4,
 		"CLAIM_OUTCOME_NEEDS_RECONCILIATION": 5,
+		"CLAIM_OUTCOME_AWAITING_APPROVAL":    6,
 	}
 )
 
@@ -272,6 +284,59 @@ func (Disposition) EnumDescriptor() ([]byte, []int) {
 	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{3}
 }
 
+// What an approver decided.
+type ApprovalDecision int32
+
+const (
+	// Never stored; a zero value only.
+	ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED ApprovalDecision = 0
+	// Approved: the operation may be acquired.
+	ApprovalDecision_APPROVAL_DECISION_APPROVED ApprovalDecision = 1
+	// Rejected: the operation failed for good (error code 403, message = the note).
+	ApprovalDecision_APPROVAL_DECISION_REJECTED ApprovalDecision = 2
+)
+
+// Enum value maps for ApprovalDecision.
+var (
+	ApprovalDecision_name = map[int32]string{
+		0: "APPROVAL_DECISION_UNSPECIFIED",
+		1: "APPROVAL_DECISION_APPROVED",
+		2: "APPROVAL_DECISION_REJECTED",
+	}
+	ApprovalDecision_value = map[string]int32{
+		"APPROVAL_DECISION_UNSPECIFIED": 0,
+		"APPROVAL_DECISION_APPROVED":    1,
+		"APPROVAL_DECISION_REJECTED":    2,
+	}
+)
+
+func (x ApprovalDecision) Enum() *ApprovalDecision {
+	p := new(ApprovalDecision)
+	*p = x
+	return p
+}
+
+func (x ApprovalDecision) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApprovalDecision) Descriptor() protoreflect.EnumDescriptor {
+	return file_oncekey_v1_ledger_proto_enumTypes[4].Descriptor()
+}
+
+func (ApprovalDecision) Type() protoreflect.EnumType {
+	return &file_oncekey_v1_ledger_proto_enumTypes[4]
+}
+
+func (x ApprovalDecision) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApprovalDecision.Descriptor instead.
+func (ApprovalDecision) EnumDescriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{4}
+}
+
 // What a receipt records.
 type EventKind int32
 
@@ -288,6 +353,10 @@ const (
 	EventKind_EVENT_KIND_FAIL EventKind = 4
 	// A Renew, including the server's keep-alive renewals; outcome RENEWED.
 	EventKind_EVENT_KIND_RENEW EventKind = 5
+	// An Approve; outcome APPROVED, owner the approver (Approval.decided_by).
+	EventKind_EVENT_KIND_APPROVE EventKind = 6
+	// A Reject; outcome REJECTED, owner the approver (Approval.decided_by).
+	EventKind_EVENT_KIND_REJECT EventKind = 7
 )
 
 // Enum value maps for EventKind.
@@ -299,6 +368,8 @@ var (
 		3: "EVENT_KIND_COMPLETE",
 		4: "EVENT_KIND_FAIL",
 		5: "EVENT_KIND_RENEW",
+		6: "EVENT_KIND_APPROVE",
+		7: "EVENT_KIND_REJECT",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED": 0,
@@ -307,6 +378,8 @@ var (
 		"EVENT_KIND_COMPLETE":    3,
 		"EVENT_KIND_FAIL":        4,
 		"EVENT_KIND_RENEW":       5,
+		"EVENT_KIND_APPROVE":     6,
+		"EVENT_KIND_REJECT":      7,
 	}
 )
 
@@ -321,11 +394,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_oncekey_v1_ledger_proto_enumTypes[4].Descriptor()
+	return file_oncekey_v1_ledger_proto_enumTypes[5].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_oncekey_v1_ledger_proto_enumTypes[4]
+	return &file_oncekey_v1_ledger_proto_enumTypes[5]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -334,7 +407,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{4}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{5}
 }
 
 // Names another operation of the same tenant.
@@ -418,8 +491,19 @@ type ClaimRequest struct {
 	Parent *OperationRef `protobuf:"bytes,9,opt,name=parent,proto3" json:"parent,omitempty"`
 	// Acquire an UNKNOWN at-most-once operation to reconcile it (instead of NEEDS_RECONCILIATION).
 	Reconcile bool `protobuf:"varint,10,opt,name=reconcile,proto3" json:"reconcile,omitempty"`
-	// Hold an IN_PROGRESS answer until the record settles or this runs out (at most 60 s).
-	Wait          *durationpb.Duration `protobuf:"bytes,11,opt,name=wait,proto3" json:"wait,omitempty"`
+	// Hold an IN_PROGRESS answer until the record settles, or an AWAITING_APPROVAL one until it is
+	// decided, or until this runs out (at most 60 s).
+	Wait *durationpb.Duration `protobuf:"bytes,11,opt,name=wait,proto3" json:"wait,omitempty"`
+	// Create the record AWAITING_APPROVAL: nobody acquires it before an Approve (only the first Claim
+	// of a key sets it; an ABANDON keeps it for the key's next life).
+	RequireApproval bool `protobuf:"varint,12,opt,name=require_approval,json=requireApproval,proto3" json:"require_approval,omitempty"`
+	// Answer with the outcome this Claim would get now and the record as stored, writing nothing:
+	// no record, no lease, no dedup hit, no receipt (`wait` is ignored).
+	DryRun bool `protobuf:"varint,13,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// The most acquisitions of the operation, reconciliations not counted (0 = no cap; only the first
+	// Claim of a key sets it): past it a RETRY record fails for good with code 429, and a lapsed
+	// at-least-once lease is not taken over but needs reconciliation.
+	MaxAttempts   uint32 `protobuf:"varint,14,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -542,6 +626,27 @@ func (x *ClaimRequest) GetWait() *durationpb.Duration {
 	return nil
 }
 
+func (x *ClaimRequest) GetRequireApproval() bool {
+	if x != nil {
+		return x.RequireApproval
+	}
+	return false
+}
+
+func (x *ClaimRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ClaimRequest) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
 type isClaimRequest_Arguments interface {
 	isClaimRequest_Arguments()
 }
@@ -629,9 +734,9 @@ type ClaimResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What the caller should do.
 	Outcome ClaimOutcome `protobuf:"varint,1,opt,name=outcome,proto3,enum=oncekey.v1.ClaimOutcome" json:"outcome,omitempty"`
-	// The record after the Claim.
+	// The record after the Claim; for a dry run the record as stored (unset when absent).
 	Record *Record `protobuf:"bytes,2,opt,name=record,proto3" json:"record,omitempty"`
-	// The caller's lease, set only when outcome is ACQUIRED.
+	// The caller's lease, set only when outcome is ACQUIRED (never for a dry run).
 	Lease *Lease `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
 	// When outcome is IN_PROGRESS: how long to wait before claiming again.
 	RetryAfter    *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
@@ -869,7 +974,13 @@ type Record struct {
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// When the record disappears from the ledger; unset while an at-most-once operation is
 	// unsettled (PROCESSING or UNKNOWN): such a record is kept until it settles.
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// Whether the operation waits for an approval before anyone acquires it (set by the first Claim).
+	RequireApproval bool `protobuf:"varint,17,opt,name=require_approval,json=requireApproval,proto3" json:"require_approval,omitempty"`
+	// The most acquisitions allowed, reconciliations not counted (0 = no cap; set by the first Claim).
+	MaxAttempts uint32 `protobuf:"varint,18,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// The approval decision, once someone Approved or Rejected the operation.
+	Approval      *Approval `protobuf:"bytes,19,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1016,6 +1127,101 @@ func (x *Record) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Record) GetRequireApproval() bool {
+	if x != nil {
+		return x.RequireApproval
+	}
+	return false
+}
+
+func (x *Record) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *Record) GetApproval() *Approval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
+// The decision on an operation that awaited approval.
+type Approval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Approved or rejected.
+	Decision ApprovalDecision `protobuf:"varint,1,opt,name=decision,proto3,enum=oncekey.v1.ApprovalDecision" json:"decision,omitempty"`
+	// Who decided: the label of the approver's token (its tenant when the line has none), "dev" in
+	// local/dev mode.
+	DecidedBy string `protobuf:"bytes,2,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// The approver's note, as given in Approve or Reject.
+	Note string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	// When the decision was made (server clock).
+	DecidedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Approval) Reset() {
+	*x = Approval{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Approval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Approval) ProtoMessage() {}
+
+func (x *Approval) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Approval.ProtoReflect.Descriptor instead.
+func (*Approval) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Approval) GetDecision() ApprovalDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED
+}
+
+func (x *Approval) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *Approval) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *Approval) GetDecidedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecidedAt
+	}
+	return nil
+}
+
 // Settles an acquired operation as succeeded.
 type CompleteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1033,7 +1239,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[7]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1251,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[7]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1264,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{7}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CompleteRequest) GetNamespace() string {
@@ -1100,7 +1306,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[8]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1318,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[8]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1331,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{8}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CompleteResponse) GetRecord() *Record {
@@ -1154,7 +1360,7 @@ type FailRequest struct {
 
 func (x *FailRequest) Reset() {
 	*x = FailRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[9]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1372,7 @@ func (x *FailRequest) String() string {
 func (*FailRequest) ProtoMessage() {}
 
 func (x *FailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[9]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1385,7 @@ func (x *FailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailRequest.ProtoReflect.Descriptor instead.
 func (*FailRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{9}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FailRequest) GetNamespace() string {
@@ -1228,7 +1434,7 @@ type FailResponse struct {
 
 func (x *FailResponse) Reset() {
 	*x = FailResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[10]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1446,7 @@ func (x *FailResponse) String() string {
 func (*FailResponse) ProtoMessage() {}
 
 func (x *FailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[10]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1459,7 @@ func (x *FailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailResponse.ProtoReflect.Descriptor instead.
 func (*FailResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{10}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FailResponse) GetRecord() *Record {
@@ -1280,7 +1486,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[11]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1498,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[11]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1511,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{11}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RenewRequest) GetNamespace() string {
@@ -1347,7 +1553,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[12]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1565,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[12]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1578,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{12}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RenewResponse) GetLease() *Lease {
@@ -1399,7 +1605,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[13]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1617,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[13]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1630,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{13}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KeepAliveRequest) GetNamespace() string {
@@ -1471,7 +1677,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[14]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1689,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[14]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1702,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{14}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LookupRequest) GetNamespace() string {
@@ -1533,7 +1739,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[15]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1751,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[15]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1764,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{15}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LookupResponse) GetRecord() *Record {
@@ -1589,14 +1795,17 @@ type RecordEvent struct {
 	// The fencing token after the event.
 	FencingToken uint64 `protobuf:"varint,5,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
 	// The claimer, or the lease holder for Complete, Fail and Renew.
-	Owner         string `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Why the ledger answered as it did when it was not the caller's choice: ATTEMPTS_EXHAUSTED when
+	// the attempt cap failed the operation or sent it to reconciliation; empty otherwise.
+	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecordEvent) Reset() {
 	*x = RecordEvent{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[16]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1817,7 @@ func (x *RecordEvent) String() string {
 func (*RecordEvent) ProtoMessage() {}
 
 func (x *RecordEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[16]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1830,7 @@ func (x *RecordEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEvent.ProtoReflect.Descriptor instead.
 func (*RecordEvent) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{16}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RecordEvent) GetAt() *timestamppb.Timestamp {
@@ -1666,38 +1875,43 @@ func (x *RecordEvent) GetOwner() string {
 	return ""
 }
 
-// Asks for one page of the caller's records; every filter left empty matches every record.
-type ListRecordsRequest struct {
+func (x *RecordEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Approves an operation that awaits approval.
+type ApproveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only records of this namespace (empty: every namespace).
+	// The operation's namespace.
 	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// Only records with one of these statuses, as Lookup would report them (empty: every status).
-	Statuses []RecordStatus `protobuf:"varint,2,rep,packed,name=statuses,proto3,enum=oncekey.v1.RecordStatus" json:"statuses,omitempty"`
-	// Only records whose first Claim named this parent operation.
-	Parent *OperationRef `protobuf:"bytes,3,opt,name=parent,proto3" json:"parent,omitempty"`
-	// The most records to return: 1..=1000, default 100 when 0; a page may hold fewer.
-	PageSize uint32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// The next_page_token of the previous page, sent with the same filters; empty for the first page.
-	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// The operation's key.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// Optional (32 bytes): the fingerprint the approver saw; a different stored one is KEY_REUSED.
+	Fingerprint []byte `protobuf:"bytes,3,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// A note kept with the decision (at most 1 KiB).
+	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ListRecordsRequest) Reset() {
-	*x = ListRecordsRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[17]
+func (x *ApproveRequest) Reset() {
+	*x = ApproveRequest{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ListRecordsRequest) String() string {
+func (x *ApproveRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ListRecordsRequest) ProtoMessage() {}
+func (*ApproveRequest) ProtoMessage() {}
 
-func (x *ListRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[17]
+func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,72 +1922,63 @@ func (x *ListRecordsRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ListRecordsRequest.ProtoReflect.Descriptor instead.
-func (*ListRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{17}
+// Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
+func (*ApproveRequest) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{18}
 }
 
-func (x *ListRecordsRequest) GetNamespace() string {
+func (x *ApproveRequest) GetNamespace() string {
 	if x != nil {
 		return x.Namespace
 	}
 	return ""
 }
 
-func (x *ListRecordsRequest) GetStatuses() []RecordStatus {
+func (x *ApproveRequest) GetKey() string {
 	if x != nil {
-		return x.Statuses
-	}
-	return nil
-}
-
-func (x *ListRecordsRequest) GetParent() *OperationRef {
-	if x != nil {
-		return x.Parent
-	}
-	return nil
-}
-
-func (x *ListRecordsRequest) GetPageSize() uint32 {
-	if x != nil {
-		return x.PageSize
-	}
-	return 0
-}
-
-func (x *ListRecordsRequest) GetPageToken() string {
-	if x != nil {
-		return x.PageToken
+		return x.Key
 	}
 	return ""
 }
 
-// One page of records: without history, result body or error details (Lookup has them).
-type ListRecordsResponse struct {
+func (x *ApproveRequest) GetFingerprint() []byte {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return nil
+}
+
+func (x *ApproveRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// The answer to an Approve.
+type ApproveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The records of this page, in a stable order.
-	Records []*Record `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
-	// Pass it as page_token to get the next page; empty when this is the last page.
-	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// The record, now APPROVED.
+	Record        *Record `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ListRecordsResponse) Reset() {
-	*x = ListRecordsResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
+func (x *ApproveResponse) Reset() {
+	*x = ApproveResponse{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ListRecordsResponse) String() string {
+func (x *ApproveResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ListRecordsResponse) ProtoMessage() {}
+func (*ApproveResponse) ProtoMessage() {}
 
-func (x *ListRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
+func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,23 +1989,237 @@ func (x *ListRecordsResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ListRecordsResponse.ProtoReflect.Descriptor instead.
-func (*ListRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{18}
+// Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
+func (*ApproveResponse) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{19}
 }
 
-func (x *ListRecordsResponse) GetRecords() []*Record {
+func (x *ApproveResponse) GetRecord() *Record {
 	if x != nil {
-		return x.Records
+		return x.Record
 	}
 	return nil
 }
 
-func (x *ListRecordsResponse) GetNextPageToken() string {
+// Rejects an operation that awaits approval.
+type RejectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation's namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The operation's key.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// Optional (32 bytes): the fingerprint the approver saw; a different stored one is KEY_REUSED.
+	Fingerprint []byte `protobuf:"bytes,3,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// A note kept with the decision and stored as the error message (at most 1 KiB).
+	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejectRequest) Reset() {
+	*x = RejectRequest{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejectRequest) ProtoMessage() {}
+
+func (x *RejectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[20]
 	if x != nil {
-		return x.NextPageToken
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejectRequest.ProtoReflect.Descriptor instead.
+func (*RejectRequest) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RejectRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
 	}
 	return ""
+}
+
+func (x *RejectRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RejectRequest) GetFingerprint() []byte {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return nil
+}
+
+func (x *RejectRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// The answer to a Reject.
+type RejectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The record, now FAILED with error {code: 403, message: note}.
+	Record        *Record `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejectResponse) Reset() {
+	*x = RejectResponse{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejectResponse) ProtoMessage() {}
+
+func (x *RejectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejectResponse.ProtoReflect.Descriptor instead.
+func (*RejectResponse) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RejectResponse) GetRecord() *Record {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+// Removes one record and its history.
+type PurgeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation's namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The operation's key.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// Required to purge an unsettled at-most-once operation (PROCESSING or UNKNOWN): the effect may
+	// then run again.
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeRequest) Reset() {
+	*x = PurgeRequest{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeRequest) ProtoMessage() {}
+
+func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
+func (*PurgeRequest) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PurgeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PurgeRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *PurgeRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// The answer to a Purge.
+type PurgeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeResponse) Reset() {
+	*x = PurgeResponse{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeResponse) ProtoMessage() {}
+
+func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
+func (*PurgeResponse) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 var File_oncekey_v1_ledger_proto protoreflect.FileDescriptor
@@ -1811,7 +2230,7 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"oncekey.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\">\n" +
 	"\fOperationRef\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\"\xcf\x03\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\xb6\x04\n" +
 	"\fClaimRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\"\n" +
@@ -1824,7 +2243,10 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x06parent\x18\t \x01(\v2\x18.oncekey.v1.OperationRefR\x06parent\x12\x1c\n" +
 	"\treconcile\x18\n" +
 	" \x01(\bR\treconcile\x12-\n" +
-	"\x04wait\x18\v \x01(\v2\x19.google.protobuf.DurationR\x04waitB\v\n" +
+	"\x04wait\x18\v \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12)\n" +
+	"\x10require_approval\x18\f \x01(\bR\x0frequireApproval\x12\x17\n" +
+	"\adry_run\x18\r \x01(\bR\x06dryRun\x12!\n" +
+	"\fmax_attempts\x18\x0e \x01(\rR\vmaxAttemptsB\v\n" +
 	"\targuments\"r\n" +
 	"\x05Lease\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x04R\x05token\x129\n" +
@@ -1848,7 +2270,7 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x0eOperationError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x18\n" +
-	"\adetails\x18\x03 \x01(\fR\adetails\"\xd0\x05\n" +
+	"\adetails\x18\x03 \x01(\fR\adetails\"\xd0\x06\n" +
 	"\x06Record\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x120\n" +
@@ -1871,7 +2293,17 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x129\n" +
 	"\n" +
-	"expires_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x97\x01\n" +
+	"expires_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12)\n" +
+	"\x10require_approval\x18\x11 \x01(\bR\x0frequireApproval\x12!\n" +
+	"\fmax_attempts\x18\x12 \x01(\rR\vmaxAttempts\x120\n" +
+	"\bapproval\x18\x13 \x01(\v2\x14.oncekey.v1.ApprovalR\bapproval\"\xb2\x01\n" +
+	"\bApproval\x128\n" +
+	"\bdecision\x18\x01 \x01(\x0e2\x1c.oncekey.v1.ApprovalDecisionR\bdecision\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x02 \x01(\tR\tdecidedBy\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\x129\n" +
+	"\n" +
+	"decided_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\"\x97\x01\n" +
 	"\x0fCompleteRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1f\n" +
@@ -1909,62 +2341,83 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x0finclude_history\x18\x03 \x01(\bR\x0eincludeHistory\"o\n" +
 	"\x0eLookupResponse\x12*\n" +
 	"\x06record\x18\x01 \x01(\v2\x12.oncekey.v1.RecordR\x06record\x121\n" +
-	"\ahistory\x18\x02 \x03(\v2\x17.oncekey.v1.RecordEventR\ahistory\"\xd3\x01\n" +
+	"\ahistory\x18\x02 \x03(\v2\x17.oncekey.v1.RecordEventR\ahistory\"\xeb\x01\n" +
 	"\vRecordEvent\x12*\n" +
 	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.oncekey.v1.EventKindR\x04kind\x12\x18\n" +
 	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12\x18\n" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x12#\n" +
 	"\rfencing_token\x18\x05 \x01(\x04R\ffencingToken\x12\x14\n" +
-	"\x05owner\x18\x06 \x01(\tR\x05owner\"\xd6\x01\n" +
-	"\x12ListRecordsRequest\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x124\n" +
-	"\bstatuses\x18\x02 \x03(\x0e2\x18.oncekey.v1.RecordStatusR\bstatuses\x120\n" +
-	"\x06parent\x18\x03 \x01(\v2\x18.oncekey.v1.OperationRefR\x06parent\x12\x1b\n" +
-	"\tpage_size\x18\x04 \x01(\rR\bpageSize\x12\x1d\n" +
-	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"k\n" +
-	"\x13ListRecordsResponse\x12,\n" +
-	"\arecords\x18\x01 \x03(\v2\x12.oncekey.v1.RecordR\arecords\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xb6\x01\n" +
+	"\x05owner\x18\x06 \x01(\tR\x05owner\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"v\n" +
+	"\x0eApproveRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12 \n" +
+	"\vfingerprint\x18\x03 \x01(\fR\vfingerprint\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\"=\n" +
+	"\x0fApproveResponse\x12*\n" +
+	"\x06record\x18\x01 \x01(\v2\x12.oncekey.v1.RecordR\x06record\"u\n" +
+	"\rRejectRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12 \n" +
+	"\vfingerprint\x18\x03 \x01(\fR\vfingerprint\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\"<\n" +
+	"\x0eRejectResponse\x12*\n" +
+	"\x06record\x18\x01 \x01(\v2\x12.oncekey.v1.RecordR\x06record\"T\n" +
+	"\fPurgeRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"\x0f\n" +
+	"\rPurgeResponse*\xf7\x01\n" +
 	"\fRecordStatus\x12\x1d\n" +
 	"\x19RECORD_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RECORD_STATUS_PROCESSING\x10\x01\x12\x1b\n" +
 	"\x17RECORD_STATUS_SUCCEEDED\x10\x02\x12\x18\n" +
 	"\x14RECORD_STATUS_FAILED\x10\x03\x12\x17\n" +
 	"\x13RECORD_STATUS_RETRY\x10\x04\x12\x19\n" +
-	"\x15RECORD_STATUS_UNKNOWN\x10\x05*_\n" +
+	"\x15RECORD_STATUS_UNKNOWN\x10\x05\x12#\n" +
+	"\x1fRECORD_STATUS_AWAITING_APPROVAL\x10\x06\x12\x1a\n" +
+	"\x16RECORD_STATUS_APPROVED\x10\a*_\n" +
 	"\tSemantics\x12\x19\n" +
 	"\x15SEMANTICS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SEMANTICS_AT_LEAST_ONCE\x10\x01\x12\x1a\n" +
-	"\x16SEMANTICS_AT_MOST_ONCE\x10\x02*\xc7\x01\n" +
+	"\x16SEMANTICS_AT_MOST_ONCE\x10\x02*\xec\x01\n" +
 	"\fClaimOutcome\x12\x1d\n" +
 	"\x19CLAIM_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16CLAIM_OUTCOME_ACQUIRED\x10\x01\x12\x1b\n" +
 	"\x17CLAIM_OUTCOME_COMPLETED\x10\x02\x12\x18\n" +
 	"\x14CLAIM_OUTCOME_FAILED\x10\x03\x12\x1d\n" +
 	"\x19CLAIM_OUTCOME_IN_PROGRESS\x10\x04\x12&\n" +
-	"\"CLAIM_OUTCOME_NEEDS_RECONCILIATION\x10\x05*u\n" +
+	"\"CLAIM_OUTCOME_NEEDS_RECONCILIATION\x10\x05\x12#\n" +
+	"\x1fCLAIM_OUTCOME_AWAITING_APPROVAL\x10\x06*u\n" +
 	"\vDisposition\x12\x1b\n" +
 	"\x17DISPOSITION_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DISPOSITION_RETRYABLE\x10\x01\x12\x15\n" +
 	"\x11DISPOSITION_FINAL\x10\x02\x12\x17\n" +
-	"\x13DISPOSITION_ABANDON\x10\x03*\x9a\x01\n" +
+	"\x13DISPOSITION_ABANDON\x10\x03*u\n" +
+	"\x10ApprovalDecision\x12!\n" +
+	"\x1dAPPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aAPPROVAL_DECISION_APPROVED\x10\x01\x12\x1e\n" +
+	"\x1aAPPROVAL_DECISION_REJECTED\x10\x02*\xc9\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_CLAIM\x10\x01\x12\x17\n" +
 	"\x13EVENT_KIND_TAKEOVER\x10\x02\x12\x17\n" +
 	"\x13EVENT_KIND_COMPLETE\x10\x03\x12\x13\n" +
 	"\x0fEVENT_KIND_FAIL\x10\x04\x12\x14\n" +
-	"\x10EVENT_KIND_RENEW\x10\x052\xd9\x03\n" +
+	"\x10EVENT_KIND_RENEW\x10\x05\x12\x16\n" +
+	"\x12EVENT_KIND_APPROVE\x10\x06\x12\x15\n" +
+	"\x11EVENT_KIND_REJECT\x10\a2\xcc\x04\n" +
 	"\x06Ledger\x12<\n" +
 	"\x05Claim\x12\x18.oncekey.v1.ClaimRequest\x1a\x19.oncekey.v1.ClaimResponse\x12E\n" +
 	"\bComplete\x12\x1b.oncekey.v1.CompleteRequest\x1a\x1c.oncekey.v1.CompleteResponse\x129\n" +
 	"\x04Fail\x12\x17.oncekey.v1.FailRequest\x1a\x18.oncekey.v1.FailResponse\x12<\n" +
 	"\x05Renew\x12\x18.oncekey.v1.RenewRequest\x1a\x19.oncekey.v1.RenewResponse\x12@\n" +
 	"\tKeepAlive\x12\x1c.oncekey.v1.KeepAliveRequest\x1a\x11.oncekey.v1.Lease(\x010\x01\x12?\n" +
-	"\x06Lookup\x12\x19.oncekey.v1.LookupRequest\x1a\x1a.oncekey.v1.LookupResponse\x12N\n" +
-	"\vListRecords\x12\x1e.oncekey.v1.ListRecordsRequest\x1a\x1f.oncekey.v1.ListRecordsResponseBJ\n" +
+	"\x06Lookup\x12\x19.oncekey.v1.LookupRequest\x1a\x1a.oncekey.v1.LookupResponse\x12B\n" +
+	"\aApprove\x12\x1a.oncekey.v1.ApproveRequest\x1a\x1b.oncekey.v1.ApproveResponse\x12?\n" +
+	"\x06Reject\x12\x19.oncekey.v1.RejectRequest\x1a\x1a.oncekey.v1.RejectResponse\x12<\n" +
+	"\x05Purge\x12\x18.oncekey.v1.PurgeRequest\x1a\x19.oncekey.v1.PurgeResponseBJ\n" +
 	"\x0edev.oncekey.v1P\x01Z6oncekey.dev/oncekey/client/go/gen/oncekey/v1;oncekeyv1b\x06proto3"
 
 var (
@@ -1979,92 +2432,104 @@ func file_oncekey_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_oncekey_v1_ledger_proto_rawDescData
 }
 
-var file_oncekey_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_oncekey_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_oncekey_v1_ledger_proto_goTypes = []any{
 	(RecordStatus)(0),             // 0: oncekey.v1.RecordStatus
 	(Semantics)(0),                // 1: oncekey.v1.Semantics
 	(ClaimOutcome)(0),             // 2: oncekey.v1.ClaimOutcome
 	(Disposition)(0),              // 3: oncekey.v1.Disposition
-	(EventKind)(0),                // 4: oncekey.v1.EventKind
-	(*OperationRef)(nil),          // 5: oncekey.v1.OperationRef
-	(*ClaimRequest)(nil),          // 6: oncekey.v1.ClaimRequest
-	(*Lease)(nil),                 // 7: oncekey.v1.Lease
-	(*ClaimResponse)(nil),         // 8: oncekey.v1.ClaimResponse
-	(*OperationResult)(nil),       // 9: oncekey.v1.OperationResult
-	(*OperationError)(nil),        // 10: oncekey.v1.OperationError
-	(*Record)(nil),                // 11: oncekey.v1.Record
-	(*CompleteRequest)(nil),       // 12: oncekey.v1.CompleteRequest
-	(*CompleteResponse)(nil),      // 13: oncekey.v1.CompleteResponse
-	(*FailRequest)(nil),           // 14: oncekey.v1.FailRequest
-	(*FailResponse)(nil),          // 15: oncekey.v1.FailResponse
-	(*RenewRequest)(nil),          // 16: oncekey.v1.RenewRequest
-	(*RenewResponse)(nil),         // 17: oncekey.v1.RenewResponse
-	(*KeepAliveRequest)(nil),      // 18: oncekey.v1.KeepAliveRequest
-	(*LookupRequest)(nil),         // 19: oncekey.v1.LookupRequest
-	(*LookupResponse)(nil),        // 20: oncekey.v1.LookupResponse
-	(*RecordEvent)(nil),           // 21: oncekey.v1.RecordEvent
-	(*ListRecordsRequest)(nil),    // 22: oncekey.v1.ListRecordsRequest
-	(*ListRecordsResponse)(nil),   // 23: oncekey.v1.ListRecordsResponse
-	nil,                           // 24: oncekey.v1.OperationResult.MetadataEntry
-	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(ApprovalDecision)(0),         // 4: oncekey.v1.ApprovalDecision
+	(EventKind)(0),                // 5: oncekey.v1.EventKind
+	(*OperationRef)(nil),          // 6: oncekey.v1.OperationRef
+	(*ClaimRequest)(nil),          // 7: oncekey.v1.ClaimRequest
+	(*Lease)(nil),                 // 8: oncekey.v1.Lease
+	(*ClaimResponse)(nil),         // 9: oncekey.v1.ClaimResponse
+	(*OperationResult)(nil),       // 10: oncekey.v1.OperationResult
+	(*OperationError)(nil),        // 11: oncekey.v1.OperationError
+	(*Record)(nil),                // 12: oncekey.v1.Record
+	(*Approval)(nil),              // 13: oncekey.v1.Approval
+	(*CompleteRequest)(nil),       // 14: oncekey.v1.CompleteRequest
+	(*CompleteResponse)(nil),      // 15: oncekey.v1.CompleteResponse
+	(*FailRequest)(nil),           // 16: oncekey.v1.FailRequest
+	(*FailResponse)(nil),          // 17: oncekey.v1.FailResponse
+	(*RenewRequest)(nil),          // 18: oncekey.v1.RenewRequest
+	(*RenewResponse)(nil),         // 19: oncekey.v1.RenewResponse
+	(*KeepAliveRequest)(nil),      // 20: oncekey.v1.KeepAliveRequest
+	(*LookupRequest)(nil),         // 21: oncekey.v1.LookupRequest
+	(*LookupResponse)(nil),        // 22: oncekey.v1.LookupResponse
+	(*RecordEvent)(nil),           // 23: oncekey.v1.RecordEvent
+	(*ApproveRequest)(nil),        // 24: oncekey.v1.ApproveRequest
+	(*ApproveResponse)(nil),       // 25: oncekey.v1.ApproveResponse
+	(*RejectRequest)(nil),         // 26: oncekey.v1.RejectRequest
+	(*RejectResponse)(nil),        // 27: oncekey.v1.RejectResponse
+	(*PurgeRequest)(nil),          // 28: oncekey.v1.PurgeRequest
+	(*PurgeResponse)(nil),         // 29: oncekey.v1.PurgeResponse
+	nil,                           // 30: oncekey.v1.OperationResult.MetadataEntry
+	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
 }
 var file_oncekey_v1_ledger_proto_depIdxs = []int32{
-	25, // 0: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
-	25, // 1: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	31, // 0: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
+	31, // 1: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
 	1,  // 2: oncekey.v1.ClaimRequest.semantics:type_name -> oncekey.v1.Semantics
-	5,  // 3: oncekey.v1.ClaimRequest.parent:type_name -> oncekey.v1.OperationRef
-	25, // 4: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	26, // 5: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	6,  // 3: oncekey.v1.ClaimRequest.parent:type_name -> oncekey.v1.OperationRef
+	31, // 4: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	32, // 5: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	2,  // 6: oncekey.v1.ClaimResponse.outcome:type_name -> oncekey.v1.ClaimOutcome
-	11, // 7: oncekey.v1.ClaimResponse.record:type_name -> oncekey.v1.Record
-	7,  // 8: oncekey.v1.ClaimResponse.lease:type_name -> oncekey.v1.Lease
-	25, // 9: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
-	24, // 10: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
+	12, // 7: oncekey.v1.ClaimResponse.record:type_name -> oncekey.v1.Record
+	8,  // 8: oncekey.v1.ClaimResponse.lease:type_name -> oncekey.v1.Lease
+	31, // 9: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
+	30, // 10: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
 	0,  // 11: oncekey.v1.Record.status:type_name -> oncekey.v1.RecordStatus
 	1,  // 12: oncekey.v1.Record.semantics:type_name -> oncekey.v1.Semantics
-	26, // 13: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 14: oncekey.v1.Record.result:type_name -> oncekey.v1.OperationResult
-	10, // 15: oncekey.v1.Record.error:type_name -> oncekey.v1.OperationError
-	5,  // 16: oncekey.v1.Record.parent:type_name -> oncekey.v1.OperationRef
-	26, // 17: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
-	26, // 18: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
-	26, // 19: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 20: oncekey.v1.CompleteRequest.result:type_name -> oncekey.v1.OperationResult
-	11, // 21: oncekey.v1.CompleteResponse.record:type_name -> oncekey.v1.Record
-	10, // 22: oncekey.v1.FailRequest.error:type_name -> oncekey.v1.OperationError
-	3,  // 23: oncekey.v1.FailRequest.disposition:type_name -> oncekey.v1.Disposition
-	11, // 24: oncekey.v1.FailResponse.record:type_name -> oncekey.v1.Record
-	25, // 25: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
-	7,  // 26: oncekey.v1.RenewResponse.lease:type_name -> oncekey.v1.Lease
-	25, // 27: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
-	11, // 28: oncekey.v1.LookupResponse.record:type_name -> oncekey.v1.Record
-	21, // 29: oncekey.v1.LookupResponse.history:type_name -> oncekey.v1.RecordEvent
-	26, // 30: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
-	4,  // 31: oncekey.v1.RecordEvent.kind:type_name -> oncekey.v1.EventKind
-	0,  // 32: oncekey.v1.ListRecordsRequest.statuses:type_name -> oncekey.v1.RecordStatus
-	5,  // 33: oncekey.v1.ListRecordsRequest.parent:type_name -> oncekey.v1.OperationRef
-	11, // 34: oncekey.v1.ListRecordsResponse.records:type_name -> oncekey.v1.Record
-	6,  // 35: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
-	12, // 36: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
-	14, // 37: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
-	16, // 38: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
-	18, // 39: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
-	19, // 40: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
-	22, // 41: oncekey.v1.Ledger.ListRecords:input_type -> oncekey.v1.ListRecordsRequest
-	8,  // 42: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
-	13, // 43: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
-	15, // 44: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
-	17, // 45: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
-	7,  // 46: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
-	20, // 47: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
-	23, // 48: oncekey.v1.Ledger.ListRecords:output_type -> oncekey.v1.ListRecordsResponse
-	42, // [42:49] is the sub-list for method output_type
-	35, // [35:42] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	32, // 13: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
+	10, // 14: oncekey.v1.Record.result:type_name -> oncekey.v1.OperationResult
+	11, // 15: oncekey.v1.Record.error:type_name -> oncekey.v1.OperationError
+	6,  // 16: oncekey.v1.Record.parent:type_name -> oncekey.v1.OperationRef
+	32, // 17: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
+	32, // 18: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
+	32, // 19: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 20: oncekey.v1.Record.approval:type_name -> oncekey.v1.Approval
+	4,  // 21: oncekey.v1.Approval.decision:type_name -> oncekey.v1.ApprovalDecision
+	32, // 22: oncekey.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
+	10, // 23: oncekey.v1.CompleteRequest.result:type_name -> oncekey.v1.OperationResult
+	12, // 24: oncekey.v1.CompleteResponse.record:type_name -> oncekey.v1.Record
+	11, // 25: oncekey.v1.FailRequest.error:type_name -> oncekey.v1.OperationError
+	3,  // 26: oncekey.v1.FailRequest.disposition:type_name -> oncekey.v1.Disposition
+	12, // 27: oncekey.v1.FailResponse.record:type_name -> oncekey.v1.Record
+	31, // 28: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
+	8,  // 29: oncekey.v1.RenewResponse.lease:type_name -> oncekey.v1.Lease
+	31, // 30: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
+	12, // 31: oncekey.v1.LookupResponse.record:type_name -> oncekey.v1.Record
+	23, // 32: oncekey.v1.LookupResponse.history:type_name -> oncekey.v1.RecordEvent
+	32, // 33: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
+	5,  // 34: oncekey.v1.RecordEvent.kind:type_name -> oncekey.v1.EventKind
+	12, // 35: oncekey.v1.ApproveResponse.record:type_name -> oncekey.v1.Record
+	12, // 36: oncekey.v1.RejectResponse.record:type_name -> oncekey.v1.Record
+	7,  // 37: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
+	14, // 38: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
+	16, // 39: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
+	18, // 40: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
+	20, // 41: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
+	21, // 42: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
+	24, // 43: oncekey.v1.Ledger.Approve:input_type -> oncekey.v1.ApproveRequest
+	26, // 44: oncekey.v1.Ledger.Reject:input_type -> oncekey.v1.RejectRequest
+	28, // 45: oncekey.v1.Ledger.Purge:input_type -> oncekey.v1.PurgeRequest
+	9,  // 46: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
+	15, // 47: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
+	17, // 48: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
+	19, // 49: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
+	8,  // 50: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
+	22, // 51: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
+	25, // 52: oncekey.v1.Ledger.Approve:output_type -> oncekey.v1.ApproveResponse
+	27, // 53: oncekey.v1.Ledger.Reject:output_type -> oncekey.v1.RejectResponse
+	29, // 54: oncekey.v1.Ledger.Purge:output_type -> oncekey.v1.PurgeResponse
+	46, // [46:55] is the sub-list for method output_type
+	37, // [37:46] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_oncekey_v1_ledger_proto_init() }
@@ -2081,8 +2546,8 @@ func file_oncekey_v1_ledger_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncekey_v1_ledger_proto_rawDesc), len(file_oncekey_v1_ledger_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   20,
+			NumEnums:      6,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

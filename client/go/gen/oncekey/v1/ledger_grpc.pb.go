@@ -28,13 +28,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Ledger_Claim_FullMethodName       = "/oncekey.v1.Ledger/Claim"
-	Ledger_Complete_FullMethodName    = "/oncekey.v1.Ledger/Complete"
-	Ledger_Fail_FullMethodName        = "/oncekey.v1.Ledger/Fail"
-	Ledger_Renew_FullMethodName       = "/oncekey.v1.Ledger/Renew"
-	Ledger_KeepAlive_FullMethodName   = "/oncekey.v1.Ledger/KeepAlive"
-	Ledger_Lookup_FullMethodName      = "/oncekey.v1.Ledger/Lookup"
-	Ledger_ListRecords_FullMethodName = "/oncekey.v1.Ledger/ListRecords"
+	Ledger_Claim_FullMethodName     = "/oncekey.v1.Ledger/Claim"
+	Ledger_Complete_FullMethodName  = "/oncekey.v1.Ledger/Complete"
+	Ledger_Fail_FullMethodName      = "/oncekey.v1.Ledger/Fail"
+	Ledger_Renew_FullMethodName     = "/oncekey.v1.Ledger/Renew"
+	Ledger_KeepAlive_FullMethodName = "/oncekey.v1.Ledger/KeepAlive"
+	Ledger_Lookup_FullMethodName    = "/oncekey.v1.Ledger/Lookup"
+	Ledger_Approve_FullMethodName   = "/oncekey.v1.Ledger/Approve"
+	Ledger_Reject_FullMethodName    = "/oncekey.v1.Ledger/Reject"
+	Ledger_Purge_FullMethodName     = "/oncekey.v1.Ledger/Purge"
 )
 
 // LedgerClient is the client API for Ledger service.
@@ -55,8 +57,12 @@ type LedgerClient interface {
 	KeepAlive(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[KeepAliveRequest, Lease], error)
 	// Reads the record of one key (and, if asked, its receipt history); NOT_FOUND when absent or expired.
 	Lookup(ctx context.Context, in *LookupRequest, opts ...grpc.CallOption) (*LookupResponse, error)
-	// Lists the caller's records, filtered by namespace, status and parent, one page at a time.
-	ListRecords(ctx context.Context, in *ListRecordsRequest, opts ...grpc.CallOption) (*ListRecordsResponse, error)
+	// Approves an operation that awaits approval (scope `approve`): the next Claim acquires it.
+	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
+	// Rejects an operation that awaits approval (scope `approve`): it fails for good, code 403.
+	Reject(ctx context.Context, in *RejectRequest, opts ...grpc.CallOption) (*RejectResponse, error)
+	// Removes a record and its history in any state (scope `admin`); its fencing sequence continues.
+	Purge(ctx context.Context, in *PurgeRequest, opts ...grpc.CallOption) (*PurgeResponse, error)
 }
 
 type ledgerClient struct {
@@ -130,10 +136,30 @@ func (c *ledgerClient) Lookup(ctx context.Context, in *LookupRequest, opts ...gr
 	return out, nil
 }
 
-func (c *ledgerClient) ListRecords(ctx context.Context, in *ListRecordsRequest, opts ...grpc.CallOption) (*ListRecordsResponse, error) {
+func (c *ledgerClient) Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ListRecordsResponse)
-	err := c.cc.Invoke(ctx, Ledger_ListRecords_FullMethodName, in, out, cOpts...)
+	out := new(ApproveResponse)
+	err := c.cc.Invoke(ctx, Ledger_Approve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerClient) Reject(ctx context.Context, in *RejectRequest, opts ...grpc.CallOption) (*RejectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RejectResponse)
+	err := c.cc.Invoke(ctx, Ledger_Reject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerClient) Purge(ctx context.Context, in *PurgeRequest, opts ...grpc.CallOption) (*PurgeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeResponse)
+	err := c.cc.Invoke(ctx, Ledger_Purge_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -158,8 +184,12 @@ type LedgerServer interface {
 	KeepAlive(grpc.BidiStreamingServer[KeepAliveRequest, Lease]) error
 	// Reads the record of one key (and, if asked, its receipt history); NOT_FOUND when absent or expired.
 	Lookup(context.Context, *LookupRequest) (*LookupResponse, error)
-	// Lists the caller's records, filtered by namespace, status and parent, one page at a time.
-	ListRecords(context.Context, *ListRecordsRequest) (*ListRecordsResponse, error)
+	// Approves an operation that awaits approval (scope `approve`): the next Claim acquires it.
+	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
+	// Rejects an operation that awaits approval (scope `approve`): it fails for good, code 403.
+	Reject(context.Context, *RejectRequest) (*RejectResponse, error)
+	// Removes a record and its history in any state (scope `admin`); its fencing sequence continues.
+	Purge(context.Context, *PurgeRequest) (*PurgeResponse, error)
 	mustEmbedUnimplementedLedgerServer()
 }
 
@@ -188,8 +218,14 @@ func (UnimplementedLedgerServer) KeepAlive(grpc.BidiStreamingServer[KeepAliveReq
 func (UnimplementedLedgerServer) Lookup(context.Context, *LookupRequest) (*LookupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Lookup not implemented")
 }
-func (UnimplementedLedgerServer) ListRecords(context.Context, *ListRecordsRequest) (*ListRecordsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ListRecords not implemented")
+func (UnimplementedLedgerServer) Approve(context.Context, *ApproveRequest) (*ApproveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Approve not implemented")
+}
+func (UnimplementedLedgerServer) Reject(context.Context, *RejectRequest) (*RejectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reject not implemented")
+}
+func (UnimplementedLedgerServer) Purge(context.Context, *PurgeRequest) (*PurgeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Purge not implemented")
 }
 func (UnimplementedLedgerServer) mustEmbedUnimplementedLedgerServer() {}
 func (UnimplementedLedgerServer) testEmbeddedByValue()                {}
@@ -309,20 +345,56 @@ func _Ledger_Lookup_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Ledger_ListRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ListRecordsRequest)
+func _Ledger_Approve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(LedgerServer).ListRecords(ctx, in)
+		return srv.(LedgerServer).Approve(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Ledger_ListRecords_FullMethodName,
+		FullMethod: Ledger_Approve_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(LedgerServer).ListRecords(ctx, req.(*ListRecordsRequest))
+		return srv.(LedgerServer).Approve(ctx, req.(*ApproveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Ledger_Reject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RejectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServer).Reject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Ledger_Reject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServer).Reject(ctx, req.(*RejectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Ledger_Purge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServer).Purge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Ledger_Purge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServer).Purge(ctx, req.(*PurgeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -355,8 +427,16 @@ var Ledger_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Ledger_Lookup_Handler,
 		},
 		{
-			MethodName: "ListRecords",
-			Handler:    _Ledger_ListRecords_Handler,
+			MethodName: "Approve",
+			Handler:    _Ledger_Approve_Handler,
+		},
+		{
+			MethodName: "Reject",
+			Handler:    _Ledger_Reject_Handler,
+		},
+		{
+			MethodName: "Purge",
+			Handler:    _Ledger_Purge_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

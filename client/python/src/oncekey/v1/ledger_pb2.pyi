@@ -19,6 +19,8 @@ class RecordStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RECORD_STATUS_FAILED: _ClassVar[RecordStatus]
     RECORD_STATUS_RETRY: _ClassVar[RecordStatus]
     RECORD_STATUS_UNKNOWN: _ClassVar[RecordStatus]
+    RECORD_STATUS_AWAITING_APPROVAL: _ClassVar[RecordStatus]
+    RECORD_STATUS_APPROVED: _ClassVar[RecordStatus]
 
 class Semantics(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -34,6 +36,7 @@ class ClaimOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CLAIM_OUTCOME_FAILED: _ClassVar[ClaimOutcome]
     CLAIM_OUTCOME_IN_PROGRESS: _ClassVar[ClaimOutcome]
     CLAIM_OUTCOME_NEEDS_RECONCILIATION: _ClassVar[ClaimOutcome]
+    CLAIM_OUTCOME_AWAITING_APPROVAL: _ClassVar[ClaimOutcome]
 
 class Disposition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -41,6 +44,12 @@ class Disposition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DISPOSITION_RETRYABLE: _ClassVar[Disposition]
     DISPOSITION_FINAL: _ClassVar[Disposition]
     DISPOSITION_ABANDON: _ClassVar[Disposition]
+
+class ApprovalDecision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_DECISION_UNSPECIFIED: _ClassVar[ApprovalDecision]
+    APPROVAL_DECISION_APPROVED: _ClassVar[ApprovalDecision]
+    APPROVAL_DECISION_REJECTED: _ClassVar[ApprovalDecision]
 
 class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -50,12 +59,16 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_COMPLETE: _ClassVar[EventKind]
     EVENT_KIND_FAIL: _ClassVar[EventKind]
     EVENT_KIND_RENEW: _ClassVar[EventKind]
+    EVENT_KIND_APPROVE: _ClassVar[EventKind]
+    EVENT_KIND_REJECT: _ClassVar[EventKind]
 RECORD_STATUS_UNSPECIFIED: RecordStatus
 RECORD_STATUS_PROCESSING: RecordStatus
 RECORD_STATUS_SUCCEEDED: RecordStatus
 RECORD_STATUS_FAILED: RecordStatus
 RECORD_STATUS_RETRY: RecordStatus
 RECORD_STATUS_UNKNOWN: RecordStatus
+RECORD_STATUS_AWAITING_APPROVAL: RecordStatus
+RECORD_STATUS_APPROVED: RecordStatus
 SEMANTICS_UNSPECIFIED: Semantics
 SEMANTICS_AT_LEAST_ONCE: Semantics
 SEMANTICS_AT_MOST_ONCE: Semantics
@@ -65,16 +78,22 @@ CLAIM_OUTCOME_COMPLETED: ClaimOutcome
 CLAIM_OUTCOME_FAILED: ClaimOutcome
 CLAIM_OUTCOME_IN_PROGRESS: ClaimOutcome
 CLAIM_OUTCOME_NEEDS_RECONCILIATION: ClaimOutcome
+CLAIM_OUTCOME_AWAITING_APPROVAL: ClaimOutcome
 DISPOSITION_UNSPECIFIED: Disposition
 DISPOSITION_RETRYABLE: Disposition
 DISPOSITION_FINAL: Disposition
 DISPOSITION_ABANDON: Disposition
+APPROVAL_DECISION_UNSPECIFIED: ApprovalDecision
+APPROVAL_DECISION_APPROVED: ApprovalDecision
+APPROVAL_DECISION_REJECTED: ApprovalDecision
 EVENT_KIND_UNSPECIFIED: EventKind
 EVENT_KIND_CLAIM: EventKind
 EVENT_KIND_TAKEOVER: EventKind
 EVENT_KIND_COMPLETE: EventKind
 EVENT_KIND_FAIL: EventKind
 EVENT_KIND_RENEW: EventKind
+EVENT_KIND_APPROVE: EventKind
+EVENT_KIND_REJECT: EventKind
 
 class OperationRef(_message.Message):
     __slots__ = ("namespace", "key")
@@ -85,7 +104,7 @@ class OperationRef(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class ClaimRequest(_message.Message):
-    __slots__ = ("namespace", "key", "fingerprint", "payload_json", "lease_ttl", "retention", "semantics", "owner", "parent", "reconcile", "wait")
+    __slots__ = ("namespace", "key", "fingerprint", "payload_json", "lease_ttl", "retention", "semantics", "owner", "parent", "reconcile", "wait", "require_approval", "dry_run", "max_attempts")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +116,9 @@ class ClaimRequest(_message.Message):
     PARENT_FIELD_NUMBER: _ClassVar[int]
     RECONCILE_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     key: str
     fingerprint: bytes
@@ -108,7 +130,10 @@ class ClaimRequest(_message.Message):
     parent: OperationRef
     reconcile: bool
     wait: _duration_pb2.Duration
-    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., fingerprint: _Optional[bytes] = ..., payload_json: _Optional[str] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., semantics: _Optional[_Union[Semantics, str]] = ..., owner: _Optional[str] = ..., parent: _Optional[_Union[OperationRef, _Mapping]] = ..., reconcile: _Optional[bool] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    require_approval: bool
+    dry_run: bool
+    max_attempts: int
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., fingerprint: _Optional[bytes] = ..., payload_json: _Optional[str] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., semantics: _Optional[_Union[Semantics, str]] = ..., owner: _Optional[str] = ..., parent: _Optional[_Union[OperationRef, _Mapping]] = ..., reconcile: _Optional[bool] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., require_approval: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., max_attempts: _Optional[int] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("token", "expires_at", "attempt")
@@ -162,7 +187,7 @@ class OperationError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., details: _Optional[bytes] = ...) -> None: ...
 
 class Record(_message.Message):
-    __slots__ = ("namespace", "key", "status", "fingerprint", "semantics", "fencing_token", "attempt", "dedup_hits", "lease_owner", "lease_expires_at", "result", "error", "parent", "created_at", "updated_at", "expires_at")
+    __slots__ = ("namespace", "key", "status", "fingerprint", "semantics", "fencing_token", "attempt", "dedup_hits", "lease_owner", "lease_expires_at", "result", "error", "parent", "created_at", "updated_at", "expires_at", "require_approval", "max_attempts", "approval")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -179,6 +204,9 @@ class Record(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     key: str
     status: RecordStatus
@@ -195,7 +223,22 @@ class Record(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
     expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., status: _Optional[_Union[RecordStatus, str]] = ..., fingerprint: _Optional[bytes] = ..., semantics: _Optional[_Union[Semantics, str]] = ..., fencing_token: _Optional[int] = ..., attempt: _Optional[int] = ..., dedup_hits: _Optional[int] = ..., lease_owner: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., error: _Optional[_Union[OperationError, _Mapping]] = ..., parent: _Optional[_Union[OperationRef, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    require_approval: bool
+    max_attempts: int
+    approval: Approval
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., status: _Optional[_Union[RecordStatus, str]] = ..., fingerprint: _Optional[bytes] = ..., semantics: _Optional[_Union[Semantics, str]] = ..., fencing_token: _Optional[int] = ..., attempt: _Optional[int] = ..., dedup_hits: _Optional[int] = ..., lease_owner: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., error: _Optional[_Union[OperationError, _Mapping]] = ..., parent: _Optional[_Union[OperationRef, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., require_approval: _Optional[bool] = ..., max_attempts: _Optional[int] = ..., approval: _Optional[_Union[Approval, _Mapping]] = ...) -> None: ...
+
+class Approval(_message.Message):
+    __slots__ = ("decision", "decided_by", "note", "decided_at")
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    decision: ApprovalDecision
+    decided_by: str
+    note: str
+    decided_at: _timestamp_pb2.Timestamp
+    def __init__(self, decision: _Optional[_Union[ApprovalDecision, str]] = ..., decided_by: _Optional[str] = ..., note: _Optional[str] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CompleteRequest(_message.Message):
     __slots__ = ("namespace", "key", "lease_token", "result")
@@ -284,39 +327,69 @@ class LookupResponse(_message.Message):
     def __init__(self, record: _Optional[_Union[Record, _Mapping]] = ..., history: _Optional[_Iterable[_Union[RecordEvent, _Mapping]]] = ...) -> None: ...
 
 class RecordEvent(_message.Message):
-    __slots__ = ("at", "kind", "outcome", "attempt", "fencing_token", "owner")
+    __slots__ = ("at", "kind", "outcome", "attempt", "fencing_token", "owner", "reason")
     AT_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     at: _timestamp_pb2.Timestamp
     kind: EventKind
     outcome: str
     attempt: int
     fencing_token: int
     owner: str
-    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[EventKind, str]] = ..., outcome: _Optional[str] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[EventKind, str]] = ..., outcome: _Optional[str] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., owner: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
-class ListRecordsRequest(_message.Message):
-    __slots__ = ("namespace", "statuses", "parent", "page_size", "page_token")
+class ApproveRequest(_message.Message):
+    __slots__ = ("namespace", "key", "fingerprint", "note")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
-    STATUSES_FIELD_NUMBER: _ClassVar[int]
-    PARENT_FIELD_NUMBER: _ClassVar[int]
-    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     namespace: str
-    statuses: _containers.RepeatedScalarFieldContainer[RecordStatus]
-    parent: OperationRef
-    page_size: int
-    page_token: str
-    def __init__(self, namespace: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[RecordStatus, str]]] = ..., parent: _Optional[_Union[OperationRef, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    key: str
+    fingerprint: bytes
+    note: str
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., fingerprint: _Optional[bytes] = ..., note: _Optional[str] = ...) -> None: ...
 
-class ListRecordsResponse(_message.Message):
-    __slots__ = ("records", "next_page_token")
-    RECORDS_FIELD_NUMBER: _ClassVar[int]
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    records: _containers.RepeatedCompositeFieldContainer[Record]
-    next_page_token: str
-    def __init__(self, records: _Optional[_Iterable[_Union[Record, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+class ApproveResponse(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: Record
+    def __init__(self, record: _Optional[_Union[Record, _Mapping]] = ...) -> None: ...
+
+class RejectRequest(_message.Message):
+    __slots__ = ("namespace", "key", "fingerprint", "note")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    fingerprint: bytes
+    note: str
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., fingerprint: _Optional[bytes] = ..., note: _Optional[str] = ...) -> None: ...
+
+class RejectResponse(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: Record
+    def __init__(self, record: _Optional[_Union[Record, _Mapping]] = ...) -> None: ...
+
+class PurgeRequest(_message.Message):
+    __slots__ = ("namespace", "key", "force")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    force: bool
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class PurgeResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -65,10 +65,20 @@ class LedgerStub:
                 request_serializer=oncekey_dot_v1_dot_ledger__pb2.LookupRequest.SerializeToString,
                 response_deserializer=oncekey_dot_v1_dot_ledger__pb2.LookupResponse.FromString,
                 _registered_method=True)
-        self.ListRecords = channel.unary_unary(
-                '/oncekey.v1.Ledger/ListRecords',
-                request_serializer=oncekey_dot_v1_dot_ledger__pb2.ListRecordsRequest.SerializeToString,
-                response_deserializer=oncekey_dot_v1_dot_ledger__pb2.ListRecordsResponse.FromString,
+        self.Approve = channel.unary_unary(
+                '/oncekey.v1.Ledger/Approve',
+                request_serializer=oncekey_dot_v1_dot_ledger__pb2.ApproveRequest.SerializeToString,
+                response_deserializer=oncekey_dot_v1_dot_ledger__pb2.ApproveResponse.FromString,
+                _registered_method=True)
+        self.Reject = channel.unary_unary(
+                '/oncekey.v1.Ledger/Reject',
+                request_serializer=oncekey_dot_v1_dot_ledger__pb2.RejectRequest.SerializeToString,
+                response_deserializer=oncekey_dot_v1_dot_ledger__pb2.RejectResponse.FromString,
+                _registered_method=True)
+        self.Purge = channel.unary_unary(
+                '/oncekey.v1.Ledger/Purge',
+                request_serializer=oncekey_dot_v1_dot_ledger__pb2.PurgeRequest.SerializeToString,
+                response_deserializer=oncekey_dot_v1_dot_ledger__pb2.PurgeResponse.FromString,
                 _registered_method=True)
 
 
@@ -118,8 +128,22 @@ class LedgerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def ListRecords(self, request, context):
-        """Lists the caller's records, filtered by namespace, status and parent, one page at a time.
+    def Approve(self, request, context):
+        """Approves an operation that awaits approval (scope `approve`): the next Claim acquires it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reject(self, request, context):
+        """Rejects an operation that awaits approval (scope `approve`): it fails for good, code 403.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Purge(self, request, context):
+        """Removes a record and its history in any state (scope `admin`); its fencing sequence continues.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -158,10 +182,20 @@ def add_LedgerServicer_to_server(servicer, server):
                     request_deserializer=oncekey_dot_v1_dot_ledger__pb2.LookupRequest.FromString,
                     response_serializer=oncekey_dot_v1_dot_ledger__pb2.LookupResponse.SerializeToString,
             ),
-            'ListRecords': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListRecords,
-                    request_deserializer=oncekey_dot_v1_dot_ledger__pb2.ListRecordsRequest.FromString,
-                    response_serializer=oncekey_dot_v1_dot_ledger__pb2.ListRecordsResponse.SerializeToString,
+            'Approve': grpc.unary_unary_rpc_method_handler(
+                    servicer.Approve,
+                    request_deserializer=oncekey_dot_v1_dot_ledger__pb2.ApproveRequest.FromString,
+                    response_serializer=oncekey_dot_v1_dot_ledger__pb2.ApproveResponse.SerializeToString,
+            ),
+            'Reject': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reject,
+                    request_deserializer=oncekey_dot_v1_dot_ledger__pb2.RejectRequest.FromString,
+                    response_serializer=oncekey_dot_v1_dot_ledger__pb2.RejectResponse.SerializeToString,
+            ),
+            'Purge': grpc.unary_unary_rpc_method_handler(
+                    servicer.Purge,
+                    request_deserializer=oncekey_dot_v1_dot_ledger__pb2.PurgeRequest.FromString,
+                    response_serializer=oncekey_dot_v1_dot_ledger__pb2.PurgeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -338,7 +372,7 @@ class Ledger:
             _registered_method=True)
 
     @staticmethod
-    def ListRecords(request,
+    def Approve(request,
             target,
             options=(),
             channel_credentials=None,
@@ -351,9 +385,63 @@ class Ledger:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/oncekey.v1.Ledger/ListRecords',
-            oncekey_dot_v1_dot_ledger__pb2.ListRecordsRequest.SerializeToString,
-            oncekey_dot_v1_dot_ledger__pb2.ListRecordsResponse.FromString,
+            '/oncekey.v1.Ledger/Approve',
+            oncekey_dot_v1_dot_ledger__pb2.ApproveRequest.SerializeToString,
+            oncekey_dot_v1_dot_ledger__pb2.ApproveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reject(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/oncekey.v1.Ledger/Reject',
+            oncekey_dot_v1_dot_ledger__pb2.RejectRequest.SerializeToString,
+            oncekey_dot_v1_dot_ledger__pb2.RejectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Purge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/oncekey.v1.Ledger/Purge',
+            oncekey_dot_v1_dot_ledger__pb2.PurgeRequest.SerializeToString,
+            oncekey_dot_v1_dot_ledger__pb2.PurgeResponse.FromString,
             options,
             channel_credentials,
             insecure,

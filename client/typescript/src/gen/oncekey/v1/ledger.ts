@@ -52,6 +52,10 @@ export enum RecordStatus {
   RECORD_STATUS_RETRY = 4,
   /** RECORD_STATUS_UNKNOWN - An at-most-once operation whose lease ran out: its outcome is unknown and needs reconciliation. */
   RECORD_STATUS_UNKNOWN = 5,
+  /** RECORD_STATUS_AWAITING_APPROVAL - Created by a Claim with require_approval: no lease, no token until someone Approves or Rejects. */
+  RECORD_STATUS_AWAITING_APPROVAL = 6,
+  /** RECORD_STATUS_APPROVED - Approved: the next Claim acquires it (token = the key's sequence + 1, attempt 1). */
+  RECORD_STATUS_APPROVED = 7,
   UNRECOGNIZED = -1,
 }
 
@@ -75,6 +79,12 @@ export function recordStatusFromJSON(object: any): RecordStatus {
     case 5:
     case "RECORD_STATUS_UNKNOWN":
       return RecordStatus.RECORD_STATUS_UNKNOWN;
+    case 6:
+    case "RECORD_STATUS_AWAITING_APPROVAL":
+      return RecordStatus.RECORD_STATUS_AWAITING_APPROVAL;
+    case 7:
+    case "RECORD_STATUS_APPROVED":
+      return RecordStatus.RECORD_STATUS_APPROVED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -96,6 +106,10 @@ export function recordStatusToJSON(object: RecordStatus): string {
       return "RECORD_STATUS_RETRY";
     case RecordStatus.RECORD_STATUS_UNKNOWN:
       return "RECORD_STATUS_UNKNOWN";
+    case RecordStatus.RECORD_STATUS_AWAITING_APPROVAL:
+      return "RECORD_STATUS_AWAITING_APPROVAL";
+    case RecordStatus.RECORD_STATUS_APPROVED:
+      return "RECORD_STATUS_APPROVED";
     case RecordStatus.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -159,6 +173,8 @@ export enum ClaimOutcome {
   CLAIM_OUTCOME_IN_PROGRESS = 4,
   /** CLAIM_OUTCOME_NEEDS_RECONCILIATION - An at-most-once operation's outcome is unknown: check the outside world, then Claim with reconcile. */
   CLAIM_OUTCOME_NEEDS_RECONCILIATION = 5,
+  /** CLAIM_OUTCOME_AWAITING_APPROVAL - The operation waits for an Approve or Reject: do not perform it; Claim again later (or with `wait`). */
+  CLAIM_OUTCOME_AWAITING_APPROVAL = 6,
   UNRECOGNIZED = -1,
 }
 
@@ -182,6 +198,9 @@ export function claimOutcomeFromJSON(object: any): ClaimOutcome {
     case 5:
     case "CLAIM_OUTCOME_NEEDS_RECONCILIATION":
       return ClaimOutcome.CLAIM_OUTCOME_NEEDS_RECONCILIATION;
+    case 6:
+    case "CLAIM_OUTCOME_AWAITING_APPROVAL":
+      return ClaimOutcome.CLAIM_OUTCOME_AWAITING_APPROVAL;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -203,6 +222,8 @@ export function claimOutcomeToJSON(object: ClaimOutcome): string {
       return "CLAIM_OUTCOME_IN_PROGRESS";
     case ClaimOutcome.CLAIM_OUTCOME_NEEDS_RECONCILIATION:
       return "CLAIM_OUTCOME_NEEDS_RECONCILIATION";
+    case ClaimOutcome.CLAIM_OUTCOME_AWAITING_APPROVAL:
+      return "CLAIM_OUTCOME_AWAITING_APPROVAL";
     case ClaimOutcome.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -259,6 +280,49 @@ export function dispositionToJSON(object: Disposition): string {
   }
 }
 
+/** What an approver decided. */
+export enum ApprovalDecision {
+  /** APPROVAL_DECISION_UNSPECIFIED - Never stored; a zero value only. */
+  APPROVAL_DECISION_UNSPECIFIED = 0,
+  /** APPROVAL_DECISION_APPROVED - Approved: the operation may be acquired. */
+  APPROVAL_DECISION_APPROVED = 1,
+  /** APPROVAL_DECISION_REJECTED - Rejected: the operation failed for good (error code 403, message = the note). */
+  APPROVAL_DECISION_REJECTED = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function approvalDecisionFromJSON(object: any): ApprovalDecision {
+  switch (object) {
+    case 0:
+    case "APPROVAL_DECISION_UNSPECIFIED":
+      return ApprovalDecision.APPROVAL_DECISION_UNSPECIFIED;
+    case 1:
+    case "APPROVAL_DECISION_APPROVED":
+      return ApprovalDecision.APPROVAL_DECISION_APPROVED;
+    case 2:
+    case "APPROVAL_DECISION_REJECTED":
+      return ApprovalDecision.APPROVAL_DECISION_REJECTED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ApprovalDecision.UNRECOGNIZED;
+  }
+}
+
+export function approvalDecisionToJSON(object: ApprovalDecision): string {
+  switch (object) {
+    case ApprovalDecision.APPROVAL_DECISION_UNSPECIFIED:
+      return "APPROVAL_DECISION_UNSPECIFIED";
+    case ApprovalDecision.APPROVAL_DECISION_APPROVED:
+      return "APPROVAL_DECISION_APPROVED";
+    case ApprovalDecision.APPROVAL_DECISION_REJECTED:
+      return "APPROVAL_DECISION_REJECTED";
+    case ApprovalDecision.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** What a receipt records. */
 export enum EventKind {
   /** EVENT_KIND_UNSPECIFIED - Never stored; a zero value only. */
@@ -273,6 +337,10 @@ export enum EventKind {
   EVENT_KIND_FAIL = 4,
   /** EVENT_KIND_RENEW - A Renew, including the server's keep-alive renewals; outcome RENEWED. */
   EVENT_KIND_RENEW = 5,
+  /** EVENT_KIND_APPROVE - An Approve; outcome APPROVED, owner the approver (Approval.decided_by). */
+  EVENT_KIND_APPROVE = 6,
+  /** EVENT_KIND_REJECT - A Reject; outcome REJECTED, owner the approver (Approval.decided_by). */
+  EVENT_KIND_REJECT = 7,
   UNRECOGNIZED = -1,
 }
 
@@ -296,6 +364,12 @@ export function eventKindFromJSON(object: any): EventKind {
     case 5:
     case "EVENT_KIND_RENEW":
       return EventKind.EVENT_KIND_RENEW;
+    case 6:
+    case "EVENT_KIND_APPROVE":
+      return EventKind.EVENT_KIND_APPROVE;
+    case 7:
+    case "EVENT_KIND_REJECT":
+      return EventKind.EVENT_KIND_REJECT;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -317,6 +391,10 @@ export function eventKindToJSON(object: EventKind): string {
       return "EVENT_KIND_FAIL";
     case EventKind.EVENT_KIND_RENEW:
       return "EVENT_KIND_RENEW";
+    case EventKind.EVENT_KIND_APPROVE:
+      return "EVENT_KIND_APPROVE";
+    case EventKind.EVENT_KIND_REJECT:
+      return "EVENT_KIND_REJECT";
     case EventKind.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -363,8 +441,29 @@ export interface ClaimRequest {
     | undefined;
   /** Acquire an UNKNOWN at-most-once operation to reconcile it (instead of NEEDS_RECONCILIATION). */
   reconcile: boolean;
-  /** Hold an IN_PROGRESS answer until the record settles or this runs out (at most 60 s). */
-  wait?: Duration | undefined;
+  /**
+   * Hold an IN_PROGRESS answer until the record settles, or an AWAITING_APPROVAL one until it is
+   * decided, or until this runs out (at most 60 s).
+   */
+  wait?:
+    | Duration
+    | undefined;
+  /**
+   * Create the record AWAITING_APPROVAL: nobody acquires it before an Approve (only the first Claim
+   * of a key sets it; an ABANDON keeps it for the key's next life).
+   */
+  requireApproval: boolean;
+  /**
+   * Answer with the outcome this Claim would get now and the record as stored, writing nothing:
+   * no record, no lease, no dedup hit, no receipt (`wait` is ignored).
+   */
+  dryRun: boolean;
+  /**
+   * The most acquisitions of the operation, reconciliations not counted (0 = no cap; only the first
+   * Claim of a key sets it): past it a RETRY record fails for good with code 429, and a lapsed
+   * at-least-once lease is not taken over but needs reconciliation.
+   */
+  maxAttempts: number;
 }
 
 /** A lease on an acquired operation. */
@@ -383,11 +482,11 @@ export interface Lease {
 export interface ClaimResponse {
   /** What the caller should do. */
   outcome: ClaimOutcome;
-  /** The record after the Claim. */
+  /** The record after the Claim; for a dry run the record as stored (unset when absent). */
   record?:
     | Record
     | undefined;
-  /** The caller's lease, set only when outcome is ACQUIRED. */
+  /** The caller's lease, set only when outcome is ACQUIRED (never for a dry run). */
   lease?:
     | Lease
     | undefined;
@@ -470,7 +569,30 @@ export interface Record {
    * When the record disappears from the ledger; unset while an at-most-once operation is
    * unsettled (PROCESSING or UNKNOWN): such a record is kept until it settles.
    */
-  expiresAt?: Date | undefined;
+  expiresAt?:
+    | Date
+    | undefined;
+  /** Whether the operation waits for an approval before anyone acquires it (set by the first Claim). */
+  requireApproval: boolean;
+  /** The most acquisitions allowed, reconciliations not counted (0 = no cap; set by the first Claim). */
+  maxAttempts: number;
+  /** The approval decision, once someone Approved or Rejected the operation. */
+  approval?: Approval | undefined;
+}
+
+/** The decision on an operation that awaited approval. */
+export interface Approval {
+  /** Approved or rejected. */
+  decision: ApprovalDecision;
+  /**
+   * Who decided: the label of the approver's token (its tenant when the line has none), "dev" in
+   * local/dev mode.
+   */
+  decidedBy: string;
+  /** The approver's note, as given in Approve or Reject. */
+  note: string;
+  /** When the decision was made (server clock). */
+  decidedAt?: Date | undefined;
 }
 
 /** Settles an acquired operation as succeeded. */
@@ -582,30 +704,64 @@ export interface RecordEvent {
   fencingToken: bigint;
   /** The claimer, or the lease holder for Complete, Fail and Renew. */
   owner: string;
+  /**
+   * Why the ledger answered as it did when it was not the caller's choice: ATTEMPTS_EXHAUSTED when
+   * the attempt cap failed the operation or sent it to reconciliation; empty otherwise.
+   */
+  reason: string;
 }
 
-/** Asks for one page of the caller's records; every filter left empty matches every record. */
-export interface ListRecordsRequest {
-  /** Only records of this namespace (empty: every namespace). */
+/** Approves an operation that awaits approval. */
+export interface ApproveRequest {
+  /** The operation's namespace. */
   namespace: string;
-  /** Only records with one of these statuses, as Lookup would report them (empty: every status). */
-  statuses: RecordStatus[];
-  /** Only records whose first Claim named this parent operation. */
-  parent?:
-    | OperationRef
-    | undefined;
-  /** The most records to return: 1..=1000, default 100 when 0; a page may hold fewer. */
-  pageSize: number;
-  /** The next_page_token of the previous page, sent with the same filters; empty for the first page. */
-  pageToken: string;
+  /** The operation's key. */
+  key: string;
+  /** Optional (32 bytes): the fingerprint the approver saw; a different stored one is KEY_REUSED. */
+  fingerprint: Buffer;
+  /** A note kept with the decision (at most 1 KiB). */
+  note: string;
 }
 
-/** One page of records: without history, result body or error details (Lookup has them). */
-export interface ListRecordsResponse {
-  /** The records of this page, in a stable order. */
-  records: Record[];
-  /** Pass it as page_token to get the next page; empty when this is the last page. */
-  nextPageToken: string;
+/** The answer to an Approve. */
+export interface ApproveResponse {
+  /** The record, now APPROVED. */
+  record?: Record | undefined;
+}
+
+/** Rejects an operation that awaits approval. */
+export interface RejectRequest {
+  /** The operation's namespace. */
+  namespace: string;
+  /** The operation's key. */
+  key: string;
+  /** Optional (32 bytes): the fingerprint the approver saw; a different stored one is KEY_REUSED. */
+  fingerprint: Buffer;
+  /** A note kept with the decision and stored as the error message (at most 1 KiB). */
+  note: string;
+}
+
+/** The answer to a Reject. */
+export interface RejectResponse {
+  /** The record, now FAILED with error {code: 403, message: note}. */
+  record?: Record | undefined;
+}
+
+/** Removes one record and its history. */
+export interface PurgeRequest {
+  /** The operation's namespace. */
+  namespace: string;
+  /** The operation's key. */
+  key: string;
+  /**
+   * Required to purge an unsettled at-most-once operation (PROCESSING or UNKNOWN): the effect may
+   * then run again.
+   */
+  force: boolean;
+}
+
+/** The answer to a Purge. */
+export interface PurgeResponse {
 }
 
 function createBaseOperationRef(): OperationRef {
@@ -706,6 +862,9 @@ function createBaseClaimRequest(): ClaimRequest {
     parent: undefined,
     reconcile: false,
     wait: undefined,
+    requireApproval: false,
+    dryRun: false,
+    maxAttempts: 0,
   };
 }
 
@@ -743,6 +902,15 @@ export const ClaimRequest: MessageFns<ClaimRequest> = {
     }
     if (message.wait !== undefined) {
       Duration.encode(message.wait, writer.uint32(90).fork()).join();
+    }
+    if (message.requireApproval !== false) {
+      writer.uint32(96).bool(message.requireApproval);
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(104).bool(message.dryRun);
+    }
+    if (message.maxAttempts !== 0) {
+      writer.uint32(112).uint32(message.maxAttempts);
     }
     return writer;
   },
@@ -848,6 +1016,30 @@ export const ClaimRequest: MessageFns<ClaimRequest> = {
             message.wait = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.requireApproval = reader.bool();
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.maxAttempts = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -881,6 +1073,21 @@ export const ClaimRequest: MessageFns<ClaimRequest> = {
       parent: isSet(object.parent) ? OperationRef.fromJSON(object.parent) : undefined,
       reconcile: isSet(object.reconcile) ? globalThis.Boolean(object.reconcile) : false,
       wait: isSet(object.wait) ? Duration.fromJSON(object.wait) : undefined,
+      requireApproval: isSet(object.requireApproval)
+        ? globalThis.Boolean(object.requireApproval)
+        : isSet(object.require_approval)
+        ? globalThis.Boolean(object.require_approval)
+        : false,
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+      maxAttempts: isSet(object.maxAttempts)
+        ? globalThis.Number(object.maxAttempts)
+        : isSet(object.max_attempts)
+        ? globalThis.Number(object.max_attempts)
+        : 0,
     };
   },
 
@@ -919,6 +1126,15 @@ export const ClaimRequest: MessageFns<ClaimRequest> = {
     if (message.wait !== undefined) {
       obj.wait = Duration.toJSON(message.wait);
     }
+    if (message.requireApproval !== false) {
+      obj.requireApproval = message.requireApproval;
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    if (message.maxAttempts !== 0) {
+      obj.maxAttempts = Math.round(message.maxAttempts);
+    }
     return obj;
   },
 
@@ -944,6 +1160,9 @@ export const ClaimRequest: MessageFns<ClaimRequest> = {
       : undefined;
     message.reconcile = object.reconcile ?? false;
     message.wait = (object.wait !== undefined && object.wait !== null) ? Duration.fromPartial(object.wait) : undefined;
+    message.requireApproval = object.requireApproval ?? false;
+    message.dryRun = object.dryRun ?? false;
+    message.maxAttempts = object.maxAttempts ?? 0;
     return message;
   },
 };
@@ -1538,6 +1757,9 @@ function createBaseRecord(): Record {
     createdAt: undefined,
     updatedAt: undefined,
     expiresAt: undefined,
+    requireApproval: false,
+    maxAttempts: 0,
+    approval: undefined,
   };
 }
 
@@ -1596,6 +1818,15 @@ export const Record: MessageFns<Record> = {
     }
     if (message.expiresAt !== undefined) {
       Timestamp.encode(toTimestamp(message.expiresAt), writer.uint32(130).fork()).join();
+    }
+    if (message.requireApproval !== false) {
+      writer.uint32(136).bool(message.requireApproval);
+    }
+    if (message.maxAttempts !== 0) {
+      writer.uint32(144).uint32(message.maxAttempts);
+    }
+    if (message.approval !== undefined) {
+      Approval.encode(message.approval, writer.uint32(154).fork()).join();
     }
     return writer;
   },
@@ -1741,6 +1972,30 @@ export const Record: MessageFns<Record> = {
             message.expiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.requireApproval = reader.bool();
+            continue;
+          }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.maxAttempts = reader.uint32();
+            continue;
+          }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.approval = Approval.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1799,6 +2054,17 @@ export const Record: MessageFns<Record> = {
         : isSet(object.expires_at)
         ? fromJsonTimestamp(object.expires_at)
         : undefined,
+      requireApproval: isSet(object.requireApproval)
+        ? globalThis.Boolean(object.requireApproval)
+        : isSet(object.require_approval)
+        ? globalThis.Boolean(object.require_approval)
+        : false,
+      maxAttempts: isSet(object.maxAttempts)
+        ? globalThis.Number(object.maxAttempts)
+        : isSet(object.max_attempts)
+        ? globalThis.Number(object.max_attempts)
+        : 0,
+      approval: isSet(object.approval) ? Approval.fromJSON(object.approval) : undefined,
     };
   },
 
@@ -1852,6 +2118,15 @@ export const Record: MessageFns<Record> = {
     if (message.expiresAt !== undefined) {
       obj.expiresAt = message.expiresAt.toISOString();
     }
+    if (message.requireApproval !== false) {
+      obj.requireApproval = message.requireApproval;
+    }
+    if (message.maxAttempts !== 0) {
+      obj.maxAttempts = Math.round(message.maxAttempts);
+    }
+    if (message.approval !== undefined) {
+      obj.approval = Approval.toJSON(message.approval);
+    }
     return obj;
   },
 
@@ -1884,6 +2159,136 @@ export const Record: MessageFns<Record> = {
     message.createdAt = object.createdAt ?? undefined;
     message.updatedAt = object.updatedAt ?? undefined;
     message.expiresAt = object.expiresAt ?? undefined;
+    message.requireApproval = object.requireApproval ?? false;
+    message.maxAttempts = object.maxAttempts ?? 0;
+    message.approval = (object.approval !== undefined && object.approval !== null)
+      ? Approval.fromPartial(object.approval)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseApproval(): Approval {
+  return { decision: 0, decidedBy: "", note: "", decidedAt: undefined };
+}
+
+export const Approval: MessageFns<Approval> = {
+  encode(message: Approval, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.decision !== 0) {
+      writer.uint32(8).int32(message.decision);
+    }
+    if (message.decidedBy !== "") {
+      writer.uint32(18).string(message.decidedBy);
+    }
+    if (message.note !== "") {
+      writer.uint32(26).string(message.note);
+    }
+    if (message.decidedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.decidedAt), writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Approval {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApproval();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.decision = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.decidedBy = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.note = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.decidedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Approval {
+    return {
+      decision: isSet(object.decision) ? approvalDecisionFromJSON(object.decision) : 0,
+      decidedBy: isSet(object.decidedBy)
+        ? globalThis.String(object.decidedBy)
+        : isSet(object.decided_by)
+        ? globalThis.String(object.decided_by)
+        : "",
+      note: isSet(object.note) ? globalThis.String(object.note) : "",
+      decidedAt: isSet(object.decidedAt)
+        ? fromJsonTimestamp(object.decidedAt)
+        : isSet(object.decided_at)
+        ? fromJsonTimestamp(object.decided_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: Approval): unknown {
+    const obj: any = {};
+    if (message.decision !== 0) {
+      obj.decision = approvalDecisionToJSON(message.decision);
+    }
+    if (message.decidedBy !== "") {
+      obj.decidedBy = message.decidedBy;
+    }
+    if (message.note !== "") {
+      obj.note = message.note;
+    }
+    if (message.decidedAt !== undefined) {
+      obj.decidedAt = message.decidedAt.toISOString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Approval>, I>>(base?: I): Approval {
+    return Approval.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Approval>, I>>(object: I): Approval {
+    const message = createBaseApproval();
+    message.decision = object.decision ?? 0;
+    message.decidedBy = object.decidedBy ?? "";
+    message.note = object.note ?? "";
+    message.decidedAt = object.decidedAt ?? undefined;
     return message;
   },
 };
@@ -2822,7 +3227,7 @@ export const LookupResponse: MessageFns<LookupResponse> = {
 };
 
 function createBaseRecordEvent(): RecordEvent {
-  return { at: undefined, kind: 0, outcome: "", attempt: 0, fencingToken: 0n, owner: "" };
+  return { at: undefined, kind: 0, outcome: "", attempt: 0, fencingToken: 0n, owner: "", reason: "" };
 }
 
 export const RecordEvent: MessageFns<RecordEvent> = {
@@ -2847,6 +3252,9 @@ export const RecordEvent: MessageFns<RecordEvent> = {
     }
     if (message.owner !== "") {
       writer.uint32(50).string(message.owner);
+    }
+    if (message.reason !== "") {
+      writer.uint32(58).string(message.reason);
     }
     return writer;
   },
@@ -2912,6 +3320,14 @@ export const RecordEvent: MessageFns<RecordEvent> = {
             message.owner = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2936,6 +3352,7 @@ export const RecordEvent: MessageFns<RecordEvent> = {
         ? BigInt(object.fencing_token)
         : 0n,
       owner: isSet(object.owner) ? globalThis.String(object.owner) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
     };
   },
 
@@ -2959,6 +3376,9 @@ export const RecordEvent: MessageFns<RecordEvent> = {
     if (message.owner !== "") {
       obj.owner = message.owner;
     }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
     return obj;
   },
 
@@ -2975,39 +3395,33 @@ export const RecordEvent: MessageFns<RecordEvent> = {
       ? BigInt(object.fencingToken)
       : 0n;
     message.owner = object.owner ?? "";
+    message.reason = object.reason ?? "";
     return message;
   },
 };
 
-function createBaseListRecordsRequest(): ListRecordsRequest {
-  return { namespace: "", statuses: [], parent: undefined, pageSize: 0, pageToken: "" };
+function createBaseApproveRequest(): ApproveRequest {
+  return { namespace: "", key: "", fingerprint: Buffer.alloc(0), note: "" };
 }
 
-export const ListRecordsRequest: MessageFns<ListRecordsRequest> = {
-  encode(message: ListRecordsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+export const ApproveRequest: MessageFns<ApproveRequest> = {
+  encode(message: ApproveRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.namespace !== "") {
       writer.uint32(10).string(message.namespace);
     }
-    if (message.statuses.length !== 0) {
-      writer.uint32(18).fork();
-      for (const v of message.statuses) {
-        writer.int32(v);
-      }
-      writer.join();
+    if (message.key !== "") {
+      writer.uint32(18).string(message.key);
     }
-    if (message.parent !== undefined) {
-      OperationRef.encode(message.parent, writer.uint32(26).fork()).join();
+    if (message.fingerprint.length !== 0) {
+      writer.uint32(26).bytes(message.fingerprint);
     }
-    if (message.pageSize !== 0) {
-      writer.uint32(32).uint32(message.pageSize);
-    }
-    if (message.pageToken !== "") {
-      writer.uint32(42).string(message.pageToken);
+    if (message.note !== "") {
+      writer.uint32(34).string(message.note);
     }
     return writer;
   },
 
-  decode(input: BinaryReader | Uint8Array, length?: number): ListRecordsRequest {
+  decode(input: BinaryReader | Uint8Array, length?: number): ApproveRequest {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
@@ -3016,7 +3430,7 @@ export const ListRecordsRequest: MessageFns<ListRecordsRequest> = {
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
       const end = length === undefined ? reader.len : reader.pos + length;
-      const message = createBaseListRecordsRequest();
+      const message = createBaseApproveRequest();
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
@@ -3029,45 +3443,27 @@ export const ListRecordsRequest: MessageFns<ListRecordsRequest> = {
             continue;
           }
           case 2: {
-            if (tag === 16) {
-              message.statuses.push(reader.int32() as any);
-
-              continue;
+            if (tag !== 18) {
+              break;
             }
 
-            if (tag === 18) {
-              const end2 = reader.uint32() + reader.pos;
-              while (reader.pos < end2) {
-                message.statuses.push(reader.int32() as any);
-              }
-
-              continue;
-            }
-
-            break;
+            message.key = reader.string();
+            continue;
           }
           case 3: {
             if (tag !== 26) {
               break;
             }
 
-            message.parent = OperationRef.decode(reader, reader.uint32());
+            message.fingerprint = Buffer.from(reader.bytes());
             continue;
           }
           case 4: {
-            if (tag !== 32) {
+            if (tag !== 34) {
               break;
             }
 
-            message.pageSize = reader.uint32();
-            continue;
-          }
-          case 5: {
-            if (tag !== 42) {
-              break;
-            }
-
-            message.pageToken = reader.string();
+            message.note = reader.string();
             continue;
           }
         }
@@ -3082,78 +3478,58 @@ export const ListRecordsRequest: MessageFns<ListRecordsRequest> = {
     }
   },
 
-  fromJSON(object: any): ListRecordsRequest {
+  fromJSON(object: any): ApproveRequest {
     return {
       namespace: isSet(object.namespace) ? globalThis.String(object.namespace) : "",
-      statuses: globalThis.Array.isArray(object?.statuses)
-        ? object.statuses.map((e: any) => recordStatusFromJSON(e))
-        : [],
-      parent: isSet(object.parent) ? OperationRef.fromJSON(object.parent) : undefined,
-      pageSize: isSet(object.pageSize)
-        ? globalThis.Number(object.pageSize)
-        : isSet(object.page_size)
-        ? globalThis.Number(object.page_size)
-        : 0,
-      pageToken: isSet(object.pageToken)
-        ? globalThis.String(object.pageToken)
-        : isSet(object.page_token)
-        ? globalThis.String(object.page_token)
-        : "",
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      fingerprint: isSet(object.fingerprint) ? Buffer.from(bytesFromBase64(object.fingerprint)) : Buffer.alloc(0),
+      note: isSet(object.note) ? globalThis.String(object.note) : "",
     };
   },
 
-  toJSON(message: ListRecordsRequest): unknown {
+  toJSON(message: ApproveRequest): unknown {
     const obj: any = {};
     if (message.namespace !== "") {
       obj.namespace = message.namespace;
     }
-    if (message.statuses?.length) {
-      obj.statuses = message.statuses.map((e) => recordStatusToJSON(e));
+    if (message.key !== "") {
+      obj.key = message.key;
     }
-    if (message.parent !== undefined) {
-      obj.parent = OperationRef.toJSON(message.parent);
+    if (message.fingerprint.length !== 0) {
+      obj.fingerprint = base64FromBytes(message.fingerprint);
     }
-    if (message.pageSize !== 0) {
-      obj.pageSize = Math.round(message.pageSize);
-    }
-    if (message.pageToken !== "") {
-      obj.pageToken = message.pageToken;
+    if (message.note !== "") {
+      obj.note = message.note;
     }
     return obj;
   },
 
-  create<I extends Exact<DeepPartial<ListRecordsRequest>, I>>(base?: I): ListRecordsRequest {
-    return ListRecordsRequest.fromPartial(base ?? ({} as any));
+  create<I extends Exact<DeepPartial<ApproveRequest>, I>>(base?: I): ApproveRequest {
+    return ApproveRequest.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<ListRecordsRequest>, I>>(object: I): ListRecordsRequest {
-    const message = createBaseListRecordsRequest();
+  fromPartial<I extends Exact<DeepPartial<ApproveRequest>, I>>(object: I): ApproveRequest {
+    const message = createBaseApproveRequest();
     message.namespace = object.namespace ?? "";
-    message.statuses = object.statuses?.map((e) => e) || [];
-    message.parent = (object.parent !== undefined && object.parent !== null)
-      ? OperationRef.fromPartial(object.parent)
-      : undefined;
-    message.pageSize = object.pageSize ?? 0;
-    message.pageToken = object.pageToken ?? "";
+    message.key = object.key ?? "";
+    message.fingerprint = object.fingerprint ?? Buffer.alloc(0);
+    message.note = object.note ?? "";
     return message;
   },
 };
 
-function createBaseListRecordsResponse(): ListRecordsResponse {
-  return { records: [], nextPageToken: "" };
+function createBaseApproveResponse(): ApproveResponse {
+  return { record: undefined };
 }
 
-export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
-  encode(message: ListRecordsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    for (const v of message.records) {
-      Record.encode(v!, writer.uint32(10).fork()).join();
-    }
-    if (message.nextPageToken !== "") {
-      writer.uint32(18).string(message.nextPageToken);
+export const ApproveResponse: MessageFns<ApproveResponse> = {
+  encode(message: ApproveResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.record !== undefined) {
+      Record.encode(message.record, writer.uint32(10).fork()).join();
     }
     return writer;
   },
 
-  decode(input: BinaryReader | Uint8Array, length?: number): ListRecordsResponse {
+  decode(input: BinaryReader | Uint8Array, length?: number): ApproveResponse {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
@@ -3162,7 +3538,7 @@ export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
       const end = length === undefined ? reader.len : reader.pos + length;
-      const message = createBaseListRecordsResponse();
+      const message = createBaseApproveResponse();
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
@@ -3171,15 +3547,7 @@ export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
               break;
             }
 
-            message.records.push(Record.decode(reader, reader.uint32()));
-            continue;
-          }
-          case 2: {
-            if (tag !== 18) {
-              break;
-            }
-
-            message.nextPageToken = reader.string();
+            message.record = Record.decode(reader, reader.uint32());
             continue;
           }
         }
@@ -3194,35 +3562,365 @@ export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
     }
   },
 
-  fromJSON(object: any): ListRecordsResponse {
-    return {
-      records: globalThis.Array.isArray(object?.records) ? object.records.map((e: any) => Record.fromJSON(e)) : [],
-      nextPageToken: isSet(object.nextPageToken)
-        ? globalThis.String(object.nextPageToken)
-        : isSet(object.next_page_token)
-        ? globalThis.String(object.next_page_token)
-        : "",
-    };
+  fromJSON(object: any): ApproveResponse {
+    return { record: isSet(object.record) ? Record.fromJSON(object.record) : undefined };
   },
 
-  toJSON(message: ListRecordsResponse): unknown {
+  toJSON(message: ApproveResponse): unknown {
     const obj: any = {};
-    if (message.records?.length) {
-      obj.records = message.records.map((e) => Record.toJSON(e));
-    }
-    if (message.nextPageToken !== "") {
-      obj.nextPageToken = message.nextPageToken;
+    if (message.record !== undefined) {
+      obj.record = Record.toJSON(message.record);
     }
     return obj;
   },
 
-  create<I extends Exact<DeepPartial<ListRecordsResponse>, I>>(base?: I): ListRecordsResponse {
-    return ListRecordsResponse.fromPartial(base ?? ({} as any));
+  create<I extends Exact<DeepPartial<ApproveResponse>, I>>(base?: I): ApproveResponse {
+    return ApproveResponse.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<ListRecordsResponse>, I>>(object: I): ListRecordsResponse {
-    const message = createBaseListRecordsResponse();
-    message.records = object.records?.map((e) => Record.fromPartial(e)) || [];
-    message.nextPageToken = object.nextPageToken ?? "";
+  fromPartial<I extends Exact<DeepPartial<ApproveResponse>, I>>(object: I): ApproveResponse {
+    const message = createBaseApproveResponse();
+    message.record = (object.record !== undefined && object.record !== null)
+      ? Record.fromPartial(object.record)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRejectRequest(): RejectRequest {
+  return { namespace: "", key: "", fingerprint: Buffer.alloc(0), note: "" };
+}
+
+export const RejectRequest: MessageFns<RejectRequest> = {
+  encode(message: RejectRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.namespace !== "") {
+      writer.uint32(10).string(message.namespace);
+    }
+    if (message.key !== "") {
+      writer.uint32(18).string(message.key);
+    }
+    if (message.fingerprint.length !== 0) {
+      writer.uint32(26).bytes(message.fingerprint);
+    }
+    if (message.note !== "") {
+      writer.uint32(34).string(message.note);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RejectRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRejectRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.namespace = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.fingerprint = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.note = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RejectRequest {
+    return {
+      namespace: isSet(object.namespace) ? globalThis.String(object.namespace) : "",
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      fingerprint: isSet(object.fingerprint) ? Buffer.from(bytesFromBase64(object.fingerprint)) : Buffer.alloc(0),
+      note: isSet(object.note) ? globalThis.String(object.note) : "",
+    };
+  },
+
+  toJSON(message: RejectRequest): unknown {
+    const obj: any = {};
+    if (message.namespace !== "") {
+      obj.namespace = message.namespace;
+    }
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.fingerprint.length !== 0) {
+      obj.fingerprint = base64FromBytes(message.fingerprint);
+    }
+    if (message.note !== "") {
+      obj.note = message.note;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RejectRequest>, I>>(base?: I): RejectRequest {
+    return RejectRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RejectRequest>, I>>(object: I): RejectRequest {
+    const message = createBaseRejectRequest();
+    message.namespace = object.namespace ?? "";
+    message.key = object.key ?? "";
+    message.fingerprint = object.fingerprint ?? Buffer.alloc(0);
+    message.note = object.note ?? "";
+    return message;
+  },
+};
+
+function createBaseRejectResponse(): RejectResponse {
+  return { record: undefined };
+}
+
+export const RejectResponse: MessageFns<RejectResponse> = {
+  encode(message: RejectResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.record !== undefined) {
+      Record.encode(message.record, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RejectResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRejectResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.record = Record.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RejectResponse {
+    return { record: isSet(object.record) ? Record.fromJSON(object.record) : undefined };
+  },
+
+  toJSON(message: RejectResponse): unknown {
+    const obj: any = {};
+    if (message.record !== undefined) {
+      obj.record = Record.toJSON(message.record);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RejectResponse>, I>>(base?: I): RejectResponse {
+    return RejectResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RejectResponse>, I>>(object: I): RejectResponse {
+    const message = createBaseRejectResponse();
+    message.record = (object.record !== undefined && object.record !== null)
+      ? Record.fromPartial(object.record)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePurgeRequest(): PurgeRequest {
+  return { namespace: "", key: "", force: false };
+}
+
+export const PurgeRequest: MessageFns<PurgeRequest> = {
+  encode(message: PurgeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.namespace !== "") {
+      writer.uint32(10).string(message.namespace);
+    }
+    if (message.key !== "") {
+      writer.uint32(18).string(message.key);
+    }
+    if (message.force !== false) {
+      writer.uint32(24).bool(message.force);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PurgeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePurgeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.namespace = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.force = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PurgeRequest {
+    return {
+      namespace: isSet(object.namespace) ? globalThis.String(object.namespace) : "",
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      force: isSet(object.force) ? globalThis.Boolean(object.force) : false,
+    };
+  },
+
+  toJSON(message: PurgeRequest): unknown {
+    const obj: any = {};
+    if (message.namespace !== "") {
+      obj.namespace = message.namespace;
+    }
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.force !== false) {
+      obj.force = message.force;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PurgeRequest>, I>>(base?: I): PurgeRequest {
+    return PurgeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PurgeRequest>, I>>(object: I): PurgeRequest {
+    const message = createBasePurgeRequest();
+    message.namespace = object.namespace ?? "";
+    message.key = object.key ?? "";
+    message.force = object.force ?? false;
+    return message;
+  },
+};
+
+function createBasePurgeResponse(): PurgeResponse {
+  return {};
+}
+
+export const PurgeResponse: MessageFns<PurgeResponse> = {
+  encode(_: PurgeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PurgeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePurgeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): PurgeResponse {
+    return {};
+  },
+
+  toJSON(_: PurgeResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PurgeResponse>, I>>(base?: I): PurgeResponse {
+    return PurgeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PurgeResponse>, I>>(_: I): PurgeResponse {
+    const message = createBasePurgeResponse();
     return message;
   },
 };
@@ -3290,15 +3988,35 @@ export const LedgerService = {
     responseSerialize: (value: LookupResponse): Buffer => Buffer.from(LookupResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): LookupResponse => LookupResponse.decode(value),
   },
-  /** Lists the caller's records, filtered by namespace, status and parent, one page at a time. */
-  listRecords: {
-    path: "/oncekey.v1.Ledger/ListRecords" as const,
+  /** Approves an operation that awaits approval (scope `approve`): the next Claim acquires it. */
+  approve: {
+    path: "/oncekey.v1.Ledger/Approve" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: ListRecordsRequest): Buffer => Buffer.from(ListRecordsRequest.encode(value).finish()),
-    requestDeserialize: (value: Buffer): ListRecordsRequest => ListRecordsRequest.decode(value),
-    responseSerialize: (value: ListRecordsResponse): Buffer => Buffer.from(ListRecordsResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): ListRecordsResponse => ListRecordsResponse.decode(value),
+    requestSerialize: (value: ApproveRequest): Buffer => Buffer.from(ApproveRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ApproveRequest => ApproveRequest.decode(value),
+    responseSerialize: (value: ApproveResponse): Buffer => Buffer.from(ApproveResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ApproveResponse => ApproveResponse.decode(value),
+  },
+  /** Rejects an operation that awaits approval (scope `approve`): it fails for good, code 403. */
+  reject: {
+    path: "/oncekey.v1.Ledger/Reject" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RejectRequest): Buffer => Buffer.from(RejectRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RejectRequest => RejectRequest.decode(value),
+    responseSerialize: (value: RejectResponse): Buffer => Buffer.from(RejectResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RejectResponse => RejectResponse.decode(value),
+  },
+  /** Removes a record and its history in any state (scope `admin`); its fencing sequence continues. */
+  purge: {
+    path: "/oncekey.v1.Ledger/Purge" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PurgeRequest): Buffer => Buffer.from(PurgeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PurgeRequest => PurgeRequest.decode(value),
+    responseSerialize: (value: PurgeResponse): Buffer => Buffer.from(PurgeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PurgeResponse => PurgeResponse.decode(value),
   },
 } as const;
 
@@ -3315,8 +4033,12 @@ export interface LedgerServer extends UntypedServiceImplementation {
   keepAlive: handleBidiStreamingCall<KeepAliveRequest, Lease>;
   /** Reads the record of one key (and, if asked, its receipt history); NOT_FOUND when absent or expired. */
   lookup: handleUnaryCall<LookupRequest, LookupResponse>;
-  /** Lists the caller's records, filtered by namespace, status and parent, one page at a time. */
-  listRecords: handleUnaryCall<ListRecordsRequest, ListRecordsResponse>;
+  /** Approves an operation that awaits approval (scope `approve`): the next Claim acquires it. */
+  approve: handleUnaryCall<ApproveRequest, ApproveResponse>;
+  /** Rejects an operation that awaits approval (scope `approve`): it fails for good, code 403. */
+  reject: handleUnaryCall<RejectRequest, RejectResponse>;
+  /** Removes a record and its history in any state (scope `admin`); its fencing sequence continues. */
+  purge: handleUnaryCall<PurgeRequest, PurgeResponse>;
 }
 
 export interface LedgerClient extends Client {
@@ -3401,21 +4123,53 @@ export interface LedgerClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: LookupResponse) => void,
   ): ClientUnaryCall;
-  /** Lists the caller's records, filtered by namespace, status and parent, one page at a time. */
-  listRecords(
-    request: ListRecordsRequest,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+  /** Approves an operation that awaits approval (scope `approve`): the next Claim acquires it. */
+  approve(
+    request: ApproveRequest,
+    callback: (error: ServiceError | null, response: ApproveResponse) => void,
   ): ClientUnaryCall;
-  listRecords(
-    request: ListRecordsRequest,
+  approve(
+    request: ApproveRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: ApproveResponse) => void,
   ): ClientUnaryCall;
-  listRecords(
-    request: ListRecordsRequest,
+  approve(
+    request: ApproveRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: ApproveResponse) => void,
+  ): ClientUnaryCall;
+  /** Rejects an operation that awaits approval (scope `approve`): it fails for good, code 403. */
+  reject(
+    request: RejectRequest,
+    callback: (error: ServiceError | null, response: RejectResponse) => void,
+  ): ClientUnaryCall;
+  reject(
+    request: RejectRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RejectResponse) => void,
+  ): ClientUnaryCall;
+  reject(
+    request: RejectRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RejectResponse) => void,
+  ): ClientUnaryCall;
+  /** Removes a record and its history in any state (scope `admin`); its fencing sequence continues. */
+  purge(
+    request: PurgeRequest,
+    callback: (error: ServiceError | null, response: PurgeResponse) => void,
+  ): ClientUnaryCall;
+  purge(
+    request: PurgeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PurgeResponse) => void,
+  ): ClientUnaryCall;
+  purge(
+    request: PurgeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PurgeResponse) => void,
   ): ClientUnaryCall;
 }
 
