@@ -65,7 +65,8 @@ func Retention(d time.Duration) RunOption { return func(o *runOptions) { o.reten
 func AtMostOnce() RunOption { return func(o *runOptions) { o.semantics = SemanticsAtMostOnce } }
 
 // WaitTimeout sets how long to wait for an operation another holder is performing (default
-// DefaultWaitTimeout) before returning an *InProgressError; zero returns at once.
+// DefaultWaitTimeout) before returning an *InProgressError, or, with RequireApproval, for the
+// decision before returning an *AwaitingApprovalError; zero returns at once.
 func WaitTimeout(d time.Duration) RunOption { return func(o *runOptions) { o.wait = d } }
 
 // RequireApproval: nobody runs the operation before someone approves it (Client.Approve). A run

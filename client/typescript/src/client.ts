@@ -42,7 +42,7 @@ export interface ClaimOptions {
   parent?: OperationRef;
   /** Take over an UNKNOWN at-most-once operation to reconcile it. */
   reconcile?: boolean;
-  /** Hold an IN_PROGRESS answer up to this long (at most 60 000) for the outcome. */
+  /** Hold an IN_PROGRESS answer up to this long (at most 60 000) for the outcome, or an AWAITING_APPROVAL one for the decision. */
   wait?: number;
   /**
    * Create the record awaiting approval: nobody acquires it before someone approves it

@@ -49,7 +49,10 @@ export interface RunOptions {
   retention?: number;
   /** `AT_MOST_ONCE`: a vanished holder's operation needs reconciliation instead of running again. */
   semantics?: Semantics;
-  /** How long to wait for another holder's outcome (default 60 000); 0 rejects with `InProgressError` at once. */
+  /**
+   * How long to wait for another holder's outcome, or for an approval (default 60 000); 0 rejects
+   * with `InProgressError` (or `AwaitingApprovalError`) at once.
+   */
   wait?: number;
   /** Names the holder in the record (default: the client's owner). */
   owner?: string;

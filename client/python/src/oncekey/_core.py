@@ -79,7 +79,8 @@ class Options:
     """Seconds the outcome is kept after it settles (server default 24 h): outlast every retry."""
     semantics: Semantics = Semantics.AT_LEAST_ONCE
     wait: float = DEFAULT_WAIT
-    """Seconds to wait for an operation another holder is performing before ``InProgress``."""
+    """Seconds to wait for an operation another holder is performing before ``InProgress`` (or,
+    with ``require_approval``, for the decision before ``AwaitingApproval``)."""
     owner: str | None = None
     final: tuple[type[BaseException], ...] = ()
     """Exception classes that fail the operation for good (besides ``FinalError``)."""
