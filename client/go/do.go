@@ -22,6 +22,10 @@ const DefaultWaitTimeout = 60 * time.Second
 // maxWait is the longest wait the server holds a Claim.
 const maxWait = 60 * time.Second
 
+// approvalPoll is the pause between Claims while an approval is awaited and the server's hold
+// ended early.
+const approvalPoll = 100 * time.Millisecond
+
 // maxOwnerBytes is the longest Claim.owner the server accepts.
 const maxOwnerBytes = 256
 
@@ -42,6 +46,8 @@ type runOptions struct {
 	leaseTTL, retention, wait time.Duration
 	semantics                 Semantics
 	owner                     string
+	requireApproval           bool
+	maxAttempts               int64
 }
 
 // LeaseTTL sets the lease length (1 s ..= 1 h; server default 30 s); the server renews it every
@@ -59,8 +65,49 @@ func Retention(d time.Duration) RunOption { return func(o *runOptions) { o.reten
 func AtMostOnce() RunOption { return func(o *runOptions) { o.semantics = SemanticsAtMostOnce } }
 
 // WaitTimeout sets how long to wait for an operation another holder is performing (default
-// DefaultWaitTimeout) before returning an *InProgressError; zero returns at once.
+// DefaultWaitTimeout) before returning an *InProgressError, or, with RequireApproval, for the
+// decision before returning an *AwaitingApprovalError; zero returns at once.
 func WaitTimeout(d time.Duration) RunOption { return func(o *runOptions) { o.wait = d } }
+
+// RequireApproval: nobody runs the operation before someone approves it (Client.Approve). A run
+// waits for the decision up to the wait timeout, then returns an *AwaitingApprovalError (errors.Is
+// ErrAwaitingApproval) without calling the function; a rejection makes it ErrOperationFailed with
+// code 403. The first Claim of a key fixes this.
+func RequireApproval() RunOption { return func(o *runOptions) { o.requireApproval = true } }
+
+// MaxAttempts caps the runs of the operation (reconciliations not counted; 0 is no cap, the
+// default; at most MaxAttemptsLimit): past it, a released operation fails for good with code 429,
+// "attempts exhausted" (ErrOperationFailed), and a lapsed lease needs reconciliation instead of
+// being taken over. The first Claim of a key fixes this.
+func MaxAttempts(n int) RunOption { return func(o *runOptions) { o.maxAttempts = int64(n) } }
+
+// MaxAttemptsLimit is the largest attempt cap the wire carries (a uint32).
+const MaxAttemptsLimit = 1<<32 - 1
+
+// claimRequest is the Claim of key with the run's options (the attempt cap checked as the server
+// reads it).
+func (o *runOptions) claimRequest(key OperationKey, fp []byte, owner string, reconcile bool) (*oncekeyv1.ClaimRequest, error) {
+	if o.maxAttempts < 0 || o.maxAttempts > MaxAttemptsLimit {
+		return nil, fmt.Errorf("%w: MaxAttempts must be between 1 and %d (0: no cap), got %d",
+			ErrInvalidArgument, int64(MaxAttemptsLimit), o.maxAttempts)
+	}
+	req := &oncekeyv1.ClaimRequest{
+		Namespace: key.namespace, Key: key.key,
+		Arguments: &oncekeyv1.ClaimRequest_Fingerprint{Fingerprint: fp},
+		Semantics: oncekeyv1.Semantics(o.semantics), Owner: owner, Reconcile: reconcile,
+		RequireApproval: o.requireApproval, MaxAttempts: uint32(o.maxAttempts),
+	}
+	if o.leaseTTL > 0 {
+		req.LeaseTtl = durationpb.New(o.leaseTTL)
+	}
+	if o.retention > 0 {
+		req.Retention = durationpb.New(o.retention)
+	}
+	if p := key.parent; p != nil {
+		req.Parent = &oncekeyv1.OperationRef{Namespace: p.Namespace, Key: p.Key}
+	}
+	return req, nil
+}
 
 // Owner names the holder in the record's lease_owner (default: the client's owner). A per-run
 // suffix is added so that a Claim whose answer was lost can recognize its own lease.
@@ -84,6 +131,7 @@ func Owner(owner string) RunOption { return func(o *runOptions) { o.owner = owne
 // deadline (the client's settle timeout), so a cancelled call still releases its key.
 //
 // Errors: ErrKeyReused, ErrInProgress (*InProgressError), ErrNeedsReconciliation,
+// ErrAwaitingApproval (*AwaitingApprovalError, with RequireApproval),
 // ErrOperationFailed (*OperationFailedError, the stored error), ErrLeaseLost (*LeaseLostError),
 // ErrUnavailable (the server stayed unreachable through every retry), ctx's own error, or fn's.
 func Do[T any](ctx context.Context, c *Client, key OperationKey, args any, fn func(context.Context) (T, error), opts ...RunOption) (T, error) {
@@ -125,19 +173,9 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, 
 		base = truncate(base, maxOwnerBytes-17)
 	}
 	owner := fmt.Sprintf("%s#%016x", base, rand.Uint64())
-	req := &oncekeyv1.ClaimRequest{
-		Namespace: key.namespace, Key: key.key,
-		Arguments: &oncekeyv1.ClaimRequest_Fingerprint{Fingerprint: fp},
-		Semantics: oncekeyv1.Semantics(o.semantics), Owner: owner, Reconcile: reconcile,
-	}
-	if o.leaseTTL > 0 {
-		req.LeaseTtl = durationpb.New(o.leaseTTL)
-	}
-	if o.retention > 0 {
-		req.Retention = durationpb.New(o.retention)
-	}
-	if p := key.parent; p != nil {
-		req.Parent = &oncekeyv1.OperationRef{Namespace: p.Namespace, Key: p.Key}
+	req, err := o.claimRequest(key, fp, owner, reconcile)
+	if err != nil {
+		return zero, err
 	}
 	// Duplicates wait for an in-flight run at most o.wait, and never past the caller's deadline:
 	// the answer is then InProgressError rather than the caller's timeout.
@@ -180,6 +218,20 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, 
 			return zero, &OperationFailedError{}
 		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_NEEDS_RECONCILIATION:
 			return zero, &NeedsReconciliationError{Record: recordFromProto(res.GetRecord())}
+		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_AWAITING_APPROVAL:
+			// Nothing runs before an approval. Claim again held by the server until the decision
+			// or the wait runs out; then the caller hears it awaits approval.
+			remaining := time.Until(deadline)
+			if remaining <= 0 {
+				return zero, &AwaitingApprovalError{Record: recordFromProto(res.GetRecord())}
+			}
+			if !waiting {
+				waiting = true
+				continue
+			}
+			if err := sleep(ctx, min(approvalPoll, remaining)); err != nil {
+				return zero, err
+			}
 		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_IN_PROGRESS:
 			rec := res.GetRecord()
 			// Our own earlier attempt acquired it, but its answer was lost and the retry claimed

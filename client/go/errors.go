@@ -32,6 +32,12 @@ const (
 	ReasonStoreUnavailable  = "STORE_UNAVAILABLE"
 	ReasonRateLimited       = "RATE_LIMITED"
 	ReasonKeepAliveReplaced = "KEEPALIVE_REPLACED"
+	// ReasonNotAwaitingApproval: an Approve or Reject of an operation that does not await approval.
+	ReasonNotAwaitingApproval = "NOT_AWAITING_APPROVAL"
+	// ReasonUnsettledAtMostOnce: a Purge of an unsettled at-most-once operation without force.
+	ReasonUnsettledAtMostOnce = "UNSETTLED_AT_MOST_ONCE"
+	// ReasonMissingScope: the token lacks the scope the RPC needs.
+	ReasonMissingScope = "MISSING_SCOPE"
 )
 
 // Sentinels for errors.Is.
@@ -60,6 +66,24 @@ var (
 	ErrNotFound = errors.New("oncekey: no such record")
 	// ErrInvalidKey: an OperationKey could not be built (bad namespace, empty part, too long).
 	ErrInvalidKey = errors.New("oncekey: invalid key")
+	// ErrInvalidArgument: an option or argument the server would refuse (an attempt cap out of
+	// range, a note too long); nothing was sent.
+	ErrInvalidArgument = errors.New("oncekey: invalid argument")
+	// ErrAwaitingApproval: the operation waits for an approval that did not come within the wait;
+	// nothing ran. errors.As into *AwaitingApprovalError for the record. Run it again once someone
+	// approved it; a rejection makes it ErrOperationFailed (code 403, the approver's note).
+	ErrAwaitingApproval = errors.New("oncekey: operation awaits approval")
+	// ErrNotAwaitingApproval: an Approve or Reject of an operation that does not await approval: it
+	// never did, was decided otherwise, or has moved on since (FAILED_PRECONDITION
+	// NOT_AWAITING_APPROVAL). Never retried.
+	ErrNotAwaitingApproval = errors.New("oncekey: operation does not await approval")
+	// ErrUnsettledAtMostOnce: a Purge of an unsettled at-most-once operation without force
+	// (FAILED_PRECONDITION UNSETTLED_AT_MOST_ONCE): purging it would let its effect run again.
+	ErrUnsettledAtMostOnce = errors.New("oncekey: unsettled at-most-once operation needs force to purge")
+	// ErrMissingScope: the token lacks the scope the RPC needs (PERMISSION_DENIED MISSING_SCOPE):
+	// `approve` for Approve and Reject, `admin` for Purge, `ledger` for the rest; the message names
+	// it. Never retried.
+	ErrMissingScope = errors.New("oncekey: the token lacks the scope this call needs")
 )
 
 // Error is a failed RPC: the server's (or the transport's) gRPC status, with the ErrorInfo reason
@@ -101,6 +125,12 @@ func (e *Error) Is(target error) bool {
 		return e.Code == codes.Unavailable || e.Code == codes.DeadlineExceeded
 	case ErrNotFound:
 		return e.Code == codes.NotFound
+	case ErrNotAwaitingApproval:
+		return e.Reason == ReasonNotAwaitingApproval
+	case ErrUnsettledAtMostOnce:
+		return e.Reason == ReasonUnsettledAtMostOnce
+	case ErrMissingScope:
+		return e.Reason == ReasonMissingScope
 	}
 	return false
 }
@@ -188,6 +218,18 @@ func (e *NeedsReconciliationError) Error() string { return ErrNeedsReconciliatio
 
 // Is matches ErrNeedsReconciliation.
 func (e *NeedsReconciliationError) Is(target error) bool { return target == ErrNeedsReconciliation }
+
+// AwaitingApprovalError: the operation awaits an approval that did not come within the wait
+// (errors.Is ErrAwaitingApproval); the function did not run.
+type AwaitingApprovalError struct {
+	// Record is the record (status StatusAwaitingApproval).
+	Record *Record
+}
+
+func (e *AwaitingApprovalError) Error() string { return ErrAwaitingApproval.Error() }
+
+// Is matches ErrAwaitingApproval.
+func (e *AwaitingApprovalError) Is(target error) bool { return target == ErrAwaitingApproval }
 
 // OperationFailedError is the stored error of an operation that failed for good, replayed to every
 // later run of its key (errors.Is ErrOperationFailed).

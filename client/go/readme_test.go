@@ -46,6 +46,47 @@ func TestReadmeExampleRunsAsWritten(t *testing.T) {
 	}
 }
 
+// TestReadmeApprovalExampleRunsAsWritten runs the approval-gate example the same way.
+func TestReadmeApprovalExampleRunsAsWritten(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Approval gate")
+	_, rest, ok2 := strings.Cut(section, "```go\n")
+	code, _, ok3 := strings.Cut(rest, "```\n")
+	if !ok || !ok2 || !ok3 || !strings.Contains(code, `"127.0.0.1:50051"`) {
+		t.Fatal("README.md has no approval-gate Go example dialing 127.0.0.1:50051")
+	}
+	dir := scratchModule(t, strings.Replace(code, "127.0.0.1:50051", sharedServer.addr(), 1))
+	lines := strings.Split(strings.TrimSpace(goCmd(t, dir, "run", ".")), "\n")
+	if len(lines) != 3 || lines[0] != "awaiting approval: AWAITING_APPROVAL" ||
+		!strings.HasPrefix(lines[1], "refunding 1500 on order-") || lines[2] != "1500 <nil>" {
+		t.Fatalf("the approval example printed\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// scratchModule writes code as the main package of a new module that uses this client.
+func scratchModule(t *testing.T, code string) string {
+	t.Helper()
+	self, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"mod", "init", "example.com/readme"},
+		{"mod", "edit", "-replace", "oncekey.dev/oncekey/client/go=" + self},
+		{"mod", "tidy"},
+	} {
+		goCmd(t, dir, args...)
+	}
+	return dir
+}
+
 func goCmd(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("go", args...)

@@ -63,6 +63,7 @@ type server struct {
 	dir         string
 	port, admin int
 	cmd         *exec.Cmd
+	extra       []string // more `oncekey serve` arguments (e.g. --tokens-file)
 }
 
 // newServer starts a server of the test's own, killed when the test ends.
@@ -87,8 +88,8 @@ func (s *server) start(listen string) error {
 	if listen == "" {
 		listen = s.addr()
 	}
-	s.cmd = exec.Command(bin, "serve", "--listen", listen,
-		"--admin-listen", fmt.Sprintf("127.0.0.1:%d", s.admin), "--data-dir", s.dir)
+	s.cmd = exec.Command(bin, append([]string{"serve", "--listen", listen,
+		"--admin-listen", fmt.Sprintf("127.0.0.1:%d", s.admin), "--data-dir", s.dir}, s.extra...)...)
 	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
 	s.cmd.Env = append(os.Environ(), "RUST_LOG=warn")
 	if err := s.cmd.Start(); err != nil {

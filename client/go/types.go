@@ -28,7 +28,64 @@ const (
 	StatusRetry
 	// StatusUnknown: an at-most-once operation whose lease ran out; it needs reconciliation.
 	StatusUnknown
+	// StatusAwaitingApproval: created with RequireApproval; nobody acquires it before someone
+	// Approves (or Rejects) it.
+	StatusAwaitingApproval
+	// StatusApproved: approved; the next run acquires it.
+	StatusApproved
 )
+
+// Outcome is what a Claim answered (or, for a dry run, would answer).
+type Outcome int
+
+// Claim outcomes.
+const (
+	OutcomeUnspecified Outcome = iota
+	// OutcomeAcquired: the caller holds the operation and performs it.
+	OutcomeAcquired
+	// OutcomeCompleted: it succeeded earlier; the stored result is replayed.
+	OutcomeCompleted
+	// OutcomeFailed: it failed for good earlier; the stored error is replayed.
+	OutcomeFailed
+	// OutcomeInProgress: another holder is performing it.
+	OutcomeInProgress
+	// OutcomeNeedsReconciliation: an at-most-once operation's outcome is unknown.
+	OutcomeNeedsReconciliation
+	// OutcomeAwaitingApproval: it waits for an approval.
+	OutcomeAwaitingApproval
+)
+
+// String is the outcome as the server spells it, e.g. "ACQUIRED".
+func (o Outcome) String() string {
+	return strings.TrimPrefix(oncekeyv1.ClaimOutcome(o).String(), "CLAIM_OUTCOME_")
+}
+
+// Decision is what an approver decided.
+type Decision int
+
+// Decisions.
+const (
+	DecisionUnspecified Decision = iota
+	// DecisionApproved: the operation may be acquired.
+	DecisionApproved
+	// DecisionRejected: the operation failed for good (error code 403, message = the note).
+	DecisionRejected
+)
+
+// String is the decision as the server spells it, e.g. "APPROVED".
+func (d Decision) String() string {
+	return strings.TrimPrefix(oncekeyv1.ApprovalDecision(d).String(), "APPROVAL_DECISION_")
+}
+
+// Approval is the decision on an operation that awaited approval.
+type Approval struct {
+	Decision Decision
+	// DecidedBy is the approver's token label ("dev" on a dev-mode server).
+	DecidedBy string
+	// Note is the approver's note (a rejection's error message).
+	Note      string
+	DecidedAt time.Time
+}
 
 // String is the status as the server spells it, e.g. "PROCESSING".
 func (s Status) String() string {
@@ -103,6 +160,12 @@ type Record struct {
 	// Parent is the parent operation named by the first Claim, if any.
 	Parent                          *OperationRef
 	CreatedAt, UpdatedAt, ExpiresAt time.Time
+	// RequireApproval says the operation waits for an approval before anyone acquires it.
+	RequireApproval bool
+	// MaxAttempts is the most acquisitions allowed, reconciliations not counted (0: no cap).
+	MaxAttempts uint32
+	// Approval is the approval decision, once made.
+	Approval *Approval
 }
 
 func toTime(t *timestamppb.Timestamp) time.Time {
@@ -141,6 +204,11 @@ func recordFromProto(r *oncekeyv1.Record) *Record {
 		LeaseOwner: r.GetLeaseOwner(), LeaseExpiresAt: toTime(r.GetLeaseExpiresAt()),
 		Result: rawFromProto(r.GetResult()), Error: failedFromProto(r.GetError()),
 		CreatedAt: toTime(r.GetCreatedAt()), UpdatedAt: toTime(r.GetUpdatedAt()), ExpiresAt: toTime(r.GetExpiresAt()),
+		RequireApproval: r.GetRequireApproval(), MaxAttempts: r.GetMaxAttempts(),
+	}
+	if a := r.GetApproval(); a != nil {
+		rec.Approval = &Approval{Decision: Decision(a.GetDecision()), DecidedBy: a.GetDecidedBy(),
+			Note: a.GetNote(), DecidedAt: toTime(a.GetDecidedAt())}
 	}
 	if p := r.GetParent(); p != nil {
 		rec.Parent = &OperationRef{Namespace: p.GetNamespace(), Key: p.GetKey()}

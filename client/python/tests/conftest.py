@@ -42,8 +42,9 @@ class Server:
     """One ``oncekey serve`` on the embedded store; ``kill`` and ``start`` again keep the port and
     the data directory."""
 
-    def __init__(self, data_dir: pathlib.Path):
+    def __init__(self, data_dir: pathlib.Path, extra_args: tuple[str, ...] = ()):
         self.data_dir = data_dir
+        self.extra_args = extra_args
         self.address: str | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self._log = data_dir.parent / f"server-{uuid.uuid4().hex[:8]}.log"
@@ -57,7 +58,7 @@ class Server:
         listen = self.address or "127.0.0.1:0"
         log = open(self._log, "ab")
         self.process = subprocess.Popen(
-            [str(oncekey_binary()), "serve", "--listen", listen, "--admin-listen", "127.0.0.1:0", "--data-dir", str(self.data_dir)],
+            [str(oncekey_binary()), "serve", "--listen", listen, "--admin-listen", "127.0.0.1:0", "--data-dir", str(self.data_dir), *self.extra_args],
             stdout=subprocess.PIPE,
             stderr=log,
             env={**os.environ, "RUST_LOG": "info"},

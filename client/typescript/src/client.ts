@@ -12,7 +12,7 @@ import { OperationKey } from "./key";
 import { grpcCode } from "./status";
 import { Transport } from "./transport";
 import type { ConnectOptions } from "./transport";
-import { claimedFromWire, duration, leaseFromWire, recordFromWire, semanticsToWire } from "./types";
+import { checkNote, claimedFromWire, duration, leaseFromWire, maxAttemptsToWire, recordFromWire, semanticsToWire } from "./types";
 import type { Claimed, LeaseGrant, OperationRecord, OperationRef, Semantics, StoredError, StoredResult } from "./types";
 import { execute } from "./run";
 import type { Done, Operation, RunOptions } from "./run";
@@ -42,9 +42,36 @@ export interface ClaimOptions {
   parent?: OperationRef;
   /** Take over an UNKNOWN at-most-once operation to reconcile it. */
   reconcile?: boolean;
-  /** Hold an IN_PROGRESS answer up to this long (at most 60 000) for the outcome. */
+  /** Hold an IN_PROGRESS answer up to this long (at most 60 000) for the outcome, or an AWAITING_APPROVAL one for the decision. */
   wait?: number;
+  /**
+   * Create the record awaiting approval: nobody acquires it before someone approves it
+   * (`client.approve`); until then Claims answer `AWAITING_APPROVAL`. Fixed by the first Claim of a key.
+   */
+  requireApproval?: boolean;
+  /**
+   * Answer what this Claim would get now without writing anything (no record, lease, dedup hit or
+   * receipt): `Claimed.dryRun` is true and there is no lease.
+   */
+  dryRun?: boolean;
+  /**
+   * Cap the acquisitions of the operation (reconciliations not counted; 0 or undefined: no cap):
+   * past it a released operation fails for good with code 429 ("attempts exhausted"). Fixed by the
+   * first Claim of a key.
+   */
+  maxAttempts?: number;
   /** Aborts the Claim and its retries. */
+  signal?: AbortSignal;
+}
+
+/** An Approve or Reject. */
+export interface DecisionOptions {
+  /** Kept with the decision (at most 1 KiB; no control characters but newline and tab); a Reject's error message. */
+  note?: string;
+  /** Pins the decision to the arguments the approver saw: their fingerprint (32 bytes) … */
+  fingerprint?: Uint8Array;
+  /** … or the arguments themselves, fingerprinted here. Another stored fingerprint is `KeyReusedError`. */
+  args?: unknown;
   signal?: AbortSignal;
 }
 
@@ -76,9 +103,13 @@ export class OncekeyClient {
     return fingerprint(args);
   }
 
-  /** Claims an operation: ACQUIRED, COMPLETED, FAILED, IN_PROGRESS or NEEDS_RECONCILIATION. */
+  /**
+   * Claims an operation: ACQUIRED, COMPLETED, FAILED, IN_PROGRESS, NEEDS_RECONCILIATION or
+   * AWAITING_APPROVAL (with `requireApproval`). With `dryRun`, what a Claim would get now.
+   */
   async claim(key: KeyLike, options: ClaimOptions = {}): Promise<Claimed> {
     const op = toKey(key);
+    const maxAttempts = maxAttemptsToWire(options.maxAttempts);
     const parent = options.parent ?? op.parent;
     const wait = options.wait === undefined ? undefined : Math.min(options.wait, MAX_WAIT);
     const request: v1.ClaimRequest = {
@@ -91,10 +122,9 @@ export class OncekeyClient {
       retention: duration(options.retention),
       wait: duration(wait),
       parent: parent ? { namespace: parent.namespace, key: parent.key } : undefined,
-      // Approval gate, dry run and attempt cap: not offered by this client yet.
-      requireApproval: false,
-      dryRun: false,
-      maxAttempts: 0,
+      requireApproval: options.requireApproval ?? false,
+      dryRun: options.dryRun ?? false,
+      maxAttempts,
     };
     if (options.payloadJson !== undefined) request.payloadJson = options.payloadJson;
     else if (options.fingerprint !== undefined) request.fingerprint = Buffer.from(options.fingerprint);
@@ -104,7 +134,7 @@ export class OncekeyClient {
       gated: true,
       held: wait,
     });
-    return claimedFromWire(res);
+    return claimedFromWire(res, options.dryRun ?? false);
   }
 
   /** Completes an operation held with `token`, storing `result`. An identical Complete again is OK. */
@@ -171,6 +201,74 @@ export class OncekeyClient {
       if (grpcCode(e) === Code.NOT_FOUND) return undefined;
       throw e;
     }
+  }
+
+  /**
+   * Approves an operation that awaits approval: it becomes APPROVED and the next Claim acquires
+   * it; resolves to the record. `approve(key, options)` or `approve(namespace, key, note)`.
+   * The same decision again is OK. Rejects with `NotAwaitingApprovalError` when the operation does
+   * not await approval (anymore), `MissingScopeError` without the `approve` scope, an
+   * `OncekeyError` NOT_FOUND when there is no record.
+   */
+  approve(key: KeyLike, options?: DecisionOptions): Promise<OperationRecord>;
+  approve(namespace: string, key: string, note?: string): Promise<OperationRecord>;
+  approve(target: KeyLike | string, second?: DecisionOptions | string, note?: string): Promise<OperationRecord> {
+    return this.decide("approve", target, second, note);
+  }
+
+  /**
+   * Rejects an operation that awaits approval: it fails for good with error `{403, note}`, which
+   * every later run gets as `OperationFailedError`; resolves to the FAILED record. As `approve`.
+   */
+  reject(key: KeyLike, options?: DecisionOptions): Promise<OperationRecord>;
+  reject(namespace: string, key: string, note?: string): Promise<OperationRecord>;
+  reject(target: KeyLike | string, second?: DecisionOptions | string, note?: string): Promise<OperationRecord> {
+    return this.decide("reject", target, second, note);
+  }
+
+  /**
+   * Purges a record and its history, in any state (the `admin` scope); its fencing sequence goes
+   * on, so the old holder's Complete, Fail and Renew get `LeaseLostError`. An unsettled
+   * at-most-once operation needs `force` (its effect may then run again; otherwise
+   * `UnsettledAtMostOnceError`). Resolves to true when this call purged it, false when there was
+   * no record (never was, expired, or purged by an earlier attempt of this call).
+   */
+  purge(key: KeyLike, options?: { force?: boolean; signal?: AbortSignal }): Promise<boolean>;
+  purge(namespace: string, key: string, force?: boolean): Promise<boolean>;
+  async purge(
+    target: KeyLike | string,
+    second?: { force?: boolean; signal?: AbortSignal } | string,
+    force?: boolean,
+  ): Promise<boolean> {
+    const op = typeof target === "string" ? toKey({ namespace: target, key: String(second) }) : toKey(target);
+    const options = typeof second === "object" ? second : { force };
+    try {
+      await this.transport.unary<v1.PurgeRequest, v1.PurgeResponse>(
+        "purge",
+        { namespace: op.namespace, key: op.key, force: options.force ?? false },
+        { gated: true, signal: options.signal },
+      );
+      return true;
+    } catch (e) {
+      if (grpcCode(e) === Code.NOT_FOUND) return false;
+      throw e;
+    }
+  }
+
+  private async decide(
+    verb: "approve" | "reject",
+    target: KeyLike | string,
+    second: DecisionOptions | string | undefined,
+    note: string | undefined,
+  ): Promise<OperationRecord> {
+    const op = typeof target === "string" ? toKey({ namespace: target, key: String(second) }) : toKey(target);
+    const options: DecisionOptions = typeof second === "object" ? second : { note };
+    const pin =
+      options.fingerprint !== undefined ? Buffer.from(options.fingerprint) : options.args !== undefined ? fingerprint(options.args) : Buffer.alloc(0);
+    if (pin.length !== 0 && pin.length !== 32) throw new RangeError("fingerprint: must be 32 bytes (the SHA-256 the approver saw)");
+    const request = { namespace: op.namespace, key: op.key, fingerprint: pin, note: checkNote(options.note ?? "") };
+    const res = await this.transport.unary<v1.ApproveRequest, v1.ApproveResponse>(verb, request, { gated: true, signal: options.signal });
+    return requireRecord(res.record);
   }
 
   /**

@@ -86,6 +86,45 @@ export class OperationFailedError extends OncekeyError {
 }
 
 /**
+ * The operation waits for an approval that did not come within the wait: the function did not
+ * run. Run it again once someone approved it (`client.approve`); a rejection makes it an
+ * `OperationFailedError` (code 403, the approver's note).
+ */
+export class AwaitingApprovalError extends OncekeyError {
+  override name = "AwaitingApprovalError";
+  /** The record (status `AWAITING_APPROVAL`). */
+  readonly record?: OperationRecord;
+  constructor(message: string, record?: OperationRecord) {
+    super(message);
+    if (record) this.record = record;
+  }
+}
+
+/**
+ * An Approve or Reject of an operation that does not await approval: it never did, was decided
+ * otherwise, or has moved on since (FAILED_PRECONDITION `NOT_AWAITING_APPROVAL`). Never retried.
+ */
+export class NotAwaitingApprovalError extends OncekeyError {
+  override name = "NotAwaitingApprovalError";
+}
+
+/**
+ * A Purge of an unsettled at-most-once operation without `force` (FAILED_PRECONDITION
+ * `UNSETTLED_AT_MOST_ONCE`): purging it would let its effect run again. Never retried.
+ */
+export class UnsettledAtMostOnceError extends OncekeyError {
+  override name = "UnsettledAtMostOnceError";
+}
+
+/**
+ * The token lacks the scope the call needs (PERMISSION_DENIED `MISSING_SCOPE`): `approve` for
+ * Approve and Reject, `admin` for Purge, `ledger` for the rest; the message names it. Never retried.
+ */
+export class MissingScopeError extends OncekeyError {
+  override name = "MissingScopeError";
+}
+
+/**
  * The server could not be reached (or stayed overloaded) through every retry, or the circuit
  * breaker is open after consecutive failures. Safe to retry later with the same key.
  * `result`, when set, is the output of a function whose outcome could not be recorded.

@@ -10,7 +10,7 @@
  * operation's arguments; `v1` is the generated oncekey.v1 code (ts-proto), for full control.
  */
 export { OncekeyClient, MAX_WAIT } from "./client";
-export type { ClaimOptions, KeyLike } from "./client";
+export type { ClaimOptions, DecisionOptions, KeyLike } from "./client";
 export { TENANT_HEADER } from "./transport";
 export type { ConnectOptions } from "./transport";
 export { currentLease } from "./run";
@@ -27,6 +27,10 @@ export {
   OperationFailedError,
   UnavailableError,
   ResultDecodeError,
+  AwaitingApprovalError,
+  NotAwaitingApprovalError,
+  UnsettledAtMostOnceError,
+  MissingScopeError,
   FinalError,
   AbandonError,
 } from "./errors";
@@ -37,7 +41,9 @@ export { DEFAULT_RETRY } from "./retry";
 export type { RetryPolicy } from "./retry";
 export { ERROR_DOMAIN, RETRY_PUSHBACK_HEADER, errorInfo, reason, badField, pushback, isTransient, codeName } from "./status";
 export type { ErrorInfo } from "./status";
+export { MAX_ATTEMPTS_LIMIT, MAX_NOTE_BYTES } from "./types";
 export type {
+  Approval,
   Claimed,
   ClaimOutcome,
   LeaseGrant,

@@ -13,6 +13,7 @@ import { randomBytes } from "node:crypto";
 import type { OncekeyClient } from "./client";
 import { MAX_WAIT } from "./client";
 import {
+  AwaitingApprovalError,
   dispositionOf,
   FinalError,
   InProgressError,
@@ -30,6 +31,7 @@ import { KeepAlive } from "./lease";
 import type { Lease } from "./lease";
 import { sleep } from "./retry";
 import { codeName, grpcCode, reason } from "./status";
+import { maxAttemptsToWire } from "./types";
 import type { LeaseGrant, OperationRecord, Semantics, StoredResult } from "./types";
 
 /** The function run under a lease. */
@@ -47,10 +49,23 @@ export interface RunOptions {
   retention?: number;
   /** `AT_MOST_ONCE`: a vanished holder's operation needs reconciliation instead of running again. */
   semantics?: Semantics;
-  /** How long to wait for another holder's outcome (default 60 000); 0 rejects with `InProgressError` at once. */
+  /**
+   * How long to wait for another holder's outcome, or for an approval (default 60 000); 0 rejects
+   * with `InProgressError` (or `AwaitingApprovalError`) at once.
+   */
   wait?: number;
   /** Names the holder in the record (default: the client's owner). */
   owner?: string;
+  /**
+   * Nobody runs the operation before someone approves it (`client.approve`): a run waits up to
+   * `wait` for the decision, then rejects with `AwaitingApprovalError`. Fixed by the first Claim of a key.
+   */
+  requireApproval?: boolean;
+  /**
+   * Caps the runs of the operation (reconciliations not counted; 0 or undefined: no cap): past it,
+   * a released operation fails for good with code 429, "attempts exhausted" (`OperationFailedError`).
+   */
+  maxAttempts?: number;
   /** How a thrown error settles the operation (default: `FinalError` final, `AbandonError` abandon, else retryable). */
   disposition?: (error: unknown) => Disposition;
   /**
@@ -68,6 +83,9 @@ export interface Done<T> {
   /** The SUCCEEDED record. */
   record: OperationRecord;
 }
+
+/** Milliseconds between Claims while an approval is awaited and the server's hold ran out early. */
+const APPROVAL_POLL = 100;
 
 /** The longest error message the server stores, in bytes; longer ones are cut. */
 const MAX_MESSAGE_BYTES = 16 * 1024;
@@ -88,6 +106,7 @@ export async function execute<T>(
   reconcile: boolean,
 ): Promise<Done<T>> {
   const print = fingerprint(args); // throws InvalidJsonError before anything is sent
+  maxAttemptsToWire(options.maxAttempts); // throws RangeError before anything is sent
   const signal = callerSignal(options);
   signal?.throwIfAborted();
   // A per-run owner: a Claim whose answer was lost and was retried recognizes its own lease.
@@ -105,6 +124,8 @@ export async function execute<T>(
         owner,
         reconcile,
         wait: wait > 0 ? wait : undefined,
+        requireApproval: options.requireApproval,
+        maxAttempts: options.maxAttempts,
         signal,
       });
     } catch (e) {
@@ -124,9 +145,15 @@ export async function execute<T>(
         throw new OperationFailedError(record?.error ?? { code: 0, message: "", details: Buffer.alloc(0) });
       case "NEEDS_RECONCILIATION":
         throw new NeedsReconciliationError(`the outcome of this ${key.namespace} operation is unknown and needs reconciliation`, record);
-      case "AWAITING_APPROVAL":
-        // Full support (waiting for the decision) comes with the client's approval API.
-        throw new OncekeyError(`this ${key.namespace} operation awaits approval: run it again once approved`);
+      case "AWAITING_APPROVAL": {
+        // The server held the Claim until the wait ran out (or it drained): nothing runs.
+        const remaining = deadline - Date.now();
+        if (remaining <= 0) {
+          throw new AwaitingApprovalError(`this ${key.namespace} operation awaits approval: run it again once approved`, record);
+        }
+        await sleep(Math.min(APPROVAL_POLL, remaining), signal);
+        break;
+      }
       case "IN_PROGRESS": {
         if (record && record.leaseOwner === owner && record.status === "PROCESSING") {
           // Our own earlier Claim acquired it, but its answer was lost: the lease is ours.

@@ -8,7 +8,22 @@
 import { status as Code } from "@grpc/grpc-js";
 import type { ServiceError } from "@grpc/grpc-js";
 import { BinaryReader } from "@bufbuild/protobuf/wire";
-import { KeyReusedError, LeaseLostError, OncekeyError, UnavailableError } from "./errors";
+import {
+  KeyReusedError,
+  LeaseLostError,
+  MissingScopeError,
+  NotAwaitingApprovalError,
+  OncekeyError,
+  UnavailableError,
+  UnsettledAtMostOnceError,
+} from "./errors";
+
+/** The reasons with an error class of their own (beyond KEY_REUSED and the lease's). */
+const TYPED: { [reason: string]: typeof OncekeyError } = {
+  NOT_AWAITING_APPROVAL: NotAwaitingApprovalError,
+  UNSETTLED_AT_MOST_ONCE: UnsettledAtMostOnceError,
+  MISSING_SCOPE: MissingScopeError,
+};
 
 /** The google.rpc.ErrorInfo domain of every Oncekey error. */
 export const ERROR_DOMAIN = "oncekey";
@@ -112,8 +127,9 @@ export function codeName(code: number | undefined): string | undefined {
 
 /**
  * The typed error a gRPC failure stands for: `KeyReusedError`, `LeaseLostError` (LEASE_LOST and
- * ALREADY_SETTLED, with `token`), `UnavailableError` for transient failures, `OncekeyError` for
- * the rest (with `grpcCode`, `reason` and `field`). A value that is not a gRPC error is returned
+ * ALREADY_SETTLED, with `token`), `UnavailableError` for transient failures,
+ * `NotAwaitingApprovalError`, `UnsettledAtMostOnceError`, `MissingScopeError` for their reasons,
+ * `OncekeyError` for the rest (with `grpcCode`, `reason` and `field`). A value that is not a gRPC error is returned
  * unchanged.
  */
 export function toOncekeyError(err: unknown, token?: bigint): unknown {
@@ -128,7 +144,8 @@ export function toOncekeyError(err: unknown, token?: bigint): unknown {
   }
   if (isTransient(err)) return new UnavailableError(`the Oncekey server is unavailable: ${codeName(code)}: ${message}`, options);
   const field = badField(err);
-  return new OncekeyError(`${codeName(code)}${why ? ` ${why}` : ""}: ${message}`, { ...options, ...(field === undefined ? {} : { field }) });
+  const Kind = (why !== undefined && TYPED[why]) || OncekeyError;
+  return new Kind(`${codeName(code)}${why ? ` ${why}` : ""}: ${message}`, { ...options, ...(field === undefined ? {} : { field }) });
 }
 
 function text(bytes: Uint8Array | undefined): string {

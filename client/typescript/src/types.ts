@@ -60,6 +60,16 @@ export interface LeaseGrant {
   attempt: number;
 }
 
+/** The decision on an operation that awaited approval. */
+export interface Approval {
+  /** `APPROVED`: the operation may be acquired. `REJECTED`: it failed for good (code 403, message = the note). */
+  decision: "APPROVED" | "REJECTED" | "UNSPECIFIED";
+  /** Who decided: the approver's token label ("dev" on a dev-mode server). */
+  decidedBy: string;
+  note: string;
+  decidedAt?: Date;
+}
+
 /** One operation's record in the ledger. */
 export interface OperationRecord {
   namespace: string;
@@ -79,6 +89,12 @@ export interface OperationRecord {
   createdAt?: Date;
   updatedAt?: Date;
   expiresAt?: Date;
+  /** Whether the operation waits for an approval before anyone acquires it. */
+  requireApproval: boolean;
+  /** The most acquisitions allowed, reconciliations not counted (0: no cap). */
+  maxAttempts: number;
+  /** The approval decision, once made. */
+  approval?: Approval;
 }
 
 /** A Claim's answer. */
@@ -90,6 +106,11 @@ export interface Claimed {
   lease?: LeaseGrant;
   /** On IN_PROGRESS: when to claim again, in milliseconds. */
   retryAfter: number;
+  /**
+   * True for the answer to a dry run: `outcome` is what a Claim would get now, `record` the record
+   * as stored (absent when the key has none); nothing was written and there is no `lease`.
+   */
+  dryRun: boolean;
 }
 
 const STATUS: { [k in v1.RecordStatus]?: RecordStatus } = {
@@ -130,6 +151,8 @@ export function recordFromWire(r: v1.Record): OperationRecord {
     attempt: r.attempt,
     dedupHits: Number(r.dedupHits),
     leaseOwner: r.leaseOwner,
+    requireApproval: r.requireApproval,
+    maxAttempts: r.maxAttempts,
   };
   if (r.leaseExpiresAt) record.leaseExpiresAt = r.leaseExpiresAt;
   if (r.result) record.result = resultFromWire(r.result);
@@ -138,6 +161,16 @@ export function recordFromWire(r: v1.Record): OperationRecord {
   if (r.createdAt) record.createdAt = r.createdAt;
   if (r.updatedAt) record.updatedAt = r.updatedAt;
   if (r.expiresAt) record.expiresAt = r.expiresAt;
+  if (r.approval) {
+    const decision =
+      r.approval.decision === v1.ApprovalDecision.APPROVAL_DECISION_APPROVED
+        ? "APPROVED"
+        : r.approval.decision === v1.ApprovalDecision.APPROVAL_DECISION_REJECTED
+          ? "REJECTED"
+          : "UNSPECIFIED";
+    record.approval = { decision, decidedBy: r.approval.decidedBy, note: r.approval.note };
+    if (r.approval.decidedAt) record.approval.decidedAt = r.approval.decidedAt;
+  }
   return record;
 }
 
@@ -149,13 +182,39 @@ export function leaseFromWire(l: v1.Lease): LeaseGrant {
   return { token: l.token, expiresAt: l.expiresAt ?? new Date(), attempt: l.attempt };
 }
 
-export function claimedFromWire(c: v1.ClaimResponse): Claimed {
+export function claimedFromWire(c: v1.ClaimResponse, dryRun = false): Claimed {
   const outcome = OUTCOME[c.outcome];
   if (outcome === undefined) throw new Error(`the server answered an unknown claim outcome ${c.outcome}`);
-  const claimed: Claimed = { outcome, retryAfter: millis(c.retryAfter) };
+  const claimed: Claimed = { outcome, retryAfter: millis(c.retryAfter), dryRun };
   if (c.record) claimed.record = recordFromWire(c.record);
   if (c.lease) claimed.lease = leaseFromWire(c.lease);
   return claimed;
+}
+
+/** The largest attempt cap the wire carries (a uint32). */
+export const MAX_ATTEMPTS_LIMIT = 4_294_967_295;
+
+/** An attempt cap checked as the server reads it: an integer 0 ..= 2^32 - 1 (0 or undefined: no cap). */
+export function maxAttemptsToWire(n: number | undefined): number {
+  if (n === undefined) return 0;
+  if (typeof n !== "number" || !Number.isInteger(n) || n < 0 || n > MAX_ATTEMPTS_LIMIT) {
+    throw new RangeError(`maxAttempts must be an integer between 1 and ${MAX_ATTEMPTS_LIMIT} (0 or undefined: no cap), not ${String(n)}`);
+  }
+  return n;
+}
+
+/** The longest note of an Approve or Reject the server accepts, in UTF-8 bytes. */
+export const MAX_NOTE_BYTES = 1024;
+
+/** A note of an Approve or Reject, checked as the server checks it. */
+export function checkNote(note: string): string {
+  if (typeof note !== "string") throw new TypeError(`note must be a string, not ${typeof note}`);
+  if (Buffer.byteLength(note, "utf8") > MAX_NOTE_BYTES) throw new RangeError(`note: at most ${MAX_NOTE_BYTES} bytes`);
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/.test(note)) {
+    throw new RangeError("note: must not contain control characters other than newline and tab");
+  }
+  return note;
 }
 
 /** A google.protobuf.Duration of `ms` milliseconds (undefined stays undefined: server default). */

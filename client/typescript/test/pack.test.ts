@@ -20,10 +20,10 @@ after(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-/** The first ```js block of the README. */
-function readmeExample(): string {
+/** The first ```js block of the README (after `heading`, when given). */
+function readmeExample(heading = ""): string {
   const readme = readFileSync(join(PACKAGE, "README.md"), "utf8");
-  const m = /```js\n([\s\S]*?)```/.exec(readme);
+  const m = /```js\n([\s\S]*?)```/.exec(readme.slice(readme.indexOf(heading)));
   assert.ok(m, "the README has a js example");
   return m[1];
 }
@@ -59,6 +59,14 @@ test("the npm pack tarball installs without dev tools and runs the README exampl
   assert.equal(second, first, "the second call replays the first's value");
   const again = run().trim().split("\n");
   assert.deepEqual(again, [first, first], "a new process replays it too");
+
+  // The approval-gate example, as written.
+  writeFileSync(join(app, "approval.mjs"), readmeExample("## Approval gate"));
+  const gated = execFileSync(process.execPath, ["approval.mjs"], { cwd: app, encoding: "utf8", env: { ...process.env, ONCEKEY_ADDR: server.target } });
+  const lines = gated.trim().split("\n");
+  assert.equal(lines[0], "awaiting approval: AWAITING_APPROVAL");
+  assert.match(lines[1], /^refunding 1500 on order-/);
+  assert.equal(lines[2], '{"refunded":1500}');
 
   // CommonJS users get the same exports.
   const cjs = execFileSync(process.execPath, ["-e", "const c = require('@oncekey/client'); console.log(typeof c.OncekeyClient, typeof c.LeaseLostError)"], {

@@ -29,6 +29,9 @@ export class TestServer {
   private child?: ChildProcess;
   private port = 0;
 
+  /** `extraArgs` are added to `oncekey serve` (e.g. `--tokens-file`). */
+  constructor(private readonly extraArgs: string[] = []) {}
+
   /** `host:port` of the gRPC listener (fixed after the first start). */
   get target(): string {
     return `127.0.0.1:${this.port}`;
@@ -38,7 +41,7 @@ export class TestServer {
   async start(port = this.port): Promise<this> {
     const child = spawn(
       serverBinary(),
-      ["serve", "--listen", `127.0.0.1:${port}`, "--admin-listen", "127.0.0.1:0", "--data-dir", this.dataDir, "--log-format", "json"],
+      ["serve", "--listen", `127.0.0.1:${port}`, "--admin-listen", "127.0.0.1:0", "--data-dir", this.dataDir, "--log-format", "json", ...this.extraArgs],
       { stdio: ["ignore", "pipe", "ignore"] },
     );
     this.child = child;

@@ -12,7 +12,9 @@ Make a side effect happen once per key, in one line::
 backoff and full jitter; the lease is kept alive by the server while the function runs; the outcome
 is recorded with the client's own deadlines, also when the caller is cancelled. Errors are
 ``oncekey.Error`` subclasses: ``KeyReused``, ``LeaseLost``, ``InProgress``,
-``NeedsReconciliation``, ``OperationFailed``, ``Unavailable``, ``RpcError``.
+``NeedsReconciliation``, ``OperationFailed``, ``AwaitingApproval``, ``Unavailable``, ``RpcError``
+(and its ``NotAwaitingApproval``, ``UnsettledAtMostOnce``, ``MissingScope``). Operators decide
+on gated operations with ``approve`` / ``reject`` and remove records with ``purge``.
 """
 
 from oncekey._core import Done, Options
@@ -21,6 +23,7 @@ from oncekey.client import Client
 from oncekey.errors import (
     ERROR_DOMAIN,
     Abandon,
+    AwaitingApproval,
     DecodeError,
     EncodeError,
     Error,
@@ -28,9 +31,12 @@ from oncekey.errors import (
     InProgress,
     KeyReused,
     LeaseLost,
+    MissingScope,
     NeedsReconciliation,
+    NotAwaitingApproval,
     OperationFailed,
     RpcError,
+    UnsettledAtMostOnce,
     Unavailable,
     error_info,
     reason,
@@ -40,7 +46,9 @@ from oncekey.key import InvalidKey, OperationKey
 from oncekey.lease import Lease, current_lease
 from oncekey.retry import BreakerPolicy, RetryPolicy
 from oncekey.types import (
+    Approval,
     Claimed,
+    Decision,
     Disposition,
     LeaseGrant,
     Outcome,
@@ -54,11 +62,14 @@ from oncekey.types import (
 __all__ = [
     "ERROR_DOMAIN",
     "Abandon",
+    "Approval",
     "AsyncClient",
+    "AwaitingApproval",
     "BreakerPolicy",
     "Claimed",
     "Client",
     "DecodeError",
+    "Decision",
     "Disposition",
     "Done",
     "EncodeError",
@@ -71,7 +82,9 @@ __all__ = [
     "Lease",
     "LeaseGrant",
     "LeaseLost",
+    "MissingScope",
     "NeedsReconciliation",
+    "NotAwaitingApproval",
     "OperationFailed",
     "OperationKey",
     "Options",
@@ -84,6 +97,7 @@ __all__ = [
     "StoredError",
     "StoredResult",
     "Unavailable",
+    "UnsettledAtMostOnce",
     "canonicalize",
     "canonicalize_json",
     "current_lease",

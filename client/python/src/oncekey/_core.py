@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from oncekey.codec import decode_result
-from oncekey.errors import Abandon, FinalError, InProgress, NeedsReconciliation, OperationFailed
+from oncekey.errors import Abandon, AwaitingApproval, FinalError, InProgress, NeedsReconciliation, OperationFailed
 from oncekey.key import OperationKey
 from oncekey.types import (
     Claimed,
@@ -35,6 +35,34 @@ MAX_WAIT = 60.0
 DEFAULT_WAIT = 60.0
 """How long a run waits, by default, for an operation another holder is performing."""
 MAX_MESSAGE_BYTES = 16 * 1024
+MAX_ATTEMPTS_LIMIT = 2**32 - 1
+"""The largest attempt cap the wire carries (a uint32)."""
+MAX_NOTE_BYTES = 1024
+"""The longest note of an Approve or Reject the server accepts, in UTF-8 bytes."""
+APPROVAL_POLL = 0.1
+"""Seconds between Claims while an approval is awaited and the server's hold ran out early."""
+
+
+def check_max_attempts(value: int | None) -> int:
+    """The wire value of an attempt cap: None or 0 is no cap, else 1 ..= 2**32 - 1 acquisitions."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_attempts must be an int, not {type(value).__name__}")
+    if not 0 <= value <= MAX_ATTEMPTS_LIMIT:
+        raise ValueError(f"max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT} (0 or None: no cap), not {value}")
+    return value
+
+
+def check_note(note: str) -> str:
+    """A note of an Approve or Reject, checked as the server checks it."""
+    if not isinstance(note, str):
+        raise TypeError(f"note must be a str, not {type(note).__name__}")
+    if len(note.encode("utf-8", "surrogatepass")) > MAX_NOTE_BYTES:
+        raise ValueError(f"note: at most {MAX_NOTE_BYTES} bytes")
+    if any((ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F for c in note):
+        raise ValueError("note: must not contain control characters other than newline and tab")
+    return note
 
 
 def default_owner() -> str:
@@ -51,12 +79,26 @@ class Options:
     """Seconds the outcome is kept after it settles (server default 24 h): outlast every retry."""
     semantics: Semantics = Semantics.AT_LEAST_ONCE
     wait: float = DEFAULT_WAIT
-    """Seconds to wait for an operation another holder is performing before ``InProgress``."""
+    """Seconds to wait for an operation another holder is performing before ``InProgress`` (or,
+    with ``require_approval``, for the decision before ``AwaitingApproval``)."""
     owner: str | None = None
     final: tuple[type[BaseException], ...] = ()
     """Exception classes that fail the operation for good (besides ``FinalError``)."""
     abandon: tuple[type[BaseException], ...] = ()
     """Exception classes meaning nothing happened outside (besides ``Abandon``): forget the key."""
+    require_approval: bool = False
+    """Nobody runs the operation before someone approves it (``Client.approve``): a run waits for
+    the decision up to ``wait`` seconds, then raises ``AwaitingApproval``. The first Claim of a key
+    fixes this."""
+    max_attempts: int | None = None
+    """Caps the runs of the operation (reconciliations not counted; None or 0: no cap): past it, a
+    retryable failure fails for good with code 429 ("attempts exhausted"). The first Claim of a key
+    fixes this."""
+
+    def __post_init__(self) -> None:
+        check_max_attempts(self.max_attempts)
+        if not isinstance(self.require_approval, bool):
+            raise TypeError(f"require_approval must be a bool, not {type(self.require_approval).__name__}")
 
 
 @dataclass(frozen=True)
@@ -86,6 +128,7 @@ def claim_request(
     *,
     reconcile: bool = False,
     wait: float = 0.0,
+    dry_run: bool = False,
 ) -> pb.ClaimRequest:
     request = pb.ClaimRequest(
         namespace=key.namespace,
@@ -97,6 +140,9 @@ def claim_request(
         owner=owner,
         reconcile=reconcile,
         wait=duration(min(wait, MAX_WAIT)) if wait > 0 else None,
+        require_approval=options.require_approval,
+        max_attempts=check_max_attempts(options.max_attempts),
+        dry_run=dry_run,
     )
     if key.parent is not None:
         request.parent.namespace = key.parent.namespace
@@ -116,6 +162,47 @@ def fail_request(key: OperationKey, token: int, error: StoredError, disposition:
 
 def lookup_request(key: OperationKey) -> pb.LookupRequest:
     return pb.LookupRequest(namespace=key.namespace, key=key.key)
+
+
+def decision_target(namespace: str | OperationKey, key: str | None, note: str) -> tuple[OperationKey, str]:
+    """The operation and note of an Approve or Reject: ``(namespace, key, note)``, or
+    ``(operation_key, note)`` where the second argument is then the note."""
+    if isinstance(namespace, OperationKey) and key is not None:
+        if note:
+            raise TypeError("pass an OperationKey and a note, or a namespace, a key and a note")
+        return namespace, key
+    return operation_key(namespace, key), note
+
+
+def approve_request(key: OperationKey, note: str, fingerprint: bytes | None) -> pb.ApproveRequest:
+    return pb.ApproveRequest(namespace=key.namespace, key=key.key, note=check_note(note), fingerprint=_pin(fingerprint))
+
+
+def reject_request(key: OperationKey, note: str, fingerprint: bytes | None) -> pb.RejectRequest:
+    return pb.RejectRequest(namespace=key.namespace, key=key.key, note=check_note(note), fingerprint=_pin(fingerprint))
+
+
+def purge_request(key: OperationKey, force: bool) -> pb.PurgeRequest:
+    return pb.PurgeRequest(namespace=key.namespace, key=key.key, force=bool(force))
+
+
+def _pin(fingerprint: bytes | None) -> bytes:
+    if fingerprint is None:
+        return b""
+    if not isinstance(fingerprint, (bytes, bytearray)) or len(fingerprint) != 32:
+        raise ValueError("fingerprint: must be 32 bytes (the SHA-256 the approver saw), or None")
+    return bytes(fingerprint)
+
+
+def operation_key(namespace: str | OperationKey, key: str | None) -> OperationKey:
+    """``(namespace, key)`` or an ``OperationKey`` as the operator methods accept them."""
+    if isinstance(namespace, OperationKey):
+        if key is not None:
+            raise TypeError("pass an OperationKey alone, or a namespace and a key")
+        return namespace
+    if key is None:
+        raise TypeError("a key is required with a namespace")
+    return OperationKey(namespace, key)
 
 
 def renew_request(key: OperationKey, token: int, lease_ttl: float | None) -> pb.RenewRequest:
@@ -146,6 +233,11 @@ def after_claim(claimed: Claimed, owner: str, remaining: float, annotation: Any)
     if claimed.outcome is Outcome.NEEDS_RECONCILIATION:
         where = f"{record.namespace}/{record.key}" if record else "the operation"
         raise NeedsReconciliation(f"{where}: outcome unknown; check the outside world, then reconcile", record)
+    if claimed.outcome is Outcome.AWAITING_APPROVAL:
+        # The server held the Claim until the wait ran out (or it drained): nothing runs.
+        if remaining <= 0:
+            raise AwaitingApproval(record)
+        return Next(sleep=min(APPROVAL_POLL, remaining))
     if claimed.outcome is Outcome.IN_PROGRESS:
         # Our own earlier Claim acquired it but its answer was lost, and a retry claimed again.
         if record is not None and record.lease_owner == owner and record.status is RecordStatus.PROCESSING:

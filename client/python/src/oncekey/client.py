@@ -98,17 +98,31 @@ class Client:
         owner: str | None = None,
         reconcile: bool = False,
         wait: float = 0.0,
+        require_approval: bool = False,
+        dry_run: bool = False,
+        max_attempts: int | None = None,
     ) -> Claimed:
         """``Claim``: may the caller perform ``key`` now? ``args`` are fingerprinted here (or pass
         ``payload_json`` for the server to fingerprint). Raises ``KeyReused`` when the key was
-        first claimed with other arguments."""
-        options = Options(lease_ttl=lease_ttl, retention=retention, semantics=semantics)
-        request = _core.claim_request(key, b"", options, owner or self._owner, reconcile=reconcile, wait=wait)
+        first claimed with other arguments.
+
+        ``require_approval`` creates the record awaiting approval (outcome ``AWAITING_APPROVAL``
+        until someone approves or rejects it); ``max_attempts`` caps its acquisitions (past the cap
+        a released operation fails for good with code 429, "attempts exhausted"); both are fixed by
+        the first Claim of a key. ``dry_run`` answers what this Claim would get now, writing
+        nothing (``Claimed.dry_run`` is True, ``lease`` None, ``record`` None when absent)."""
+        options = Options(
+            lease_ttl=lease_ttl, retention=retention, semantics=semantics,
+            require_approval=require_approval, max_attempts=max_attempts,
+        )  # fmt: skip
+        request = _core.claim_request(
+            key, b"", options, owner or self._owner, reconcile=reconcile, wait=wait, dry_run=dry_run
+        )
         if payload_json is not None:
             request.payload_json = payload_json
         else:
             request.fingerprint = fingerprint_of(args)
-        return Claimed.from_wire(self._call("Claim", request, min(wait, _core.MAX_WAIT)))
+        return Claimed.from_wire(self._call("Claim", request, min(wait, _core.MAX_WAIT)), dry_run)
 
     def complete(self, key: OperationKey, token: int, result: StoredResult | Any) -> Record:
         """``Complete``: settles an acquired operation as succeeded (a non-``StoredResult`` result
@@ -135,6 +149,45 @@ class Client:
                 return None
             raise
 
+    # The operator's calls: approval decisions and purging.
+
+    def approve(
+        self, namespace: str | OperationKey, key: str | None = None, note: str = "", *, fingerprint: bytes | None = None
+    ) -> Record:
+        """``Approve``: the operation awaiting approval becomes APPROVED and the next Claim acquires
+        it; returns the record. Pass ``(namespace, key, note)`` or ``(operation_key, note)``. ``note`` (at most
+        1 KiB) is kept with the decision; ``fingerprint`` (32 bytes, ``oncekey.fingerprint(args)``)
+        pins the decision to the arguments the approver saw (another stored one: ``KeyReused``).
+        The same decision again is OK. Raises ``NotAwaitingApproval`` when the operation does not
+        await approval (anymore), ``MissingScope`` without the ``approve`` scope, ``RpcError``
+        NOT_FOUND when there is no record."""
+        request = _core.approve_request(*_core.decision_target(namespace, key, note), fingerprint)
+        return Record.from_wire((self._call("Approve", request)).record)
+
+    def reject(
+        self, namespace: str | OperationKey, key: str | None = None, note: str = "", *, fingerprint: bytes | None = None
+    ) -> Record:
+        """``Reject``: the operation awaiting approval fails for good with error ``{403, note}``,
+        which every later run gets as ``OperationFailed``; returns the FAILED record. Arguments and
+        errors as ``approve``."""
+        request = _core.reject_request(*_core.decision_target(namespace, key, note), fingerprint)
+        return Record.from_wire((self._call("Reject", request)).record)
+
+    def purge(self, namespace: str | OperationKey, key: str | None = None, *, force: bool = False) -> bool:
+        """``Purge``: removes the record and its history, in any state (needs the ``admin``
+        scope); the fencing sequence goes on, so the old holder's Complete, Fail and Renew get
+        ``LeaseLost``. An unsettled at-most-once operation needs ``force=True`` (its effect may then
+        run again; without it: ``UnsettledAtMostOnce``). True when this call purged it, False when
+        there was no record (never was, expired, or purged by an earlier attempt of this call)."""
+        request = _core.purge_request(_core.operation_key(namespace, key), force)
+        try:
+            self._call("Purge", request)
+        except Error as e:
+            if e.code == grpc.StatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
     # Running an operation once.
 
     def run(
@@ -156,9 +209,11 @@ class Client:
         calling ``fn``. FAILED: ``OperationFailed``. IN_PROGRESS: waits up to ``wait`` seconds
         (default 60) for the other holder, then ``InProgress``. NEEDS_RECONCILIATION:
         ``NeedsReconciliation`` (pass ``reconcile=True`` to acquire it and find out).
+        AWAITING_APPROVAL: waits up to ``wait`` seconds for the decision, then ``AwaitingApproval``
+        (``fn`` never runs before an approval; a rejection is ``OperationFailed``, code 403).
 
         Options: ``lease_ttl``, ``retention``, ``semantics``, ``wait``, ``owner``, ``final``,
-        ``abandon`` (see ``oncekey.Options``).
+        ``abandon``, ``require_approval``, ``max_attempts`` (see ``oncekey.Options``).
         """
         return self._run(key, args, fn, Options(**options), returns, reconcile)
 

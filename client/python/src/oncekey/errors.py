@@ -107,6 +107,39 @@ class OperationFailed(Error):
         self.record = record
 
 
+class AwaitingApproval(Error):
+    """The operation waits for an approval that did not come within the wait (nothing ran). Run it
+    again once someone approved it (``Client.approve``); a rejection makes it ``OperationFailed``
+    (code 403, the approver's note). ``record`` is the record (status ``AWAITING_APPROVAL``)."""
+
+    def __init__(self, record: Record | None = None):
+        where = f"{record.namespace}/{record.key}" if record is not None else "the operation"
+        super().__init__(f"{where} awaits approval: run it again once approved")
+        self.record = record
+
+
+class NotAwaitingApproval(RpcError):
+    """An Approve or Reject of an operation that does not await approval: it never did, was decided
+    otherwise, or has moved on since (FAILED_PRECONDITION ``NOT_AWAITING_APPROVAL``)."""
+
+
+class UnsettledAtMostOnce(RpcError):
+    """A Purge of an unsettled at-most-once operation without ``force=True`` (FAILED_PRECONDITION
+    ``UNSETTLED_AT_MOST_ONCE``): purging it would let its effect run again."""
+
+
+class MissingScope(RpcError):
+    """The token lacks the scope the call needs (PERMISSION_DENIED ``MISSING_SCOPE``): ``approve``
+    for Approve and Reject, ``admin`` for Purge, ``ledger`` for the rest; the message names it."""
+
+
+_TYPED_REASONS: dict[str, type[RpcError]] = {
+    "NOT_AWAITING_APPROVAL": NotAwaitingApproval,
+    "UNSETTLED_AT_MOST_ONCE": UnsettledAtMostOnce,
+    "MISSING_SCOPE": MissingScope,
+}
+
+
 class EncodeError(Error):
     """The function's result (or the arguments) cannot be turned into JSON. When it is the result,
     the operation was recorded as a final failure, since its effect has happened."""
@@ -199,7 +232,7 @@ def classify(error: grpc.RpcError) -> Error:
         return Unavailable(f"{code.name}: {message}", code, why)
     bad = _detail(error, error_details_pb2.BadRequest)
     field = bad.field_violations[0].field if bad is not None and bad.field_violations else None
-    return RpcError(code, message, why, field)
+    return _TYPED_REASONS.get(why or "", RpcError)(code, message, why, field)
 
 
 def _code(error: BaseException) -> grpc.StatusCode | None:

@@ -132,6 +132,36 @@ class LeaseGrant:
         return cls(token=lease.token, expires_at=_time(lease, "expires_at"), attempt=lease.attempt)
 
 
+class Decision(str, enum.Enum):
+    """What an approver decided."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    APPROVED = "APPROVED"
+    """The operation may be acquired."""
+    REJECTED = "REJECTED"
+    """The operation failed for good (error code 403, message = the approver's note)."""
+
+    @classmethod
+    def from_wire(cls, value: int) -> Decision:
+        name = pb.ApprovalDecision.Name(value).removeprefix("APPROVAL_DECISION_") if value in pb.ApprovalDecision.values() else ""
+        return cls.__members__.get(name, cls.UNSPECIFIED)
+
+
+@dataclass(frozen=True)
+class Approval:
+    """The decision on an operation that awaited approval."""
+
+    decision: Decision
+    decided_by: str
+    """The approver's token label ("dev" on a dev-mode server)."""
+    note: str
+    decided_at: dt.datetime | None
+
+    @classmethod
+    def from_wire(cls, a: pb.Approval) -> Approval:
+        return cls(Decision.from_wire(a.decision), a.decided_by, a.note, _time(a, "decided_at"))
+
+
 @dataclass(frozen=True)
 class Record:
     """One operation's entry in the ledger."""
@@ -152,6 +182,12 @@ class Record:
     created_at: dt.datetime | None
     updated_at: dt.datetime | None
     expires_at: dt.datetime | None
+    require_approval: bool = False
+    """Whether the operation waits for an approval before anyone acquires it."""
+    max_attempts: int = 0
+    """The most acquisitions allowed, reconciliations not counted (0: no cap)."""
+    approval: Approval | None = None
+    """The approval decision, once made."""
 
     @classmethod
     def from_wire(cls, r: pb.Record) -> Record:
@@ -172,6 +208,9 @@ class Record:
             created_at=_time(r, "created_at"),
             updated_at=_time(r, "updated_at"),
             expires_at=_time(r, "expires_at"),
+            require_approval=r.require_approval,
+            max_attempts=r.max_attempts,
+            approval=Approval.from_wire(r.approval) if r.HasField("approval") else None,
         )
 
 
@@ -184,10 +223,14 @@ class Claimed:
     lease: LeaseGrant | None
     retry_after: float
     """Seconds to wait before claiming again (IN_PROGRESS)."""
+    dry_run: bool = False
+    """True for the answer to a dry run: ``outcome`` is what a Claim would get now, ``record`` the
+    record as stored (None when the key has none); nothing was written and ``lease`` is None."""
 
     @classmethod
-    def from_wire(cls, r: pb.ClaimResponse) -> Claimed:
+    def from_wire(cls, r: pb.ClaimResponse, dry_run: bool = False) -> Claimed:
         return cls(
+            dry_run=dry_run,
             outcome=Outcome.from_wire(r.outcome),
             record=Record.from_wire(r.record) if r.HasField("record") else None,
             lease=LeaseGrant.from_wire(r.lease) if r.HasField("lease") else None,
