@@ -1882,6 +1882,143 @@ func (x *RecordEvent) GetReason() string {
 	return ""
 }
 
+// Asks for one page of the caller's records; every filter left empty matches every record.
+type ListRecordsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only records of this namespace (empty: every namespace).
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Only records with one of these statuses, as Lookup would report them (empty: every status).
+	Statuses []RecordStatus `protobuf:"varint,2,rep,packed,name=statuses,proto3,enum=oncekey.v1.RecordStatus" json:"statuses,omitempty"`
+	// Only records whose first Claim named this parent operation.
+	Parent *OperationRef `protobuf:"bytes,3,opt,name=parent,proto3" json:"parent,omitempty"`
+	// The most records to return: 1..=1000, default 100 when 0; a page may hold fewer.
+	PageSize uint32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page, sent with the same filters; empty for the first page.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRecordsRequest) Reset() {
+	*x = ListRecordsRequest{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRecordsRequest) ProtoMessage() {}
+
+func (x *ListRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRecordsRequest.ProtoReflect.Descriptor instead.
+func (*ListRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListRecordsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListRecordsRequest) GetStatuses() []RecordStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *ListRecordsRequest) GetParent() *OperationRef {
+	if x != nil {
+		return x.Parent
+	}
+	return nil
+}
+
+func (x *ListRecordsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRecordsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// One page of records: without history, result body or error details (Lookup has them).
+type ListRecordsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The records of this page, in a stable order.
+	Records []*Record `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Pass it as page_token to get the next page; empty when this is the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRecordsResponse) Reset() {
+	*x = ListRecordsResponse{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRecordsResponse) ProtoMessage() {}
+
+func (x *ListRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRecordsResponse.ProtoReflect.Descriptor instead.
+func (*ListRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListRecordsResponse) GetRecords() []*Record {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *ListRecordsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 // Approves an operation that awaits approval.
 type ApproveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1899,7 +2036,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2048,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2061,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{18}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ApproveRequest) GetNamespace() string {
@@ -1966,7 +2103,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[19]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2115,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[19]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2128,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{19}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ApproveResponse) GetRecord() *Record {
@@ -2018,7 +2155,7 @@ type RejectRequest struct {
 
 func (x *RejectRequest) Reset() {
 	*x = RejectRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[20]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2167,7 @@ func (x *RejectRequest) String() string {
 func (*RejectRequest) ProtoMessage() {}
 
 func (x *RejectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[20]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2180,7 @@ func (x *RejectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectRequest.ProtoReflect.Descriptor instead.
 func (*RejectRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{20}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RejectRequest) GetNamespace() string {
@@ -2085,7 +2222,7 @@ type RejectResponse struct {
 
 func (x *RejectResponse) Reset() {
 	*x = RejectResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[21]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2234,7 @@ func (x *RejectResponse) String() string {
 func (*RejectResponse) ProtoMessage() {}
 
 func (x *RejectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[21]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2247,7 @@ func (x *RejectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectResponse.ProtoReflect.Descriptor instead.
 func (*RejectResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{21}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RejectResponse) GetRecord() *Record {
@@ -2136,7 +2273,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[22]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2285,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[22]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2298,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{22}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PurgeRequest) GetNamespace() string {
@@ -2194,7 +2331,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[23]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2343,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[23]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2356,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{23}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 var File_oncekey_v1_ledger_proto protoreflect.FileDescriptor
@@ -2349,7 +2486,17 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x12#\n" +
 	"\rfencing_token\x18\x05 \x01(\x04R\ffencingToken\x12\x14\n" +
 	"\x05owner\x18\x06 \x01(\tR\x05owner\x12\x16\n" +
-	"\x06reason\x18\a \x01(\tR\x06reason\"v\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"\xd6\x01\n" +
+	"\x12ListRecordsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x124\n" +
+	"\bstatuses\x18\x02 \x03(\x0e2\x18.oncekey.v1.RecordStatusR\bstatuses\x120\n" +
+	"\x06parent\x18\x03 \x01(\v2\x18.oncekey.v1.OperationRefR\x06parent\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"k\n" +
+	"\x13ListRecordsResponse\x12,\n" +
+	"\arecords\x18\x01 \x03(\v2\x12.oncekey.v1.RecordR\arecords\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"v\n" +
 	"\x0eApproveRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12 \n" +
@@ -2407,7 +2554,7 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x0fEVENT_KIND_FAIL\x10\x04\x12\x14\n" +
 	"\x10EVENT_KIND_RENEW\x10\x05\x12\x16\n" +
 	"\x12EVENT_KIND_APPROVE\x10\x06\x12\x15\n" +
-	"\x11EVENT_KIND_REJECT\x10\a2\xcc\x04\n" +
+	"\x11EVENT_KIND_REJECT\x10\a2\x9c\x05\n" +
 	"\x06Ledger\x12<\n" +
 	"\x05Claim\x12\x18.oncekey.v1.ClaimRequest\x1a\x19.oncekey.v1.ClaimResponse\x12E\n" +
 	"\bComplete\x12\x1b.oncekey.v1.CompleteRequest\x1a\x1c.oncekey.v1.CompleteResponse\x129\n" +
@@ -2417,7 +2564,8 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x06Lookup\x12\x19.oncekey.v1.LookupRequest\x1a\x1a.oncekey.v1.LookupResponse\x12B\n" +
 	"\aApprove\x12\x1a.oncekey.v1.ApproveRequest\x1a\x1b.oncekey.v1.ApproveResponse\x12?\n" +
 	"\x06Reject\x12\x19.oncekey.v1.RejectRequest\x1a\x1a.oncekey.v1.RejectResponse\x12<\n" +
-	"\x05Purge\x12\x18.oncekey.v1.PurgeRequest\x1a\x19.oncekey.v1.PurgeResponseBJ\n" +
+	"\x05Purge\x12\x18.oncekey.v1.PurgeRequest\x1a\x19.oncekey.v1.PurgeResponse\x12N\n" +
+	"\vListRecords\x12\x1e.oncekey.v1.ListRecordsRequest\x1a\x1f.oncekey.v1.ListRecordsResponseBJ\n" +
 	"\x0edev.oncekey.v1P\x01Z6oncekey.dev/oncekey/client/go/gen/oncekey/v1;oncekeyv1b\x06proto3"
 
 var (
@@ -2433,7 +2581,7 @@ func file_oncekey_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_oncekey_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_oncekey_v1_ledger_proto_goTypes = []any{
 	(RecordStatus)(0),             // 0: oncekey.v1.RecordStatus
 	(Semantics)(0),                // 1: oncekey.v1.Semantics
@@ -2459,77 +2607,84 @@ var file_oncekey_v1_ledger_proto_goTypes = []any{
 	(*LookupRequest)(nil),         // 21: oncekey.v1.LookupRequest
 	(*LookupResponse)(nil),        // 22: oncekey.v1.LookupResponse
 	(*RecordEvent)(nil),           // 23: oncekey.v1.RecordEvent
-	(*ApproveRequest)(nil),        // 24: oncekey.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 25: oncekey.v1.ApproveResponse
-	(*RejectRequest)(nil),         // 26: oncekey.v1.RejectRequest
-	(*RejectResponse)(nil),        // 27: oncekey.v1.RejectResponse
-	(*PurgeRequest)(nil),          // 28: oncekey.v1.PurgeRequest
-	(*PurgeResponse)(nil),         // 29: oncekey.v1.PurgeResponse
-	nil,                           // 30: oncekey.v1.OperationResult.MetadataEntry
-	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*ListRecordsRequest)(nil),    // 24: oncekey.v1.ListRecordsRequest
+	(*ListRecordsResponse)(nil),   // 25: oncekey.v1.ListRecordsResponse
+	(*ApproveRequest)(nil),        // 26: oncekey.v1.ApproveRequest
+	(*ApproveResponse)(nil),       // 27: oncekey.v1.ApproveResponse
+	(*RejectRequest)(nil),         // 28: oncekey.v1.RejectRequest
+	(*RejectResponse)(nil),        // 29: oncekey.v1.RejectResponse
+	(*PurgeRequest)(nil),          // 30: oncekey.v1.PurgeRequest
+	(*PurgeResponse)(nil),         // 31: oncekey.v1.PurgeResponse
+	nil,                           // 32: oncekey.v1.OperationResult.MetadataEntry
+	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
 }
 var file_oncekey_v1_ledger_proto_depIdxs = []int32{
-	31, // 0: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
-	31, // 1: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	33, // 0: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
+	33, // 1: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
 	1,  // 2: oncekey.v1.ClaimRequest.semantics:type_name -> oncekey.v1.Semantics
 	6,  // 3: oncekey.v1.ClaimRequest.parent:type_name -> oncekey.v1.OperationRef
-	31, // 4: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	32, // 5: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	33, // 4: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	34, // 5: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	2,  // 6: oncekey.v1.ClaimResponse.outcome:type_name -> oncekey.v1.ClaimOutcome
 	12, // 7: oncekey.v1.ClaimResponse.record:type_name -> oncekey.v1.Record
 	8,  // 8: oncekey.v1.ClaimResponse.lease:type_name -> oncekey.v1.Lease
-	31, // 9: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
-	30, // 10: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
+	33, // 9: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
+	32, // 10: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
 	0,  // 11: oncekey.v1.Record.status:type_name -> oncekey.v1.RecordStatus
 	1,  // 12: oncekey.v1.Record.semantics:type_name -> oncekey.v1.Semantics
-	32, // 13: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
+	34, // 13: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
 	10, // 14: oncekey.v1.Record.result:type_name -> oncekey.v1.OperationResult
 	11, // 15: oncekey.v1.Record.error:type_name -> oncekey.v1.OperationError
 	6,  // 16: oncekey.v1.Record.parent:type_name -> oncekey.v1.OperationRef
-	32, // 17: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
-	32, // 18: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
-	32, // 19: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
+	34, // 17: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
+	34, // 18: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
+	34, // 19: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
 	13, // 20: oncekey.v1.Record.approval:type_name -> oncekey.v1.Approval
 	4,  // 21: oncekey.v1.Approval.decision:type_name -> oncekey.v1.ApprovalDecision
-	32, // 22: oncekey.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
+	34, // 22: oncekey.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
 	10, // 23: oncekey.v1.CompleteRequest.result:type_name -> oncekey.v1.OperationResult
 	12, // 24: oncekey.v1.CompleteResponse.record:type_name -> oncekey.v1.Record
 	11, // 25: oncekey.v1.FailRequest.error:type_name -> oncekey.v1.OperationError
 	3,  // 26: oncekey.v1.FailRequest.disposition:type_name -> oncekey.v1.Disposition
 	12, // 27: oncekey.v1.FailResponse.record:type_name -> oncekey.v1.Record
-	31, // 28: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
+	33, // 28: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
 	8,  // 29: oncekey.v1.RenewResponse.lease:type_name -> oncekey.v1.Lease
-	31, // 30: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
+	33, // 30: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
 	12, // 31: oncekey.v1.LookupResponse.record:type_name -> oncekey.v1.Record
 	23, // 32: oncekey.v1.LookupResponse.history:type_name -> oncekey.v1.RecordEvent
-	32, // 33: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
+	34, // 33: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
 	5,  // 34: oncekey.v1.RecordEvent.kind:type_name -> oncekey.v1.EventKind
-	12, // 35: oncekey.v1.ApproveResponse.record:type_name -> oncekey.v1.Record
-	12, // 36: oncekey.v1.RejectResponse.record:type_name -> oncekey.v1.Record
-	7,  // 37: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
-	14, // 38: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
-	16, // 39: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
-	18, // 40: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
-	20, // 41: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
-	21, // 42: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
-	24, // 43: oncekey.v1.Ledger.Approve:input_type -> oncekey.v1.ApproveRequest
-	26, // 44: oncekey.v1.Ledger.Reject:input_type -> oncekey.v1.RejectRequest
-	28, // 45: oncekey.v1.Ledger.Purge:input_type -> oncekey.v1.PurgeRequest
-	9,  // 46: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
-	15, // 47: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
-	17, // 48: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
-	19, // 49: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
-	8,  // 50: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
-	22, // 51: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
-	25, // 52: oncekey.v1.Ledger.Approve:output_type -> oncekey.v1.ApproveResponse
-	27, // 53: oncekey.v1.Ledger.Reject:output_type -> oncekey.v1.RejectResponse
-	29, // 54: oncekey.v1.Ledger.Purge:output_type -> oncekey.v1.PurgeResponse
-	46, // [46:55] is the sub-list for method output_type
-	37, // [37:46] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	0,  // 35: oncekey.v1.ListRecordsRequest.statuses:type_name -> oncekey.v1.RecordStatus
+	6,  // 36: oncekey.v1.ListRecordsRequest.parent:type_name -> oncekey.v1.OperationRef
+	12, // 37: oncekey.v1.ListRecordsResponse.records:type_name -> oncekey.v1.Record
+	12, // 38: oncekey.v1.ApproveResponse.record:type_name -> oncekey.v1.Record
+	12, // 39: oncekey.v1.RejectResponse.record:type_name -> oncekey.v1.Record
+	7,  // 40: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
+	14, // 41: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
+	16, // 42: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
+	18, // 43: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
+	20, // 44: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
+	21, // 45: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
+	26, // 46: oncekey.v1.Ledger.Approve:input_type -> oncekey.v1.ApproveRequest
+	28, // 47: oncekey.v1.Ledger.Reject:input_type -> oncekey.v1.RejectRequest
+	30, // 48: oncekey.v1.Ledger.Purge:input_type -> oncekey.v1.PurgeRequest
+	24, // 49: oncekey.v1.Ledger.ListRecords:input_type -> oncekey.v1.ListRecordsRequest
+	9,  // 50: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
+	15, // 51: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
+	17, // 52: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
+	19, // 53: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
+	8,  // 54: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
+	22, // 55: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
+	27, // 56: oncekey.v1.Ledger.Approve:output_type -> oncekey.v1.ApproveResponse
+	29, // 57: oncekey.v1.Ledger.Reject:output_type -> oncekey.v1.RejectResponse
+	31, // 58: oncekey.v1.Ledger.Purge:output_type -> oncekey.v1.PurgeResponse
+	25, // 59: oncekey.v1.Ledger.ListRecords:output_type -> oncekey.v1.ListRecordsResponse
+	50, // [50:60] is the sub-list for method output_type
+	40, // [40:50] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_oncekey_v1_ledger_proto_init() }
@@ -2547,7 +2702,7 @@ func file_oncekey_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncekey_v1_ledger_proto_rawDesc), len(file_oncekey_v1_ledger_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,15 +28,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Ledger_Claim_FullMethodName     = "/oncekey.v1.Ledger/Claim"
-	Ledger_Complete_FullMethodName  = "/oncekey.v1.Ledger/Complete"
-	Ledger_Fail_FullMethodName      = "/oncekey.v1.Ledger/Fail"
-	Ledger_Renew_FullMethodName     = "/oncekey.v1.Ledger/Renew"
-	Ledger_KeepAlive_FullMethodName = "/oncekey.v1.Ledger/KeepAlive"
-	Ledger_Lookup_FullMethodName    = "/oncekey.v1.Ledger/Lookup"
-	Ledger_Approve_FullMethodName   = "/oncekey.v1.Ledger/Approve"
-	Ledger_Reject_FullMethodName    = "/oncekey.v1.Ledger/Reject"
-	Ledger_Purge_FullMethodName     = "/oncekey.v1.Ledger/Purge"
+	Ledger_Claim_FullMethodName       = "/oncekey.v1.Ledger/Claim"
+	Ledger_Complete_FullMethodName    = "/oncekey.v1.Ledger/Complete"
+	Ledger_Fail_FullMethodName        = "/oncekey.v1.Ledger/Fail"
+	Ledger_Renew_FullMethodName       = "/oncekey.v1.Ledger/Renew"
+	Ledger_KeepAlive_FullMethodName   = "/oncekey.v1.Ledger/KeepAlive"
+	Ledger_Lookup_FullMethodName      = "/oncekey.v1.Ledger/Lookup"
+	Ledger_Approve_FullMethodName     = "/oncekey.v1.Ledger/Approve"
+	Ledger_Reject_FullMethodName      = "/oncekey.v1.Ledger/Reject"
+	Ledger_Purge_FullMethodName       = "/oncekey.v1.Ledger/Purge"
+	Ledger_ListRecords_FullMethodName = "/oncekey.v1.Ledger/ListRecords"
 )
 
 // LedgerClient is the client API for Ledger service.
@@ -63,6 +64,8 @@ type LedgerClient interface {
 	Reject(ctx context.Context, in *RejectRequest, opts ...grpc.CallOption) (*RejectResponse, error)
 	// Removes a record and its history in any state (scope `admin`); its fencing sequence continues.
 	Purge(ctx context.Context, in *PurgeRequest, opts ...grpc.CallOption) (*PurgeResponse, error)
+	// Lists the caller's records, filtered by namespace, status and parent, one page at a time.
+	ListRecords(ctx context.Context, in *ListRecordsRequest, opts ...grpc.CallOption) (*ListRecordsResponse, error)
 }
 
 type ledgerClient struct {
@@ -166,6 +169,16 @@ func (c *ledgerClient) Purge(ctx context.Context, in *PurgeRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *ledgerClient) ListRecords(ctx context.Context, in *ListRecordsRequest, opts ...grpc.CallOption) (*ListRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRecordsResponse)
+	err := c.cc.Invoke(ctx, Ledger_ListRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServer is the server API for Ledger service.
 // All implementations must embed UnimplementedLedgerServer
 // for forward compatibility.
@@ -190,6 +203,8 @@ type LedgerServer interface {
 	Reject(context.Context, *RejectRequest) (*RejectResponse, error)
 	// Removes a record and its history in any state (scope `admin`); its fencing sequence continues.
 	Purge(context.Context, *PurgeRequest) (*PurgeResponse, error)
+	// Lists the caller's records, filtered by namespace, status and parent, one page at a time.
+	ListRecords(context.Context, *ListRecordsRequest) (*ListRecordsResponse, error)
 	mustEmbedUnimplementedLedgerServer()
 }
 
@@ -226,6 +241,9 @@ func (UnimplementedLedgerServer) Reject(context.Context, *RejectRequest) (*Rejec
 }
 func (UnimplementedLedgerServer) Purge(context.Context, *PurgeRequest) (*PurgeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Purge not implemented")
+}
+func (UnimplementedLedgerServer) ListRecords(context.Context, *ListRecordsRequest) (*ListRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRecords not implemented")
 }
 func (UnimplementedLedgerServer) mustEmbedUnimplementedLedgerServer() {}
 func (UnimplementedLedgerServer) testEmbeddedByValue()                {}
@@ -399,6 +417,24 @@ func _Ledger_Purge_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Ledger_ListRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServer).ListRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Ledger_ListRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServer).ListRecords(ctx, req.(*ListRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Ledger_ServiceDesc is the grpc.ServiceDesc for Ledger service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -437,6 +473,10 @@ var Ledger_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Purge",
 			Handler:    _Ledger_Purge_Handler,
+		},
+		{
+			MethodName: "ListRecords",
+			Handler:    _Ledger_ListRecords_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

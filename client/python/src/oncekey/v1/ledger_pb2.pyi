@@ -344,6 +344,28 @@ class RecordEvent(_message.Message):
     reason: str
     def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[EventKind, str]] = ..., outcome: _Optional[str] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., owner: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class ListRecordsRequest(_message.Message):
+    __slots__ = ("namespace", "statuses", "parent", "page_size", "page_token")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    statuses: _containers.RepeatedScalarFieldContainer[RecordStatus]
+    parent: OperationRef
+    page_size: int
+    page_token: str
+    def __init__(self, namespace: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[RecordStatus, str]]] = ..., parent: _Optional[_Union[OperationRef, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListRecordsResponse(_message.Message):
+    __slots__ = ("records", "next_page_token")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[Record]
+    next_page_token: str
+    def __init__(self, records: _Optional[_Iterable[_Union[Record, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
 class ApproveRequest(_message.Message):
     __slots__ = ("namespace", "key", "fingerprint", "note")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]

@@ -80,6 +80,11 @@ class LedgerStub:
                 request_serializer=oncekey_dot_v1_dot_ledger__pb2.PurgeRequest.SerializeToString,
                 response_deserializer=oncekey_dot_v1_dot_ledger__pb2.PurgeResponse.FromString,
                 _registered_method=True)
+        self.ListRecords = channel.unary_unary(
+                '/oncekey.v1.Ledger/ListRecords',
+                request_serializer=oncekey_dot_v1_dot_ledger__pb2.ListRecordsRequest.SerializeToString,
+                response_deserializer=oncekey_dot_v1_dot_ledger__pb2.ListRecordsResponse.FromString,
+                _registered_method=True)
 
 
 class LedgerServicer:
@@ -149,6 +154,13 @@ class LedgerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRecords(self, request, context):
+        """Lists the caller's records, filtered by namespace, status and parent, one page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -196,6 +208,11 @@ def add_LedgerServicer_to_server(servicer, server):
                     servicer.Purge,
                     request_deserializer=oncekey_dot_v1_dot_ledger__pb2.PurgeRequest.FromString,
                     response_serializer=oncekey_dot_v1_dot_ledger__pb2.PurgeResponse.SerializeToString,
+            ),
+            'ListRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRecords,
+                    request_deserializer=oncekey_dot_v1_dot_ledger__pb2.ListRecordsRequest.FromString,
+                    response_serializer=oncekey_dot_v1_dot_ledger__pb2.ListRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -442,6 +459,33 @@ class Ledger:
             '/oncekey.v1.Ledger/Purge',
             oncekey_dot_v1_dot_ledger__pb2.PurgeRequest.SerializeToString,
             oncekey_dot_v1_dot_ledger__pb2.PurgeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/oncekey.v1.Ledger/ListRecords',
+            oncekey_dot_v1_dot_ledger__pb2.ListRecordsRequest.SerializeToString,
+            oncekey_dot_v1_dot_ledger__pb2.ListRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -711,6 +711,30 @@ export interface RecordEvent {
   reason: string;
 }
 
+/** Asks for one page of the caller's records; every filter left empty matches every record. */
+export interface ListRecordsRequest {
+  /** Only records of this namespace (empty: every namespace). */
+  namespace: string;
+  /** Only records with one of these statuses, as Lookup would report them (empty: every status). */
+  statuses: RecordStatus[];
+  /** Only records whose first Claim named this parent operation. */
+  parent?:
+    | OperationRef
+    | undefined;
+  /** The most records to return: 1..=1000, default 100 when 0; a page may hold fewer. */
+  pageSize: number;
+  /** The next_page_token of the previous page, sent with the same filters; empty for the first page. */
+  pageToken: string;
+}
+
+/** One page of records: without history, result body or error details (Lookup has them). */
+export interface ListRecordsResponse {
+  /** The records of this page, in a stable order. */
+  records: Record[];
+  /** Pass it as page_token to get the next page; empty when this is the last page. */
+  nextPageToken: string;
+}
+
 /** Approves an operation that awaits approval. */
 export interface ApproveRequest {
   /** The operation's namespace. */
@@ -3400,6 +3424,254 @@ export const RecordEvent: MessageFns<RecordEvent> = {
   },
 };
 
+function createBaseListRecordsRequest(): ListRecordsRequest {
+  return { namespace: "", statuses: [], parent: undefined, pageSize: 0, pageToken: "" };
+}
+
+export const ListRecordsRequest: MessageFns<ListRecordsRequest> = {
+  encode(message: ListRecordsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.namespace !== "") {
+      writer.uint32(10).string(message.namespace);
+    }
+    if (message.statuses.length !== 0) {
+      writer.uint32(18).fork();
+      for (const v of message.statuses) {
+        writer.int32(v);
+      }
+      writer.join();
+    }
+    if (message.parent !== undefined) {
+      OperationRef.encode(message.parent, writer.uint32(26).fork()).join();
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(32).uint32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(42).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListRecordsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListRecordsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.namespace = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.statuses.push(reader.int32() as any);
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.statuses.push(reader.int32() as any);
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.parent = OperationRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.pageSize = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListRecordsRequest {
+    return {
+      namespace: isSet(object.namespace) ? globalThis.String(object.namespace) : "",
+      statuses: globalThis.Array.isArray(object?.statuses)
+        ? object.statuses.map((e: any) => recordStatusFromJSON(e))
+        : [],
+      parent: isSet(object.parent) ? OperationRef.fromJSON(object.parent) : undefined,
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListRecordsRequest): unknown {
+    const obj: any = {};
+    if (message.namespace !== "") {
+      obj.namespace = message.namespace;
+    }
+    if (message.statuses?.length) {
+      obj.statuses = message.statuses.map((e) => recordStatusToJSON(e));
+    }
+    if (message.parent !== undefined) {
+      obj.parent = OperationRef.toJSON(message.parent);
+    }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListRecordsRequest>, I>>(base?: I): ListRecordsRequest {
+    return ListRecordsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListRecordsRequest>, I>>(object: I): ListRecordsRequest {
+    const message = createBaseListRecordsRequest();
+    message.namespace = object.namespace ?? "";
+    message.statuses = object.statuses?.map((e) => e) || [];
+    message.parent = (object.parent !== undefined && object.parent !== null)
+      ? OperationRef.fromPartial(object.parent)
+      : undefined;
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseListRecordsResponse(): ListRecordsResponse {
+  return { records: [], nextPageToken: "" };
+}
+
+export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
+  encode(message: ListRecordsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.records) {
+      Record.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListRecordsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListRecordsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.records.push(Record.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListRecordsResponse {
+    return {
+      records: globalThis.Array.isArray(object?.records) ? object.records.map((e: any) => Record.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListRecordsResponse): unknown {
+    const obj: any = {};
+    if (message.records?.length) {
+      obj.records = message.records.map((e) => Record.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListRecordsResponse>, I>>(base?: I): ListRecordsResponse {
+    return ListRecordsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListRecordsResponse>, I>>(object: I): ListRecordsResponse {
+    const message = createBaseListRecordsResponse();
+    message.records = object.records?.map((e) => Record.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
 function createBaseApproveRequest(): ApproveRequest {
   return { namespace: "", key: "", fingerprint: Buffer.alloc(0), note: "" };
 }
@@ -4018,6 +4290,16 @@ export const LedgerService = {
     responseSerialize: (value: PurgeResponse): Buffer => Buffer.from(PurgeResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): PurgeResponse => PurgeResponse.decode(value),
   },
+  /** Lists the caller's records, filtered by namespace, status and parent, one page at a time. */
+  listRecords: {
+    path: "/oncekey.v1.Ledger/ListRecords" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListRecordsRequest): Buffer => Buffer.from(ListRecordsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListRecordsRequest => ListRecordsRequest.decode(value),
+    responseSerialize: (value: ListRecordsResponse): Buffer => Buffer.from(ListRecordsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListRecordsResponse => ListRecordsResponse.decode(value),
+  },
 } as const;
 
 export interface LedgerServer extends UntypedServiceImplementation {
@@ -4039,6 +4321,8 @@ export interface LedgerServer extends UntypedServiceImplementation {
   reject: handleUnaryCall<RejectRequest, RejectResponse>;
   /** Removes a record and its history in any state (scope `admin`); its fencing sequence continues. */
   purge: handleUnaryCall<PurgeRequest, PurgeResponse>;
+  /** Lists the caller's records, filtered by namespace, status and parent, one page at a time. */
+  listRecords: handleUnaryCall<ListRecordsRequest, ListRecordsResponse>;
 }
 
 export interface LedgerClient extends Client {
@@ -4170,6 +4454,22 @@ export interface LedgerClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PurgeResponse) => void,
+  ): ClientUnaryCall;
+  /** Lists the caller's records, filtered by namespace, status and parent, one page at a time. */
+  listRecords(
+    request: ListRecordsRequest,
+    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+  ): ClientUnaryCall;
+  listRecords(
+    request: ListRecordsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+  ): ClientUnaryCall;
+  listRecords(
+    request: ListRecordsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
   ): ClientUnaryCall;
 }
 
