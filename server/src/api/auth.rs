@@ -1,4 +1,4 @@
-//! Who is calling: bearer tokens mapped to tenants (CONTRACT §1, §8), or, with no tokens file
+//! Who is calling: bearer tokens mapped to tenants (docs/api.md#identity-and-scope, #tokens-file), or, with no tokens file
 //! (local/dev mode), the `x-oncekey-tenant` header, default `default`; and what the caller may do
 //! (its `Principal`: scopes, and the label a decision is recorded under).
 //!
