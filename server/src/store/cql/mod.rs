@@ -40,6 +40,8 @@ mod statements;
 mod tests;
 #[cfg(test)]
 mod tests_levels;
+#[cfg(test)]
+mod tests_writes;
 mod tls;
 #[cfg(test)]
 mod ttl_tests;

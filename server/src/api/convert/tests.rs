@@ -1,0 +1,147 @@
+//! Unit tests of `convert` (the parent module).
+
+use super::*;
+
+#[test]
+fn every_outcome_has_its_wire_name() {
+    for o in ClaimOutcome::ALL {
+        let wire = outcome(o).as_str_name();
+        assert_eq!(wire, format!("CLAIM_OUTCOME_{}", o.name()), "{o:?}");
+    }
+}
+
+#[test]
+fn namespaces() {
+    for ok in ["payments.charge", "a", "0-x_y.z", &"a".repeat(128)] {
+        assert!(valid_namespace(ok), "{ok}");
+    }
+    for bad in ["", "Payments", ".x", "-x", "a b", "é", &"a".repeat(129)] {
+        assert!(!valid_namespace(bad), "{bad}");
+    }
+}
+
+#[test]
+fn keys() {
+    assert!(key("key", "order-1/β").is_ok());
+    assert!(matches!(key("key", ""), Err(ApiError::InvalidField { .. })));
+    assert!(matches!(
+        key("key", "a\nb"),
+        Err(ApiError::InvalidField { .. })
+    ));
+    assert!(key("key", &"k".repeat(256)).is_ok());
+    assert!(matches!(
+        key("key", &"k".repeat(257)),
+        Err(ApiError::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn durations_are_bounded() {
+    let limits = Limits::default();
+    let secs = |s| {
+        Some(Duration {
+            seconds: s,
+            nanos: 0,
+        })
+    };
+    assert_eq!(lease_ttl(None, &limits).unwrap(), 30_000);
+    assert_eq!(lease_ttl(secs(1).as_ref(), &limits).unwrap(), 1_000);
+    assert_eq!(lease_ttl(secs(3600).as_ref(), &limits).unwrap(), 3_600_000);
+    for bad in [0, 3601, -1] {
+        let err = lease_ttl(secs(bad).as_ref(), &limits).unwrap_err();
+        assert!(
+            matches!(err, ApiError::InvalidField { ref field, .. } if field == "lease_ttl"),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn duration_bounds_are_exact_to_the_nanosecond() {
+    let limits = Limits::default();
+    let d = |seconds, nanos| Duration { seconds, nanos };
+    let field_of = |r: Result<Millis, ApiError>| match r {
+        Err(ApiError::InvalidField { field, .. }) => field,
+        other => panic!("accepted: {other:?}"),
+    };
+    // lease_ttl: 1 s ..= 1 h.
+    assert_eq!(lease_ttl(Some(&d(3600, 0)), &limits).unwrap(), MAX_LEASE);
+    assert_eq!(field_of(lease_ttl(Some(&d(3600, 1)), &limits)), "lease_ttl");
+    assert_eq!(
+        field_of(lease_ttl(Some(&d(3600, 999_999)), &limits)),
+        "lease_ttl"
+    );
+    assert_eq!(
+        lease_ttl(Some(&d(3599, 999_999_999)), &limits).unwrap(),
+        MAX_LEASE - 1
+    );
+    assert_eq!(
+        field_of(lease_ttl(Some(&d(0, 999_999_999)), &limits)),
+        "lease_ttl"
+    );
+    assert_eq!(lease_ttl(Some(&d(1, 1)), &limits).unwrap(), MIN_LEASE);
+    // wait: at most 60 s.
+    let claim = |wait| v1::ClaimRequest {
+        namespace: "ns".into(),
+        key: "k".into(),
+        arguments: Some(v1::claim_request::Arguments::PayloadJson("{}".into())),
+        wait: Some(wait),
+        ..Default::default()
+    };
+    assert_eq!(
+        claim_args(&claim(d(60, 0)), &limits).unwrap().1,
+        Some(MAX_WAIT)
+    );
+    assert_eq!(
+        field_of(claim_args(&claim(d(60, 1)), &limits).map(|_| 0)),
+        "wait"
+    );
+    // retention: at most --max-retention.
+    let over = v1::ClaimRequest {
+        retention: Some(d(30 * 86_400, 1)),
+        ..claim(d(0, 0))
+    };
+    assert_eq!(field_of(claim_args(&over, &limits).map(|_| 0)), "retention");
+}
+
+#[test]
+fn claim_needs_exactly_one_fingerprint_source() {
+    let limits = Limits::default();
+    let mut req = v1::ClaimRequest {
+        namespace: "ns".into(),
+        key: "k".into(),
+        ..Default::default()
+    };
+    assert!(
+        matches!(claim_args(&req, &limits), Err(ApiError::InvalidField { ref field, .. }) if field == "fingerprint")
+    );
+    req.arguments = Some(v1::claim_request::Arguments::Fingerprint(vec![1; 31]));
+    assert!(claim_args(&req, &limits).is_err());
+    req.arguments = Some(v1::claim_request::Arguments::PayloadJson(
+        "{\"b\":1,\"a\":2}".into(),
+    ));
+    let (args, wait) = claim_args(&req, &limits).unwrap();
+    assert_eq!(
+        args.fingerprint,
+        fingerprint::fingerprint_json("{\"a\":2,\"b\":1}").unwrap()
+    );
+    assert_eq!(wait, None);
+    req.arguments = Some(v1::claim_request::Arguments::PayloadJson(
+        "{not json".into(),
+    ));
+    assert!(
+        matches!(claim_args(&req, &limits), Err(ApiError::InvalidField { ref field, .. }) if field == "payload_json")
+    );
+}
+
+#[test]
+fn timestamps_round_trip_to_the_millisecond() {
+    assert_eq!(
+        timestamp(1_500),
+        Timestamp {
+            seconds: 1,
+            nanos: 500_000_000
+        }
+    );
+    assert_eq!(millis_of("x", &duration(61_001)).unwrap(), 61_001);
+}
