@@ -13,11 +13,13 @@ mod gate;
 mod hits;
 mod listing;
 mod listing_changes;
+mod listing_status;
 mod waits;
 pub use expiry::*;
 pub use hits::*;
 pub use listing::*;
 pub use listing_changes::*;
+pub use listing_status::*;
 pub use waits::*;
 
 const T0: i64 = 1_700_000_000_000;
