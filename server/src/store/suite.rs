@@ -13,12 +13,14 @@ mod gate;
 mod hits;
 mod listing;
 mod listing_changes;
+mod listing_status;
 mod operations;
 mod waits;
 pub use expiry::*;
 pub use hits::*;
 pub use listing::*;
 pub use listing_changes::*;
+pub use listing_status::*;
 pub use operations::*;
 pub use waits::*;
 

@@ -11,9 +11,14 @@
 //! first seen once the cap is reached share (`_other`, `_other`). Requests refused by admission
 //! are counted by the limit that refused them, never by tenant.
 
+mod labels;
+#[cfg(test)]
+mod tests;
+
+pub use labels::*;
+
 use crate::ledger::ClaimOutcome;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -22,67 +27,6 @@ use prometheus_client::registry::Registry;
 use std::collections::HashMap;
 use std::sync::{OnceLock, RwLock};
 use std::time::Duration;
-
-/// The label for (tenant, namespace) pairs past the cap.
-pub const OTHER: &str = "_other";
-
-/// Labels of an RPC counter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RpcLabels {
-    /// The RPC, e.g. `Claim`.
-    pub method: &'static str,
-    /// The gRPC status code name, e.g. `OK` or `FAILED_PRECONDITION`.
-    pub code: &'static str,
-}
-
-/// Labels of an RPC latency histogram.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct MethodLabels {
-    /// The RPC.
-    pub method: &'static str,
-}
-
-/// A Claim outcome as a label value: its documented name.
-impl EncodeLabelValue for ClaimOutcome {
-    fn encode(
-        &self,
-        encoder: &mut prometheus_client::encoding::LabelValueEncoder<'_>,
-    ) -> Result<(), std::fmt::Error> {
-        EncodeLabelValue::encode(&self.name(), encoder)
-    }
-}
-
-/// Labels of the Claim outcome counter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ClaimLabels {
-    /// Tenant (or `_other`).
-    pub tenant: String,
-    /// Namespace (or `_other`).
-    pub namespace: String,
-    /// What the Claim answered.
-    pub outcome: ClaimOutcome,
-}
-
-/// Labels of the admission refusal counter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LimitLabels {
-    /// `rate` or `inflight`.
-    pub limit: &'static str,
-}
-
-/// Labels of store metrics.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StoreLabels {
-    /// `get`, `insert`, `replace`, `delete`, `sweep`, `list` or `attention`.
-    pub op: &'static str,
-}
-
-/// Labels of the needs-attention gauge.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AttentionLabels {
-    /// `UNKNOWN`, `AWAITING_APPROVAL` or `PROCESSING_LAPSED` (`ledger::Attention::name`).
-    pub status: &'static str,
-}
 
 /// Every Oncekey metric, registered once.
 pub struct Metrics {
@@ -404,151 +348,5 @@ impl Metrics {
         self.admission_refused
             .get_or_create(&LimitLabels { limit })
             .inc();
-    }
-}
-
-/// The canonical upper-snake name of a gRPC code.
-pub fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code as C;
-    match code {
-        C::Ok => "OK",
-        C::Cancelled => "CANCELLED",
-        C::Unknown => "UNKNOWN",
-        C::InvalidArgument => "INVALID_ARGUMENT",
-        C::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        C::NotFound => "NOT_FOUND",
-        C::AlreadyExists => "ALREADY_EXISTS",
-        C::PermissionDenied => "PERMISSION_DENIED",
-        C::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        C::FailedPrecondition => "FAILED_PRECONDITION",
-        C::Aborted => "ABORTED",
-        C::OutOfRange => "OUT_OF_RANGE",
-        C::Unimplemented => "UNIMPLEMENTED",
-        C::Internal => "INTERNAL",
-        C::Unavailable => "UNAVAILABLE",
-        C::DataLoss => "DATA_LOSS",
-        C::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn known_pairs_count_through_their_own_series() {
-        let m = Metrics::new(200);
-        m.claim("t", "a", ClaimOutcome::Acquired);
-        m.claim("t", "a", ClaimOutcome::Acquired);
-        m.claim("t", "a", ClaimOutcome::InProgress);
-        let text = m.encode();
-        assert!(
-            text.contains(r#"oncekey_claims_total{tenant="t",namespace="a",outcome="ACQUIRED"} 2"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                r#"oncekey_claims_total{tenant="t",namespace="a",outcome="IN_PROGRESS"} 1"#
-            ),
-            "{text}"
-        );
-        assert!(!text.contains(OTHER), "{text}");
-    }
-
-    #[test]
-    fn one_tenants_namespaces_overflow_into_its_own_other_not_everyones() {
-        // 16 series: each tenant's share is 2.
-        let m = Metrics::new(16);
-        for i in 0..100 {
-            m.claim("noisy", &format!("ns{i}"), ClaimOutcome::Acquired);
-        }
-        m.claim("quiet", "payments.charge", ClaimOutcome::Completed);
-        let text = m.encode();
-        for own in [
-            r#"{tenant="noisy",namespace="ns0",outcome="ACQUIRED"} 1"#,
-            r#"{tenant="noisy",namespace="ns1",outcome="ACQUIRED"} 1"#,
-            r#"{tenant="noisy",namespace="_other",outcome="ACQUIRED"} 98"#,
-            r#"{tenant="quiet",namespace="payments.charge",outcome="COMPLETED"} 1"#,
-        ] {
-            assert!(text.contains(own), "{own} missing:\n{text}");
-        }
-        assert!(!text.contains(r#"namespace="ns2""#), "{text}");
-        assert!(!text.contains(r#"tenant="_other""#), "{text}");
-    }
-
-    #[test]
-    fn once_the_cap_is_reached_new_tenants_share_other() {
-        let m = Metrics::new(16);
-        for t in 0..7 {
-            for n in 0..2 {
-                m.claim(&format!("t{t}"), &format!("n{n}"), ClaimOutcome::Acquired);
-            }
-        }
-        m.claim("t7", "n0", ClaimOutcome::Acquired);
-        m.claim("t8", "n0", ClaimOutcome::Acquired);
-        m.claim("late", "n0", ClaimOutcome::Completed);
-        m.claim("later", "n0", ClaimOutcome::Completed);
-        // A known tenant's new namespace goes to its own `_other`, even below its share.
-        m.claim("t7", "n9", ClaimOutcome::Failed);
-        let text = m.encode();
-        assert!(
-            text.contains(
-                r#"oncekey_claims_total{tenant="_other",namespace="_other",outcome="COMPLETED"} 2"#
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                r#"oncekey_claims_total{tenant="t7",namespace="_other",outcome="FAILED"} 1"#
-            ),
-            "{text}"
-        );
-        assert!(!text.contains(r#"tenant="late""#), "{text}");
-    }
-
-    #[test]
-    fn needing_attention_has_every_status_from_the_start() {
-        let m = Metrics::new(16);
-        for status in ["UNKNOWN", "AWAITING_APPROVAL", "PROCESSING_LAPSED"] {
-            let line = format!("oncekey_records_needing_attention{{status=\"{status}\"}} 0");
-            assert!(m.encode().contains(&line), "{line}");
-        }
-        m.needing_attention(&crate::ledger::AttentionCounts {
-            unknown: 3,
-            awaiting_approval: 0,
-            processing_lapsed: 2,
-        });
-        let text = m.encode();
-        assert!(
-            text.contains(r#"oncekey_records_needing_attention{status="UNKNOWN"} 3"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"oncekey_records_needing_attention{status="PROCESSING_LAPSED"} 2"#),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn admission_refusals_are_counted_by_limit_only() {
-        let m = Metrics::new(16);
-        let text = m.encode();
-        // Both series exist from the start, so a rate() over them works before the first refusal.
-        assert!(
-            text.contains(r#"oncekey_admission_refused_total{limit="rate"} 0"#),
-            "{text}"
-        );
-        m.admission_refused("rate");
-        m.admission_refused("rate");
-        m.admission_refused("inflight");
-        let text = m.encode();
-        assert!(
-            text.contains(r#"oncekey_admission_refused_total{limit="rate"} 2"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"oncekey_admission_refused_total{limit="inflight"} 1"#),
-            "{text}"
-        );
     }
 }

@@ -1,0 +1,140 @@
+# scripts/lib/helm-check-smoke.sh — step 4 of scripts/helm-check: the settings the chart renders
+# given to the real `oncekey` binary (serve, the helm test pod's commands, SIGTERM drain, the
+# migration Job for the CQL store). Sourced by scripts/helm-check from the repository root, never
+# run on its own; uses its say, render, $CHART, $CACHE, $rendered and sets its $failed.
+# shellcheck shell=bash
+
+# ---- 4. the rendered settings against the real binary ----------------------------------------------
+# The ConfigMap and Secret the chart renders, given to `oncekey serve` as the pod would get them
+# (paths moved into a temp dir, ports 0): the variables must parse, the tokens file must load, a
+# Ledger call must authenticate, `oncekey health` (the helm test) must see SERVING, /readyz must
+# answer, and SIGTERM must drain and exit 0. The embedded scenarios always; a CQL one (migration
+# Job first) when ONCEKEY_TEST_CQL_NODES names a node. Skipped when no binary is built
+# (scripts/test builds it, and starts the Cassandra node, before this step).
+BIN="${ONCEKEY_BIN:-${CARGO_TARGET_DIR:-$CACHE/target}/debug/oncekey}"
+say "-- rendered settings against the real binary"
+if [ ! -x "$BIN" ]; then
+  say "skip no oncekey binary at $BIN (set ONCEKEY_BIN, or run scripts/test)"
+else
+  # A file the pod would find mounted, as the test machine has it (the CQL TLS node's files).
+  local_path() { # variable value → value
+    case $1 in
+      ONCEKEY_CQL_TLS_CA) printf '%s\n' "${ONCEKEY_TEST_CQL_TLS_DIR:-}/ca.pem" ;;
+      ONCEKEY_CQL_TLS_CERT) printf '%s\n' "${ONCEKEY_TEST_CQL_TLS_DIR:-}/client.pem" ;;
+      ONCEKEY_CQL_TLS_KEY) printf '%s\n' "${ONCEKEY_TEST_CQL_TLS_DIR:-}/client.key" ;;
+      *) printf '%s\n' "$2" ;;
+    esac
+  }
+  # A YAML scalar as helm renders a list item: "quoted \"text\"" or plain.
+  unquote() { local v=$1; if [[ $v == \"*\" ]]; then v=${v:1:-1}; v=${v//\\\"/\"}; fi; printf '%s\n' "$v"; }
+  smoke() { # scenario-name helm-args...
+    local name=$1; shift
+    local dir="$rendered/smoke-$name" token line
+    mkdir -p "$dir/data" "$dir/etc"
+    { read -r token; read -r line; } < <("$BIN" token new --tenant smoke)
+    token=${token#token: } line=${line#tokens-file line: }
+    render -s templates/configmap.yaml "$@" >"$dir/configmap.yaml"
+    local env=() k v
+    while IFS= read -r kv; do
+      k=${kv%%: *} v=${kv#*: }
+      v=${v#\"} v=${v%\"}
+      case $k in
+        ONCEKEY_LISTEN|ONCEKEY_ADMIN_LISTEN) v="${v%:*}:0" ;;          # any free port
+        ONCEKEY_DATA_DIR) v="$dir/data" ;;
+        ONCEKEY_TOKENS_FILE) v="$dir/etc/tokens" ;;
+        *) v=$(local_path "$k" "$v") ;;
+      esac
+      env+=("$k=$v")
+    done < <(sed -n 's/^  \(ONCEKEY_[A-Z_]*\|RUST_LOG\): /\1: /p' "$dir/configmap.yaml")
+    if grep -q '^  ONCEKEY_STORE: "cql"' "$dir/configmap.yaml"; then
+      # What the pre-install hook Job runs, with the Job's own environment.
+      local job=()
+      while IFS= read -r kv; do job+=("${kv%%=*}=$(local_path "${kv%%=*}" "${kv#*=}")"); done < <(render -s templates/migrate-job.yaml "$@" \
+        | awk '/^ *- name: /{n=$3} /^ *value: /{v=$0; sub(/^ *value: /,"",v); gsub(/^"|"$/,"",v); print n"="v}')
+      if ! env -i PATH="$PATH" "${job[@]}" "$BIN" migrate >"$dir/migrate" 2>&1; then
+        say "FAIL $name: the migration Job's command failed: $(tail -n 3 "$dir/migrate")"; failed=1
+        return
+      fi
+    fi
+    local test_token=""
+    if grep -q '^  ONCEKEY_TOKENS_FILE:' "$dir/configmap.yaml"; then
+      render -s templates/secret.yaml "$@" --set "auth.tokens[0]=$line" >"$dir/secret.yaml"
+      sed -n '/^  tokens: |/,/^  [a-z-]*:/{/^    /s/^    //p}' "$dir/secret.yaml" >"$dir/etc/tokens"
+      test_token=$(sed -n 's/^  helm-test-token: "\(.*\)"$/\1/p' "$dir/secret.yaml")
+    fi
+    env -i PATH="$PATH" HOME="$dir" "${env[@]}" "$BIN" serve >"$dir/out" 2>"$dir/err" &
+    local pid=$! grpc="" admin="" i
+    for i in $(seq 300); do   # up to 30 s (the CQL store connects first)
+      read -r grpc admin < <(sed -n 's/^listening grpc=[^:]*:\([0-9]*\) admin=[^:]*:\([0-9]*\)$/\1 \2/p' "$dir/out") || true
+      [ -n "$grpc" ] && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    local ok=1 why=""
+    if [ -z "$grpc" ]; then
+      ok=0 why="serve did not start: $(tail -n 3 "$dir/err")"
+    elif ! env -i PATH="$PATH" "$BIN" health --server "http://127.0.0.1:$grpc" >/dev/null 2>"$dir/health"; then
+      ok=0 why="oncekey health: $(cat "$dir/health")"
+    elif ! python3 -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:$admin/readyz', timeout=5).status != 200)" 2>/dev/null; then
+      ok=0 why="/readyz did not answer 200"
+    else
+      local auth=(--tenant smoke)
+      grep -q '^  ONCEKEY_TOKENS_FILE:' "$dir/configmap.yaml" && auth=(--token "$token")
+      env -i PATH="$PATH" "$BIN" claim helm.check smoke --payload '{"n":1}' \
+        --server "http://127.0.0.1:$grpc" "${auth[@]}" >"$dir/claim" 2>&1 || true
+      if ! grep -q ACQUIRED "$dir/claim"; then
+        ok=0 why="claim was not ACQUIRED: $(cat "$dir/claim")"
+      fi
+    fi
+    # The helm test pod's own commands and credentials, against this server.
+    if [ "$ok" = 1 ]; then
+      render -s templates/tests/test-connection.yaml "$@" >"$dir/test-pod.yaml"
+      local test_env=(ONCEKEY_SERVER="http://127.0.0.1:$grpc") test_args=() arg
+      grep -q 'key: helm-test-token' "$dir/test-pod.yaml" && test_env+=(ONCEKEY_TOKEN="$test_token")
+      grep -q 'name: ONCEKEY_TENANT' "$dir/test-pod.yaml" && test_env+=(ONCEKEY_TENANT=helm-test)
+      while IFS= read -r arg; do test_args+=("$(unquote "$arg")"); done < <(awk \
+        '/^    - name: claim$/{c=1;next} c&&/^      args:$/{a=1;next} a&&/^        - /{sub(/^        - /,"");print;next} a{exit}' "$dir/test-pod.yaml")
+      if [ "${#test_args[@]}" = 0 ]; then
+        ok=0 why="the helm test pod makes no Claim"
+      elif ! env -i PATH="$PATH" "${test_env[@]}" "$BIN" health >"$dir/test-health" 2>&1; then
+        ok=0 why="helm test's oncekey health: $(cat "$dir/test-health")"
+      elif ! env -i PATH="$PATH" "${test_env[@]}" "$BIN" "${test_args[@]}" >"$dir/test-claim" 2>&1 \
+          || ! grep -q ACQUIRED "$dir/test-claim"; then
+        ok=0 why="helm test's Claim (${test_args[*]}): $(cat "$dir/test-claim")"
+      fi
+    fi
+    kill -TERM "$pid" 2>/dev/null || true
+    local rc=0
+    wait "$pid" || rc=$?
+    if [ "$ok" = 1 ] && [ "$rc" != 0 ]; then ok=0 why="SIGTERM: exit code $rc, expected 0"; fi
+    if [ "$ok" = 1 ]; then
+      say "ok   $name: $( [ -s "$dir/migrate" ] && echo "migrate ok, ")serve starts with the rendered settings, health SERVING, /readyz 200, claim ACQUIRED, helm test's health and Claim pass, SIGTERM exit 0"
+    else
+      say "FAIL $name: $why"; failed=1
+    fi
+  }
+  smoke default
+  smoke embedded -f "$CHART/ci/embedded-values.yaml"
+  smoke dev -f "$CHART/ci/dev-values.yaml"
+  # The CQL store against the test node scripts/test starts: the migration Job creates a fresh
+  # keyspace, then the Deployment's settings serve from it.
+  if [ -n "${ONCEKEY_TEST_CQL_NODES:-}" ]; then
+    smoke cql -f "$CHART/ci/cql-credentials-values.yaml" \
+      --set cql.username= --set cql.password= \
+      --set "cql.nodes={${ONCEKEY_TEST_CQL_NODES}}" \
+      --set "cql.keyspace=helm_check_$(date +%s)_$$" --set cql.replication=SimpleStrategy:1
+  else
+    say "skip cql: no ONCEKEY_TEST_CQL_NODES (scripts/test sets it)"
+  fi
+  # The CQL store over TLS (a TLS-only node requiring client certificates): the server and the
+  # migration Job with the rendered CQL TLS settings, the node's CA and client certificate in
+  # place of the mounted ConfigMap and Secret, LOCAL_SERIAL as multi-dc chose it.
+  if [ -n "${ONCEKEY_TEST_CQL_TLS_NODES:-}" ] && [ -n "${ONCEKEY_TEST_CQL_TLS_DIR:-}" ]; then
+    smoke cql-tls -f "$CHART/ci/multi-dc-values.yaml" \
+      --set "cql.nodes={${ONCEKEY_TEST_CQL_TLS_NODES}}" --set cql.localDc=datacenter1 \
+      --set cql.tls.serverName=cassandra.oncekey.test --set cql.tls.clientCertSecret=client \
+      --set "cql.keyspace=helm_check_tls_$(date +%s)_$$" --set cql.replication=SimpleStrategy:1
+  else
+    say "skip cql-tls: no ONCEKEY_TEST_CQL_TLS_NODES / ONCEKEY_TEST_CQL_TLS_DIR (scripts/test sets them)"
+  fi
+fi
