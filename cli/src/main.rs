@@ -12,6 +12,7 @@ mod gateway;
 mod migrate;
 mod operations;
 mod records;
+mod render;
 mod token;
 
 use args::{Cli, Command, TokenCommand};

@@ -18,7 +18,6 @@ use scylla::client::session::Session;
 use scylla::statement::unprepared::Statement;
 use scylla::statement::Consistency;
 use scylla::value::{CqlTimestamp, CqlValue, Row};
-use sha2::{Digest, Sha256};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// One numbered migration.
@@ -363,23 +362,6 @@ async fn run_file(session: &Session, ks: &str, m: &Migration) -> Result<(), Migr
     Ok(())
 }
 
-/// The (table, column) of a one-column `ALTER TABLE table ADD column type` statement, lower
-/// case as CQL stores unquoted names.
-pub fn added_column(statement: &str) -> Option<(String, String)> {
-    let words: Vec<String> = statement
-        .split_whitespace()
-        .map(str::to_ascii_lowercase)
-        .collect();
-    match words.as_slice() {
-        [alter, table_kw, table, add, column, _type]
-            if alter == "alter" && table_kw == "table" && add == "add" =>
-        {
-            Some((table.clone(), column.clone()))
-        }
-        _ => None,
-    }
-}
-
 async fn column_exists(
     session: &Session,
     ks: &str,
@@ -400,25 +382,6 @@ async fn column_exists(
     Ok(!found.is_empty())
 }
 
-/// The statements of a CQL file: `--` comment lines dropped, split on `;`.
-pub fn split_statements(text: &str) -> Vec<String> {
-    let code: String = text
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("--"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    code.split(';')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The hex SHA-256 of a migration's text.
-pub fn checksum(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
-
 async fn ddl(session: &Session, text: &str) -> Result<(), MigrateError> {
     let mut statement = Statement::new(text);
     statement.set_request_timeout(Some(DDL_TIMEOUT));
@@ -432,10 +395,6 @@ async fn ddl(session: &Session, text: &str) -> Result<(), MigrateError> {
         .await
         .map_err(|e| MigrateError::Cql(format!("schema agreement: {e}")))?;
     Ok(())
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or(text)
 }
 
 /// Runs a conditional statement; returns `[applied]`.
@@ -491,46 +450,6 @@ fn all_rows(result: scylla::response::query_result::QueryResult) -> Result<Vec<R
     collected
 }
 
-/// For `serve`: fails unless the ledger tables exist and every embedded migration was applied.
-pub async fn check_applied(session: &Session, keyspace: &str) -> Result<(), ConnectError> {
-    let other = |e: MigrateError| ConnectError::Other(e.to_string());
-    let tables = rows(
-        session,
-        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?",
-        vec![CqlValue::Text(keyspace.into())],
-    )
-    .await
-    .map_err(other)?;
-    let has = |name: &str| {
-        tables
-            .iter()
-            .any(|r| matches!(r.columns.first(), Some(Some(CqlValue::Text(t))) if t == name))
-    };
-    if !has(super::statements::RECORDS) || !has("schema_migrations") {
-        return Err(ConnectError::NoTables(keyspace.into()));
-    }
-    let applied = rows(
-        session,
-        &format!("SELECT version, applied_at FROM {keyspace}.schema_migrations"),
-        vec![],
-    )
-    .await
-    .map_err(other)?;
-    for m in MIGRATIONS {
-        let done = applied.iter().any(|r| {
-            matches!(r.columns.first(), Some(Some(CqlValue::Int(v))) if *v == m.version)
-                && matches!(r.columns.get(1), Some(Some(_)))
-        });
-        if !done {
-            return Err(ConnectError::Outdated {
-                keyspace: keyspace.into(),
-                missing: m.name.into(),
-            });
-        }
-    }
-    Ok(())
-}
-
 fn now_millis() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -541,5 +460,11 @@ fn now() -> CqlValue {
     CqlValue::Timestamp(CqlTimestamp(now_millis()))
 }
 
+mod check;
 #[cfg(test)]
 mod tests;
+mod text;
+
+pub use check::check_applied;
+use text::first_line;
+pub use text::{added_column, checksum, split_statements};

@@ -3,7 +3,7 @@
 
 use super::tests::*;
 use super::*;
-use crate::ledger::{OpResult, Semantics};
+use crate::ledger::OpResult;
 
 /// Real uncertain outcomes: the driver gives up on conditional writes at once (timeout 0: the
 /// request may or may not have left) or after 1 ms (it usually reached the node, which goes on
