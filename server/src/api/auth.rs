@@ -1,6 +1,7 @@
 //! Who is calling: bearer tokens mapped to tenants (docs/api.md#identity-and-scope,
-//! #tokens-file), or, with no tokens file (local/dev mode), the `x-oncekey-tenant` header, default `default`; and what the caller may do
-//! (its `Principal`: scopes, and the label a decision is recorded under).
+//! #tokens-file), or, with no tokens file (local/dev mode), the `x-oncekey-tenant` header,
+//! default `default`; and what the caller may do (its `Principal`: scopes, and the label a
+//! decision is recorded under).
 //!
 //! The tokens file holds `tenant:[label:]sha256-hex-of-token[:scope,scope]` lines, never tokens:
 //! the 64-hex field is the hash, a field before it the label, after it the scopes (`ledger`,
