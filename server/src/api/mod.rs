@@ -8,6 +8,7 @@ pub mod admission;
 pub mod auth;
 pub mod convert;
 pub mod error;
+pub mod guard;
 mod keepalive;
 pub mod limits;
 pub mod listing;
@@ -62,7 +63,10 @@ impl<S: Store> LedgerService<S> {
         self,
         auth: Arc<Auth>,
     ) -> tonic::service::interceptor::InterceptedService<
-        scopes::ScopeService<admission::AdmissionService<v1::ledger_server::LedgerServer<Self>>>,
+        guard::Guarded<
+            admission::AdmissionService<v1::ledger_server::LedgerServer<Self>>,
+            scopes::ScopeGuard,
+        >,
         impl tonic::service::Interceptor + Clone,
     > {
         let max = self.limits.max_message_bytes();
@@ -71,7 +75,7 @@ impl<S: Store> LedgerService<S> {
             .max_decoding_message_size(max)
             .max_encoding_message_size(max);
         let server = tower::Layer::layer(&admission, server);
-        let server = tower::Layer::layer(&scopes::ScopeLayer, server);
+        let server = tower::Layer::layer(&guard::GuardLayer(scopes::ScopeGuard), server);
         tonic::service::interceptor::InterceptedService::new(server, move |mut req: Request<()>| {
             let (tenant, principal) = auth
                 .authenticate_principal(req.metadata())
@@ -271,37 +275,28 @@ impl<S: Store> LedgerService<S> {
 /// Each RPC: a span, the tenant, the handler inside the span (borrowing the request, so that a
 /// failure's log context can still name it), the code recorded.
 macro_rules! traced {
-    ($self:ident, $req:ident, $name:literal, $handler:ident) => {{
-        let span = rpc_span($name, &$req, &$req.get_ref().namespace, &$req.get_ref().key);
-        let (_, mut extensions, mut message) = $req.into_parts();
-        let (tenant, result) = match take_tenant(&mut extensions) {
-            Ok(tenant) => {
-                let result = $self
-                    .$handler(&tenant, &mut message)
-                    .instrument(span.clone())
-                    .await;
-                (tenant, result)
-            }
-            Err(e) => (String::new(), Err(e)),
-        };
-        let context = LogContext {
-            name: $name,
-            tenant: &tenant,
-            namespace: &message.namespace,
-            key: &message.key,
-        };
-        finish(&span, context, result)
+    // What the handler is given besides the tenant: nothing, or the caller's principal.
+    (@caller $extensions:ident) => {
+        Ok::<(), ApiError>(())
+    };
+    (@caller $extensions:ident, principal) => {
+        take_principal(&mut $extensions)
+    };
+    (@call $self:ident, $handler:ident, $tenant:ident, $caller:ident, $message:ident) => {{
+        let () = $caller;
+        $self.$handler(&$tenant, &mut $message)
     }};
-    // The same, for a handler that also needs the caller's principal (who decides).
-    ($self:ident, $req:ident, $name:literal, $handler:ident, principal) => {{
+    (@call $self:ident, $handler:ident, $tenant:ident, $caller:ident, $message:ident, principal) => {
+        $self.$handler(&$tenant, &$caller, &mut $message)
+    };
+    ($self:ident, $req:ident, $name:literal, $handler:ident $(, $principal:ident)?) => {{
         let span = rpc_span($name, &$req, &$req.get_ref().namespace, &$req.get_ref().key);
         let (_, mut extensions, mut message) = $req.into_parts();
         let caller = take_tenant(&mut extensions)
-            .and_then(|tenant| Ok((tenant, take_principal(&mut extensions)?)));
+            .and_then(|tenant| Ok((tenant, traced!(@caller extensions $(, $principal)?)?)));
         let (tenant, result) = match caller {
-            Ok((tenant, principal)) => {
-                let result = $self
-                    .$handler(&tenant, &principal, &mut message)
+            Ok((tenant, caller)) => {
+                let result = traced!(@call $self, $handler, tenant, caller, message $(, $principal)?)
                     .instrument(span.clone())
                     .await;
                 (tenant, result)

@@ -8,9 +8,7 @@
 
 use super::auth::{Principal, Scope};
 use super::error::ApiError;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use super::guard::Guard;
 
 /// The scopes each RPC accepts (any one of them suffices), by request path.
 pub const TABLE: &[(&str, &[Scope])] = &[
@@ -51,56 +49,26 @@ pub fn check(principal: &Principal, path: &str) -> Result<(), ApiError> {
     }
 }
 
-/// The tower layer of the scope check.
+/// The scope check as a [`Guard`] in front of the Ledger service.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ScopeLayer;
+pub struct ScopeGuard;
 
-impl<S> tower::Layer<S> for ScopeLayer {
-    type Service = ScopeService<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        ScopeService { inner }
-    }
-}
+impl Guard for ScopeGuard {
+    type Permit = ();
 
-/// A service behind the scope check.
-#[derive(Clone, Debug)]
-pub struct ScopeService<S> {
-    inner: S,
-}
-
-impl<S: tonic::server::NamedService> tonic::server::NamedService for ScopeService<S> {
-    const NAME: &'static str = S::NAME;
-}
-
-type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
-
-impl<S, B> tower::Service<http::Request<B>> for ScopeService<S>
-where
-    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-{
-    type Response = http::Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn check<B>(&self, request: &http::Request<B>) -> Result<(), ApiError> {
         // The interceptor in front put the caller's principal here (or refused the request).
-        let allowed = match request.extensions().get::<Principal>() {
+        match request.extensions().get::<Principal>() {
             Some(principal) => check(principal, request.uri().path()),
             None => Ok(()),
-        };
-        match allowed {
-            Ok(()) => Box::pin(self.inner.call(request)),
-            Err(e) => {
-                let response = tonic::Status::from(e).into_http();
-                Box::pin(std::future::ready(Ok(response)))
-            }
         }
+    }
+
+    fn respond(
+        _: (),
+        response: http::Response<tonic::body::Body>,
+    ) -> http::Response<tonic::body::Body> {
+        response
     }
 }
 

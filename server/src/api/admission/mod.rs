@@ -20,9 +20,9 @@ use table::{Refusal, Table};
 
 use super::auth::Tenant;
 use super::error::ApiError;
+use super::guard::{Guard, GuardLayer, Guarded};
 use crate::settings::ConfigError;
 use crate::telemetry::metrics::Metrics;
-use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
@@ -185,79 +185,41 @@ impl Admission {
 
     /// This admission as a tower layer.
     pub fn layer(&self) -> AdmissionLayer {
-        AdmissionLayer(self.clone())
+        GuardLayer(self.clone())
     }
 }
 
 /// The tower layer of [`Admission`].
-#[derive(Clone)]
-pub struct AdmissionLayer(Admission);
-
-impl<S> tower::Layer<S> for AdmissionLayer {
-    type Service = AdmissionService<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        AdmissionService {
-            inner,
-            admission: self.0.clone(),
-        }
-    }
-}
+pub type AdmissionLayer = GuardLayer<Admission>;
 
 /// The Ledger service behind admission.
-#[derive(Clone)]
-pub struct AdmissionService<S> {
-    inner: S,
-    admission: Admission,
-}
+pub type AdmissionService<S> = Guarded<S, Admission>;
 
-impl<S: tonic::server::NamedService> tonic::server::NamedService for AdmissionService<S> {
-    const NAME: &'static str = S::NAME;
-}
+impl Guard for Admission {
+    type Permit = Permit;
 
-type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
-
-impl<S, B> tower::Service<http::Request<B>> for AdmissionService<S>
-where
-    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-{
-    type Response = http::Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+    fn check<B>(&self, request: &http::Request<B>) -> Result<Permit, ApiError> {
+        // The interceptor in front put the caller's tenant here (or refused the request).
+        match request.extensions().get::<Tenant>() {
+            Some(tenant) => self.admit(&tenant.0, kind(request.uri().path())),
+            None => Ok(Permit::none()),
+        }
     }
 
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        // The interceptor in front put the caller's tenant here (or refused the request).
-        let admitted = match request.extensions().get::<Tenant>() {
-            Some(tenant) => self.admission.admit(&tenant.0, kind(request.uri().path())),
-            None => Ok(Permit::none()),
-        };
-        match admitted {
-            Err(e) => {
-                let response = tonic::Status::from(e).into_http();
-                Box::pin(std::future::ready(Ok(response)))
-            }
-            Ok(permit) => {
-                let response = self.inner.call(request);
-                Box::pin(async move {
-                    let response = response.await?;
-                    // An answer without a body left to send (e.g. an error) is complete now.
-                    if !permit.counts() || http_body::Body::is_end_stream(response.body()) {
-                        return Ok(response);
-                    }
-                    Ok(response.map(|body| {
-                        tonic::body::Body::new(Held {
-                            body,
-                            _permit: permit,
-                        })
-                    }))
-                })
-            }
+    fn respond(
+        permit: Permit,
+        response: http::Response<tonic::body::Body>,
+    ) -> http::Response<tonic::body::Body> {
+        // An answer without a body left to send (e.g. an error) is complete now.
+        if !permit.counts() || http_body::Body::is_end_stream(response.body()) {
+            return response;
         }
+        response.map(|body| {
+            tonic::body::Body::new(Held {
+                body,
+                _permit: permit,
+            })
+        })
     }
 }
 
