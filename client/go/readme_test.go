@@ -21,22 +21,7 @@ func TestReadmeExampleRunsAsWritten(t *testing.T) {
 	if !ok || !ok2 || !strings.Contains(code, `"127.0.0.1:50051"`) {
 		t.Fatal("README.md has no Go example dialing 127.0.0.1:50051")
 	}
-	code = strings.Replace(code, "127.0.0.1:50051", sharedServer.addr(), 1)
-	self, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(code), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, args := range [][]string{
-		{"mod", "init", "example.com/readme"},
-		{"mod", "edit", "-replace", "oncekey.dev/oncekey/client/go=" + self},
-		{"mod", "tidy"},
-	} {
-		goCmd(t, dir, args...)
-	}
+	dir := scratchModule(t, strings.Replace(code, "127.0.0.1:50051", sharedServer.addr(), 1))
 	want := "sending to ada@example.com\n1 msg-1 <nil>\n2 msg-1 <nil>\n"
 	if got := goCmd(t, dir, "run", "."); got != want {
 		t.Fatalf("first run printed\n%s\nwant\n%s", got, want)
