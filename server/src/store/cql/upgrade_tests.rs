@@ -23,12 +23,14 @@ async fn a_migration_stopped_half_way_runs_again() {
         .await
         .unwrap();
     let again = migrate::run(&migrate_args(&keyspace)).await.unwrap();
-    let names: Vec<_> = again.iter().map(|o| (o.name, o.applied_now)).collect();
-    assert_eq!(
-        names,
-        [("0001_ledger", false), ("0002_operations", true)],
+    // Only 0002 runs again; every other migration stays applied.
+    assert!(
+        again.iter().any(|o| o.name == "0002_operations"),
         "{again:?}"
     );
+    for o in &again {
+        assert_eq!(o.applied_now, o.name == "0002_operations", "{again:?}");
+    }
     CqlStore::connect(&cql_args(&keyspace)).await.unwrap();
 }
 
