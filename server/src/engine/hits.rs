@@ -35,7 +35,7 @@ const REMEMBERED: usize = 16;
 const MAX_LIVES: usize = 8;
 /// How long an answer waits for the outcome of a hit write it cannot place; past it, the hits
 /// are counted as missing from what it read (an answer may then count a hit twice, never miss one).
-const UNKNOWN_WAIT: Duration = Duration::from_secs(2);
+const UNKNOWN_WAIT: Duration = Duration::from_secs(5);
 
 /// Where a batch's write stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
