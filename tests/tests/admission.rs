@@ -215,6 +215,10 @@ async fn a_claim_held_by_wait_counts_in_flight_and_settlements_still_pass() {
             })
             .await
     });
+    // Let the held Claim be admitted before the first probe: with one RPC allowed in flight, a
+    // probe that arrived first would get the slot and the Claim would be the one refused.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!held.is_finished(), "the Claim with wait is held");
     let deadline = Instant::now() + Duration::from_secs(60);
     let limit = loop {
         match probe(&mut c).await {
