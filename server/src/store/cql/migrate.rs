@@ -12,6 +12,7 @@
 //! This module must not touch the records table's data.
 
 use super::connect::{self, ConnectError};
+use super::errors::{classify, Failure};
 pub use super::replication::{parse_replication, Replication};
 use super::CqlConfig;
 use scylla::client::session::Session;
@@ -68,6 +69,9 @@ const POLL: Duration = Duration::from_millis(250);
 const KEYSPACE_VISIBLE: Duration = Duration::from_secs(30);
 /// Schema changes can be slow on a loaded cluster.
 const DDL_TIMEOUT: Duration = Duration::from_secs(120);
+/// Tries of one bookkeeping statement whose outcome stays unknown (a timed-out Paxos round on a
+/// busy cluster) before migrate gives up.
+const ATTEMPTS: u32 = 8;
 
 /// Why migrate failed.
 #[derive(Debug, thiserror::Error)]
@@ -212,6 +216,18 @@ async fn scylla_with_tablets(session: &Session) -> Result<bool, MigrateError> {
     ))
 }
 
+/// `apply_one` for tests: migration `m` of keyspace `ks` by the migrator named `owner`.
+#[cfg(test)]
+pub(super) async fn apply_claimed_by(
+    session: &Session,
+    ks: &str,
+    m: &Migration,
+    owner: &str,
+) -> Result<bool, MigrateError> {
+    use_keyspace(session, ks).await?;
+    apply_one(session, ks, m, owner).await
+}
+
 /// Claims, runs and records one migration; `Ok(false)` when someone else applied it.
 async fn apply_one(
     session: &Session,
@@ -241,6 +257,12 @@ async fn apply_one(
     }
     loop {
         let state = claim_state(session, ks, m.version).await?;
+        if !state.applied && state.owner == owner {
+            // An earlier copy of this migrator's claim (or takeover), re-proposed after an
+            // unknown outcome, is what applied.
+            run_file(session, ks, m).await?;
+            return finish(session, ks, m, owner).await.map(|_| true);
+        }
         if state.applied {
             if state.checksum != checksum {
                 return Err(MigrateError::Changed {
@@ -294,7 +316,7 @@ async fn finish(
         ],
     )
     .await?;
-    if !done {
+    if !done && !claim_state(session, ks, m.version).await?.applied {
         // Taken over while running: the new holder re-runs the (idempotent) file and records it.
         tracing::warn!(
             migration = m.name,
@@ -321,8 +343,7 @@ async fn claim_state(
              WHERE version = ?"
     ));
     statement.set_consistency(Consistency::Serial);
-    let result = session
-        .query_unpaged(statement, vec![CqlValue::Int(version)])
+    let result = patiently(session, &statement, vec![Some(CqlValue::Int(version))])
         .await
         .map_err(cql("reading schema_migrations"))?;
     let found = all_rows(result)?;
@@ -397,14 +418,38 @@ async fn ddl(session: &Session, text: &str) -> Result<(), MigrateError> {
     Ok(())
 }
 
+/// Runs a statement on the bookkeeping table, proposing it again, identically, while its outcome
+/// is unknown (a Paxos round timed out on a busy cluster, a connection broke): every one of
+/// them is safe to repeat, and a caller that finds its condition failed reads the row to tell
+/// whether an earlier copy applied (the row then names this migrator as its owner).
+async fn patiently(
+    session: &Session,
+    statement: &Statement,
+    values: Vec<Option<CqlValue>>,
+) -> Result<scylla::response::query_result::QueryResult, scylla::errors::ExecutionError> {
+    let mut attempt = 1;
+    loop {
+        match session
+            .query_unpaged(statement.clone(), values.clone())
+            .await
+        {
+            Err(e) if attempt < ATTEMPTS && !matches!(classify(&e), Failure::Refused(_)) => {
+                tracing::warn!(error = %e, attempt, "schema_migrations: outcome unknown; trying again");
+                tokio::time::sleep(POLL * attempt).await;
+                attempt += 1;
+            }
+            answer => return answer,
+        }
+    }
+}
+
 /// Runs a conditional statement; returns `[applied]`.
 async fn lwt(
     session: &Session,
     text: &str,
     values: Vec<Option<CqlValue>>,
 ) -> Result<bool, MigrateError> {
-    let result = session
-        .query_unpaged(text, values)
+    let result = patiently(session, &Statement::new(text), values)
         .await
         .map_err(cql("schema_migrations"))?;
     let rows = result

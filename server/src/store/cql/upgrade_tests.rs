@@ -5,6 +5,7 @@
 use super::tests::{cql_args, fresh_keyspace, fresh_store, migrate_args, now_ms};
 use super::*;
 use crate::ledger::Status;
+use std::time::Duration;
 
 #[tokio::test]
 #[ignore = "needs Cassandra: scripts/test cql runs it"]
@@ -59,4 +60,40 @@ async fn rows_written_before_0002_read_without_gate_cap_or_decision() {
     assert!(!record.require_approval);
     assert_eq!((record.max_attempts, record.reconciliations), (0, 0));
     assert_eq!(record.approval, None);
+}
+
+/// A migrator whose claim statement timed out proposes it again; when the re-proposal finds the
+/// row taken, the row may be its own earlier copy's. It must recognise itself as the owner and
+/// run the migration, not wait for its own claim to grow stale (two minutes) and take it over.
+#[tokio::test]
+#[ignore = "needs Cassandra: scripts/test cql runs it"]
+async fn a_claim_whose_earlier_copy_applied_is_recognised() {
+    let keyspace = fresh_keyspace();
+    migrate::run(&migrate_args(&keyspace)).await.unwrap();
+    let store = CqlStore::connect(&cql_args(&keyspace)).await.unwrap();
+    // As if this migrator's claim of the last migration had applied while its answer was lost.
+    let last = migrate::MIGRATIONS.last().unwrap();
+    store
+        .session
+        .query_unpaged(
+            format!(
+                "UPDATE {keyspace}.schema_migrations SET applied_at = null, owner = 'me', \
+                 started_at = toTimestamp(now()) WHERE version = {} IF EXISTS",
+                last.version
+            ),
+            (),
+        )
+        .await
+        .unwrap();
+    let applied = tokio::time::timeout(
+        Duration::from_secs(60),
+        migrate::apply_claimed_by(&store.session, &keyspace, last, "me"),
+    )
+    .await
+    .expect("the migrator recognises its own claim instead of waiting for it to grow stale")
+    .unwrap();
+    assert!(applied, "this migrator applied it");
+    migrate::check_applied(&store.session, &keyspace)
+        .await
+        .unwrap();
 }
