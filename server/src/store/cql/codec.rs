@@ -52,8 +52,21 @@ pub const COLUMNS: [&str; 31] = [
 ];
 
 /// The columns a dedup hit's write changes (`Store::replace_if_version` with `durable == false`):
-/// rewriting the others would copy a result of up to a MiB through Paxos for a counter.
-pub const HIT_COLUMNS: [&str; 4] = ["version", "dedup_hits", "write_id", "history"];
+/// rewriting the others would copy a result of up to a MiB through Paxos for a counter. Not
+/// `write_id`: a hit write leaves the last full write's nonce, so that the full write still
+/// recognises itself after a hit followed it, and marks itself in `HIT_WRITES` instead.
+pub const HIT_COLUMNS: [&str; 3] = ["version", "dedup_hits", "history"];
+
+/// The map (migration 0004) of the latest dedup-hit writes' nonces, by slot.
+pub const HIT_WRITES: &str = "hit_writes";
+
+/// Slots of `HIT_WRITES`: a hit write conditioned on version `v` takes slot `v % HIT_SLOTS`, so
+/// its nonce stays until sixteen more versions of the row were written.
+const HIT_SLOTS: u64 = 16;
+
+/// The longest a hit write's nonce is kept: it is read only to settle that write's answer, at
+/// once. Kept no longer than the row either, so that no nonce outlives the record's cells.
+const HIT_MARK_TTL_SECS: i32 = 600;
 
 /// The longest TTL Cassandra and ScyllaDB accept (20 years).
 pub const MAX_TTL_SECS: i32 = 630_720_000;
@@ -141,15 +154,37 @@ fn decision_name(decision: Decision) -> &'static str {
 }
 
 /// The values of `HIT_COLUMNS` for `record`, in order.
-pub fn hit_values(record: &Record, write_id: [u8; 16]) -> Vec<Value> {
+pub fn hit_values(record: &Record) -> Vec<Value> {
     vec![
         big(record.version),
         big(record.dedup_hits),
-        Some(CqlValue::Blob(write_id.to_vec())),
         Some(CqlValue::Blob(crate::store::events::encode(
             &record.history,
         ))),
     ]
+}
+
+/// The values of the statement marking a dedup hit's write in `HIT_WRITES` (see
+/// `statements::hit_mark_text`): its TTL, its slot, its nonce, then the key. `row_ttl` is the
+/// TTL the write gives the row's cells (0: none).
+pub fn hit_mark_values(
+    record: &Record,
+    expected_version: u64,
+    write_id: [u8; 16],
+    row_ttl: i32,
+) -> Vec<Value> {
+    let ttl = match row_ttl {
+        0 => HIT_MARK_TTL_SECS,
+        row => row.min(HIT_MARK_TTL_SECS),
+    };
+    let slot = i32::try_from(expected_version % HIT_SLOTS).unwrap_or(0);
+    let mut values = vec![
+        Some(CqlValue::Int(ttl)),
+        Some(CqlValue::Int(slot)),
+        Some(CqlValue::Blob(write_id.to_vec())),
+    ];
+    values.extend(key_values(&record.id));
+    values
 }
 
 /// A timestamp value.
@@ -243,6 +278,20 @@ impl<'a> RowView<'a> {
         match self.get("write_id") {
             Some(CqlValue::Blob(b)) => Some(b),
             _ => None,
+        }
+    }
+
+    /// The nonces of the latest dedup-hit writes the row took (`HIT_WRITES`).
+    pub fn hit_writes(&self) -> Vec<[u8; 16]> {
+        match self.get(HIT_WRITES) {
+            Some(CqlValue::Map(slots)) => slots
+                .iter()
+                .filter_map(|(_, nonce)| match nonce {
+                    CqlValue::Blob(b) => <[u8; 16]>::try_from(b.as_slice()).ok(),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
         }
     }
 

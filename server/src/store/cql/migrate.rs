@@ -49,6 +49,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_listing",
         text: include_str!("../../../../migrations/0003_listing.cql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_hit_writes",
+        text: include_str!("../../../../migrations/0004_hit_writes.cql"),
+    },
 ];
 
 /// The bookkeeping table (created before any migration, so it is not one of them).

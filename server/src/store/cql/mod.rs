@@ -215,7 +215,13 @@ impl CqlStore {
             // The condition failed on the row this very write produced: an earlier copy of it
             // applied (after a re-proposal), or the coordinator, retrying a contended Paxos
             // round, completed the write's own accepted proposal before checking the condition.
-            Mine::Write(ours) if found.write_id == Some(ours) => Cas::Applied,
+            // A dedup hit's write marks itself apart (`codec::HIT_WRITES`), so that it is
+            // recognised even after a full write followed it.
+            Mine::Write(ours)
+                if found.write_id == Some(ours) || found.hit_writes.contains(&ours) =>
+            {
+                Cas::Applied
+            }
             Mine::Delete if written.resent && live.is_none() => Cas::Applied,
             _ => Cas::Conflict(live),
         })
@@ -223,6 +229,35 @@ impl CqlStore {
 }
 
 impl CqlStore {
+    /// The conditional write replacing stored version `expected_version` by `record`, tagged
+    /// with `write_id`. Every LWT commits at QUORUM: there is no cheaper non-durable write to
+    /// offer, but a dedup hit's write (the only non-durable one) sets only the columns a hit
+    /// changes, and marks itself in `codec::HIT_WRITES`.
+    fn replacing(
+        &self,
+        record: &Record,
+        expected_version: u64,
+        durable: bool,
+        write_id: [u8; 16],
+        now: Millis,
+    ) -> Proposal<'_> {
+        let ttl = codec::ttl_secs(record, now);
+        let mut values = vec![Some(CqlValue::Int(ttl))];
+        if durable {
+            values.extend(codec::column_values(record, write_id));
+        } else {
+            values.extend(codec::hit_values(record));
+        }
+        values.extend(codec::key_values(&record.id));
+        values.push(codec::big(expected_version));
+        values.push(Some(codec::timestamp(now)));
+        if durable {
+            return Proposal::One(&self.statements.replace, values);
+        }
+        let mark = codec::hit_mark_values(record, expected_version, write_id, ttl);
+        Proposal::Batch(&self.statements.replace_hits, vec![values, mark])
+    }
+
     /// `Cas::Applied` for a new record, once its index rows are written (after its LWT: see
     /// `index`). A failed index write is logged, not returned: the record exists, and the Claim
     /// that made it must be answered.
@@ -291,8 +326,10 @@ struct Written {
 /// A stored row, decoded.
 #[derive(Debug, Default)]
 struct StoredRow {
-    /// The nonce of the write that last set the row.
+    /// The nonce of the full write that last set the row.
     write_id: Option<[u8; 16]>,
+    /// The nonces of the latest dedup-hit writes the row took (read at SERIAL only).
+    hit_writes: Vec<[u8; 16]>,
     /// The stored version (`None`: no row, or only its row marker is left).
     version: Option<u64>,
     /// The stored record, expired or not.
@@ -303,6 +340,7 @@ impl StoredRow {
     fn decode(row: &RowView<'_>, id: &RecordId) -> Result<Self, StoreError> {
         Ok(Self {
             write_id: row.write_id().and_then(|w| <[u8; 16]>::try_from(w).ok()),
+            hit_writes: row.hit_writes(),
             version: row.version()?,
             record: row.record(id)?,
         })
@@ -422,21 +460,9 @@ impl Store for CqlStore {
             // The new state's index rows go first: see `index`.
             self.put_index(record, now).await?;
         }
-        // Every LWT commits at QUORUM: there is no cheaper non-durable write to offer, but a dedup
-        // hit's write (the only non-durable one) sets only the columns a hit changes.
         let write_id = rand::random();
-        let mut values = vec![Some(CqlValue::Int(codec::ttl_secs(record, now)))];
-        let statement = if durable {
-            values.extend(codec::column_values(record, write_id));
-            &self.statements.replace
-        } else {
-            values.extend(codec::hit_values(record, write_id));
-            &self.statements.replace_hits
-        };
-        values.extend(codec::key_values(&record.id));
-        values.push(codec::big(expected_version));
-        values.push(Some(codec::timestamp(now)));
-        let written = self.write(statement, values).await?;
+        let proposal = self.replacing(record, expected_version, durable, write_id, now);
+        let written = self.propose(proposal).await?;
         self.answer(written, &record.id, Mine::Write(write_id), now)
             .await
     }

@@ -5,7 +5,7 @@
 //! linearizable (Paxos) read used to settle uncertain outcomes and failed conditions. Nothing here
 //! executes a statement.
 
-use super::codec::{COLUMNS, HIT_COLUMNS, KEY_COLUMNS};
+use super::codec::{COLUMNS, HIT_COLUMNS, HIT_WRITES, KEY_COLUMNS};
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
 use scylla::policies::retry::FallthroughRetryPolicy;
@@ -70,9 +70,10 @@ pub struct Statements {
     /// Replace a live record of a version; binds the TTL, `COLUMNS`, the key, the expected
     /// version and `now`.
     pub replace: PreparedStatement,
-    /// `replace` of `HIT_COLUMNS` only (a dedup hit's write); binds the TTL, `HIT_COLUMNS`, the
-    /// key, the expected version and `now`.
-    pub replace_hits: PreparedStatement,
+    /// `replace` of `HIT_COLUMNS` only (a dedup hit's write), with the write's nonce put in
+    /// `HIT_WRITES`: a conditional batch of that update (binds the TTL, `HIT_COLUMNS`, the key,
+    /// the expected version and `now`) and `hit_mark_text` (`codec::hit_mark_values`).
+    pub replace_hits: Batch,
     /// Replace an expired (or cell-less) row of a version; binds the TTL, `COLUMNS`, the key and
     /// the expected version (null for a row whose cells all expired).
     pub overwrite: PreparedStatement,
@@ -93,6 +94,24 @@ pub fn select_text(keyspace: &str) -> String {
     format!(
         "SELECT {} FROM {keyspace}.{RECORDS} WHERE {}",
         COLUMNS.join(", "),
+        where_key()
+    )
+}
+
+/// `select_text` with `HIT_WRITES`: the row as read to settle a conditional write's answer.
+pub fn select_serial_text(keyspace: &str) -> String {
+    format!(
+        "SELECT {}, {HIT_WRITES} FROM {keyspace}.{RECORDS} WHERE {}",
+        COLUMNS.join(", "),
+        where_key()
+    )
+}
+
+/// `UPDATE … USING TTL ? SET hit_writes[?] = ? WHERE <key>`: unconditional, so only ever part of
+/// the conditional batch `replace_hits`.
+pub fn hit_mark_text(keyspace: &str) -> String {
+    format!(
+        "UPDATE {keyspace}.{RECORDS} USING TTL ? SET {HIT_WRITES}[?] = ? WHERE {}",
         where_key()
     )
 }
@@ -186,27 +205,39 @@ impl Statements {
             }
             Ok::<_, PrepareError>(statement)
         };
-        let mut read_serial = prepare(select_text(keyspace), true).await?;
+        let mut read_serial = prepare(select_serial_text(keyspace), true).await?;
         read_serial.set_consistency(levels.serial_read());
-        let mut insert_kept = Batch::new(BatchType::Unlogged);
-        insert_kept.append_statement(prepare(insert_key_text(keyspace), false).await?);
-        insert_kept.append_statement(prepare(set_text(keyspace), false).await?);
-        insert_kept.set_consistency(levels.consistency);
-        insert_kept.set_serial_consistency(Some(levels.serial));
-        insert_kept.set_is_idempotent(false);
-        // Like every conditional write: never retried by the driver (see `prepare`).
-        insert_kept.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy::new())));
+        let conditional_batch = |statements: [PreparedStatement; 2]| {
+            let mut batch = Batch::new(BatchType::Unlogged);
+            for statement in statements {
+                batch.append_statement(statement);
+            }
+            batch.set_consistency(levels.consistency);
+            batch.set_serial_consistency(Some(levels.serial));
+            batch.set_is_idempotent(false);
+            // Like every conditional write: never retried by the driver (see `prepare`).
+            batch.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy::new())));
+            batch
+        };
+        let insert_kept = conditional_batch([
+            prepare(insert_key_text(keyspace), false).await?,
+            prepare(set_text(keyspace), false).await?,
+        ]);
+        let replace_hits = conditional_batch([
+            prepare(
+                update_columns_text(keyspace, &HIT_COLUMNS, "version = ? AND expires_at > ?"),
+                false,
+            )
+            .await?,
+            prepare(hit_mark_text(keyspace), false).await?,
+        ]);
         Ok(Self {
             read: prepare(select_text(keyspace), true).await?,
             read_serial,
             insert: prepare(insert_text(keyspace), false).await?,
             insert_kept,
             replace: prepare(update_text(keyspace, replace_condition()), false).await?,
-            replace_hits: prepare(
-                update_columns_text(keyspace, &HIT_COLUMNS, "version = ? AND expires_at > ?"),
-                false,
-            )
-            .await?,
+            replace_hits,
             overwrite: prepare(update_text(keyspace, "version = ?"), false).await?,
             delete: prepare(delete_text(keyspace), false).await?,
         })
@@ -231,8 +262,13 @@ mod tests {
         assert!(update.ends_with("WHERE tenant = ? AND namespace = ? AND key = ? IF version = ?"));
         assert_eq!(
             update_columns_text("ks", &HIT_COLUMNS, "version = ?"),
-            "UPDATE ks.records USING TTL ? SET version = ?, dedup_hits = ?, write_id = ?, \
-             history = ? WHERE tenant = ? AND namespace = ? AND key = ? IF version = ?"
+            "UPDATE ks.records USING TTL ? SET version = ?, dedup_hits = ?, history = ? \
+             WHERE tenant = ? AND namespace = ? AND key = ? IF version = ?"
+        );
+        assert_eq!(
+            hit_mark_text("ks"),
+            "UPDATE ks.records USING TTL ? SET hit_writes[?] = ? \
+             WHERE tenant = ? AND namespace = ? AND key = ?"
         );
         assert_eq!(
             insert_key_text("ks"),

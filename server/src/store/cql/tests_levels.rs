@@ -29,17 +29,13 @@ type StatementLevels = (Option<Consistency>, Option<SerialConsistency>);
 /// Every statement's levels, and the read_serial's consistency.
 fn levels_of(store: &CqlStore) -> (Vec<StatementLevels>, Option<Consistency>) {
     let s = &store.statements;
-    let all = [
-        &s.read,
-        &s.insert,
-        &s.replace,
-        &s.replace_hits,
-        &s.overwrite,
-        &s.delete,
-    ]
-    .iter()
-    .map(|p| (p.get_consistency(), p.get_serial_consistency()))
-    .collect();
+    let mut all: Vec<StatementLevels> = [&s.read, &s.insert, &s.replace, &s.overwrite, &s.delete]
+        .iter()
+        .map(|p| (p.get_consistency(), p.get_serial_consistency()))
+        .collect();
+    for batch in [&s.insert_kept, &s.replace_hits] {
+        all.push((batch.get_consistency(), batch.get_serial_consistency()));
+    }
     (all, s.read_serial.get_consistency())
 }
 
