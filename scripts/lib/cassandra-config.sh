@@ -41,9 +41,18 @@ make_tls_material() {
 # Configuration written into the run dir on every start.
 # ---------------------------------------------------------------------------------------------
 # The settings every node shares (single node and cluster): directories under run dir $1, commit
-# log, auth, LWT, timeouts, compaction.
+# log, auth, LWT, timeouts, compaction. $2 = the commit log's sync mode: `periodic` (the default;
+# a node killed with SIGKILL may lose its last 10 s of writes: fine for the single test node,
+# which is never killed) or `group` (a write is acknowledged once its commit log is synced, in
+# groups every 15 ms: what a cluster whose nodes may die together needs, so that a majority
+# killed at once loses nothing it acknowledged).
 yaml_common() {
-  local run=$1
+  local run=$1 sync=${2:-periodic} sync_lines
+  case "$sync" in
+    periodic) sync_lines=$'commitlog_sync: periodic\ncommitlog_sync_period: 10000ms' ;;
+    group) sync_lines=$'commitlog_sync: group\ncommitlog_sync_group_window: 15ms' ;;
+    *) die "yaml_common: unknown commit log sync mode '$sync'" ;;
+  esac
   cat <<EOF
 data_file_directories:
   - $run/data/data
@@ -52,8 +61,7 @@ saved_caches_directory: $run/data/saved_caches
 hints_directory: $run/data/hints
 cdc_raw_directory: $run/data/cdc_raw
 
-commitlog_sync: periodic
-commitlog_sync_period: 10000ms
+$sync_lines
 commitlog_segment_size: 32MiB
 
 authenticator: AllowAllAuthenticator

@@ -255,3 +255,23 @@ fn a_grant_its_caller_was_not_told_about_is_reported_apart() {
         report.summary()
     );
 }
+
+#[test]
+fn a_slow_acquired_answer_may_show_its_own_lease_lapsed() {
+    // An at-most-once Claim decided at 1000 (lease to 2000) whose answer left the server at 2100:
+    // the record is shown as of the answer, when its lease had lapsed (UNKNOWN).
+    let mut amo = claim_args();
+    amo.semantics = Semantics::AtMostOnce;
+    let mut lapsed = processing(1, 1, 2_000);
+    lapsed.status = Status::Unknown;
+    let slow = Answer::Claimed {
+        outcome: ClaimOutcome::Acquired,
+        record: lapsed,
+        lease: Some((1, 2_000)),
+    };
+    let answered_late = op(0, 990, 2_100, Call::Claim(amo.clone()), slow.clone());
+    assert!(linearizable(&[answered_late]));
+    // Shown lapsed before the lease could have ended: no execution explains it.
+    let answered_early = op(0, 990, 1_500, Call::Claim(amo), slow);
+    assert!(!linearizable(&[answered_early]));
+}

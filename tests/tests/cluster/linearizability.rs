@@ -372,7 +372,9 @@ impl<'a> Search<'a> {
                 for now in nows.into_iter().filter(|n| (lo..=hi).contains(n)) {
                     if let Ok(d) = ledger::claim(id, cur, args, now) {
                         let token_ok = lease.is_none_or(|(t, _)| t == d.record().fencing_token);
-                        if d.outcome == *outcome && token_ok && shows(d.record(), record, now) {
+                        // The status is shown as of the answer, which may leave the server as
+                        // late as `hi`: a slow ACQUIRED may show its own lease lapsed.
+                        if d.outcome == *outcome && token_ok && shows(d.record(), record, hi) {
                             push(Some(norm(d.record())));
                         }
                     }
