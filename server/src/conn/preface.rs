@@ -5,6 +5,7 @@
 //!
 //! Only lengths are looked at; whether the bytes are a valid preface is for HTTP/2 to decide.
 
+use super::coalesce::Coalesce;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -53,7 +54,7 @@ impl Watch {
 
 /// An accepted connection (see the module doc).
 pub struct Conn<IO> {
-    io: IO,
+    io: Coalesce<IO>,
     /// Until the preface is complete.
     watch: Option<Box<Watch>>,
     _slot: OwnedSemaphorePermit,
@@ -63,7 +64,7 @@ impl<IO> Conn<IO> {
     /// `io`, holding `slot`, which must send its preface before `deadline`.
     pub fn new(io: IO, slot: OwnedSemaphorePermit, deadline: Instant) -> Self {
         Self {
-            io,
+            io: Coalesce::new(io),
             watch: Some(Box::new(Watch {
                 seen: 0,
                 header: [0; FRAME_HEADER_LEN],
@@ -143,7 +144,7 @@ impl<IO: tonic::transport::server::Connected> tonic::transport::server::Connecte
     type ConnectInfo = IO::ConnectInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.io.connect_info()
+        self.io.get_ref().connect_info()
     }
 }
 

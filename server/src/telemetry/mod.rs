@@ -46,7 +46,9 @@ pub fn init(format: LogFormat, otlp_endpoint: Option<&str>) -> Result<Option<ote
         }
         Some(endpoint) => {
             let (otel, layer) = otel::Otel::new(endpoint)?;
-            let _ = registry.with(layer).try_init();
+            if registry.with(layer).try_init().is_ok() {
+                otel::set_exporting();
+            }
             Ok(Some(otel))
         }
     }

@@ -8,8 +8,23 @@ use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tonic::metadata::MetadataMap;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// Whether spans are exported: set once the OTLP layer is installed.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process exports spans (`--otlp-endpoint`); without it, the per-RPC span would
+/// be built for nobody (no log line shows it) and is not made at all.
+pub fn exporting() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
+}
+
+/// Notes that spans are exported from now on.
+pub(super) fn set_exporting() {
+    EXPORTING.store(true, Ordering::Relaxed);
+}
 
 /// The exporter pipeline; `shutdown` flushes pending spans.
 pub struct Otel {
