@@ -153,7 +153,7 @@ pub struct ServeArgs {
     pub sweep_interval: Millis,
     /// Memory the embedded store caches its file's pages in, in MiB. The server's resident
     /// memory is about this much plus ~150 MiB under load once the file is larger than the cache.
-    #[arg(long, env = "ONCEKEY_EMBEDDED_CACHE_MIB", default_value_t = 384)]
+    #[arg(long, env = "ONCEKEY_EMBEDDED_CACHE_MIB", default_value_t = 320)]
     pub embedded_cache_mib: usize,
     /// Most connections the gRPC port holds at once; beyond it, new connections are closed at once
     /// and open ones keep being served. Default: the lower of 10000 and 80 % of the open-files

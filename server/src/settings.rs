@@ -165,7 +165,7 @@ impl ServeConfig {
             tls_client_ca: None,
             drain_timeout: 30_000,
             sweep_interval: 1_000,
-            embedded_cache_mib: 384,
+            embedded_cache_mib: 320,
             max_connections: None,
             max_concurrent_streams: 1024,
             accept_data_loss: false,
