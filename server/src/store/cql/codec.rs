@@ -53,20 +53,23 @@ pub const COLUMNS: [&str; 31] = [
 
 /// The columns a dedup hit's write changes (`Store::replace_if_version` with `durable == false`):
 /// rewriting the others would copy a result of up to a MiB through Paxos for a counter. Not
-/// `write_id`: a hit write leaves the last full write's nonce, so that the full write still
-/// recognises itself after a hit followed it, and marks itself in `HIT_WRITES` instead.
+/// `write_id`: a hit write leaves the last full write's nonce alone (writers that predate
+/// `WRITE_MARKS` still recognise themselves by it).
 pub const HIT_COLUMNS: [&str; 3] = ["version", "dedup_hits", "history"];
 
-/// The map (migration 0004) of the latest dedup-hit writes' nonces, by slot.
-pub const HIT_WRITES: &str = "hit_writes";
+/// The map (migration 0004, named when only dedup hits' writes used it) of the latest writes'
+/// nonces, by slot. Every write that leaves a row puts its nonce there, so that it recognises
+/// itself even after further writes followed it (the row's `write_id` is only the last full
+/// write's).
+pub const WRITE_MARKS: &str = "hit_writes";
 
-/// Slots of `HIT_WRITES`: a hit write conditioned on version `v` takes slot `v % HIT_SLOTS`, so
-/// its nonce stays until sixteen more versions of the row were written.
-const HIT_SLOTS: u64 = 16;
+/// Slots of `WRITE_MARKS`: a write of version `v` takes slot `(v - 1) % MARK_SLOTS` (the version
+/// it is conditioned on), so its nonce stays until sixteen more versions of the row were written.
+const MARK_SLOTS: u64 = 16;
 
-/// The longest a hit write's nonce is kept: it is read only to settle that write's answer, at
-/// once. Kept no longer than the row either, so that no nonce outlives the record's cells.
-const HIT_MARK_TTL_SECS: i32 = 600;
+/// The longest a write's nonce is kept: it is read only to settle that write's answer, at once.
+/// Kept no longer than the row either, so that no nonce outlives the cells that write set.
+const MARK_TTL_SECS: i32 = 600;
 
 /// The longest TTL Cassandra and ScyllaDB accept (20 years).
 pub const MAX_TTL_SECS: i32 = 630_720_000;
@@ -164,20 +167,15 @@ pub fn hit_values(record: &Record) -> Vec<Value> {
     ]
 }
 
-/// The values of the statement marking a dedup hit's write in `HIT_WRITES` (see
-/// `statements::hit_mark_text`): its TTL, its slot, its nonce, then the key. `row_ttl` is the
-/// TTL the write gives the row's cells (0: none).
-pub fn hit_mark_values(
-    record: &Record,
-    expected_version: u64,
-    write_id: [u8; 16],
-    row_ttl: i32,
-) -> Vec<Value> {
+/// The values of the statement marking a write of `record` in `WRITE_MARKS` (see
+/// `statements::mark_text`): its TTL, its slot, its nonce, then the key. `row_ttl` is the TTL the
+/// write gives the row's cells (0: none).
+pub fn mark_values(record: &Record, write_id: [u8; 16], row_ttl: i32) -> Vec<Value> {
     let ttl = match row_ttl {
-        0 => HIT_MARK_TTL_SECS,
-        row => row.min(HIT_MARK_TTL_SECS),
+        0 => MARK_TTL_SECS,
+        row => row.min(MARK_TTL_SECS),
     };
-    let slot = i32::try_from(expected_version % HIT_SLOTS).unwrap_or(0);
+    let slot = i32::try_from(record.version.saturating_sub(1) % MARK_SLOTS).unwrap_or(0);
     let mut values = vec![
         Some(CqlValue::Int(ttl)),
         Some(CqlValue::Int(slot)),
@@ -281,9 +279,9 @@ impl<'a> RowView<'a> {
         }
     }
 
-    /// The nonces of the latest dedup-hit writes the row took (`HIT_WRITES`).
-    pub fn hit_writes(&self) -> Vec<[u8; 16]> {
-        match self.get(HIT_WRITES) {
+    /// The nonces of the latest writes the row took (`WRITE_MARKS`).
+    pub fn write_marks(&self) -> Vec<[u8; 16]> {
+        match self.get(WRITE_MARKS) {
             Some(CqlValue::Map(slots)) => slots
                 .iter()
                 .filter_map(|(_, nonce)| match nonce {

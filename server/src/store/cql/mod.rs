@@ -13,11 +13,12 @@
 //! marker without TTL outlives it (see `Statements::insert_kept`).
 //!
 //! A write whose outcome is unknown (timeout, broken connection) is proposed again, identically,
-//! until a node answers; each write carries a random `write_id`, so when the re-proposal finds its
-//! condition failed, a SERIAL read tells whether an earlier copy of it is what applied. A failed
-//! condition on a row carrying the write's own `write_id` always means it applied: Cassandra
-//! answers so when a contended Paxos round, retried, completes the write's own accepted proposal
-//! before checking the condition. Conditional writes are never retried by the driver (whose
+//! until a node answers; each write carries a random nonce (in `write_id` for a full write, and in
+//! the row's `codec::WRITE_MARKS` for every write), so when the re-proposal finds its condition
+//! failed, a SERIAL read tells whether an earlier copy of it is what applied — even when further
+//! writes followed it. A failed condition on a row carrying the write's own nonce always means
+//! it applied: Cassandra answers so when a contended Paxos round, retried, completes the write's
+//! own accepted proposal before checking the condition. Conditional writes are never retried by the driver (whose
 //! default policy retries even them after Unavailable). If no answer comes, the caller gets
 //! `Unavailable` (safe to retry: the next attempt sees the truth).
 //! A failed condition (Cassandra returns only the condition columns) is answered from a SERIAL
@@ -175,11 +176,16 @@ impl CqlStore {
         now: Millis,
     ) -> Result<Cas, StoreError> {
         let write_id = rand::random();
-        let mut values = vec![Some(CqlValue::Int(codec::ttl_secs(record, now)))];
+        let ttl = codec::ttl_secs(record, now);
+        let mut values = vec![Some(CqlValue::Int(ttl))];
         values.extend(codec::column_values(record, write_id));
         values.extend(codec::key_values(&record.id));
         values.push(expected.and_then(codec::big));
-        let written = self.write(&self.statements.overwrite, values).await?;
+        let mark = codec::mark_values(record, write_id, ttl);
+        let batch = &self.statements.overwrite;
+        let written = self
+            .propose(Proposal::Batch(batch, vec![values, mark]))
+            .await?;
         self.answer(written, &record.id, Mine::Write(write_id), now)
             .await
     }
@@ -215,13 +221,9 @@ impl CqlStore {
             // The condition failed on the row this very write produced: an earlier copy of it
             // applied (after a re-proposal), or the coordinator, retrying a contended Paxos
             // round, completed the write's own accepted proposal before checking the condition.
-            // A dedup hit's write marks itself apart (`codec::HIT_WRITES`), so that it is
-            // recognised even after a full write followed it.
-            Mine::Write(ours)
-                if found.write_id == Some(ours) || found.hit_writes.contains(&ours) =>
-            {
-                Cas::Applied
-            }
+            // Each write marks itself apart (`codec::WRITE_MARKS`), so that it is recognised
+            // even after further writes followed it.
+            Mine::Write(ours) if found.wrote(ours) => Cas::Applied,
             Mine::Delete if written.resent && live.is_none() => Cas::Applied,
             _ => Cas::Conflict(live),
         })
@@ -232,7 +234,7 @@ impl CqlStore {
     /// The conditional write replacing stored version `expected_version` by `record`, tagged
     /// with `write_id`. Every LWT commits at QUORUM: there is no cheaper non-durable write to
     /// offer, but a dedup hit's write (the only non-durable one) sets only the columns a hit
-    /// changes, and marks itself in `codec::HIT_WRITES`.
+    /// changes. Either marks itself in `codec::WRITE_MARKS`.
     fn replacing(
         &self,
         record: &Record,
@@ -251,11 +253,12 @@ impl CqlStore {
         values.extend(codec::key_values(&record.id));
         values.push(codec::big(expected_version));
         values.push(Some(codec::timestamp(now)));
-        if durable {
-            return Proposal::One(&self.statements.replace, values);
-        }
-        let mark = codec::hit_mark_values(record, expected_version, write_id, ttl);
-        Proposal::Batch(&self.statements.replace_hits, vec![values, mark])
+        let mark = codec::mark_values(record, write_id, ttl);
+        let batch = match durable {
+            true => &self.statements.replace,
+            false => &self.statements.replace_hits,
+        };
+        Proposal::Batch(batch, vec![values, mark])
     }
 
     /// `Cas::Applied` for a new record, once its index rows are written (after its LWT: see
@@ -328,8 +331,8 @@ struct Written {
 struct StoredRow {
     /// The nonce of the full write that last set the row.
     write_id: Option<[u8; 16]>,
-    /// The nonces of the latest dedup-hit writes the row took (read at SERIAL only).
-    hit_writes: Vec<[u8; 16]>,
+    /// The nonces of the latest writes the row took (read at SERIAL only).
+    marks: Vec<[u8; 16]>,
     /// The stored version (`None`: no row, or only its row marker is left).
     version: Option<u64>,
     /// The stored record, expired or not.
@@ -340,10 +343,16 @@ impl StoredRow {
     fn decode(row: &RowView<'_>, id: &RecordId) -> Result<Self, StoreError> {
         Ok(Self {
             write_id: row.write_id().and_then(|w| <[u8; 16]>::try_from(w).ok()),
-            hit_writes: row.hit_writes(),
+            marks: row.write_marks(),
             version: row.version()?,
             record: row.record(id)?,
         })
+    }
+
+    /// Whether the write of nonce `ours` applied to the row: the last full write's `write_id`,
+    /// or one of the latest writes' marks.
+    fn wrote(&self, ours: [u8; 16]) -> bool {
+        self.write_id == Some(ours) || self.marks.contains(&ours)
     }
 
     fn live(&self, now: Millis) -> Option<Record> {
@@ -389,18 +398,20 @@ impl Store for CqlStore {
     async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
         let write_id = rand::random();
         let key = codec::key_values(&record.id).to_vec();
-        let written = if record.expires_at.is_some() {
+        let ttl = codec::ttl_secs(record, now);
+        let mark = codec::mark_values(record, write_id, ttl);
+        let proposal = if record.expires_at.is_some() {
             let mut values = key;
             values.extend(codec::column_values(record, write_id));
-            values.push(Some(CqlValue::Int(codec::ttl_secs(record, now))));
-            self.write(&self.statements.insert, values).await?
+            values.push(Some(CqlValue::Int(ttl)));
+            Proposal::Batch(&self.statements.insert, vec![values, mark])
         } else {
             // Kept until it settles: no TTL, and no row marker that would outlive the record.
             let mut set = codec::column_values(record, write_id);
             set.extend(key.iter().cloned());
-            let batch = &self.statements.insert_kept;
-            self.propose(Proposal::Batch(batch, vec![key, set])).await?
+            Proposal::Batch(&self.statements.insert_kept, vec![key, set, mark])
         };
+        let written = self.propose(proposal).await?;
         // A failed INSERT … IF NOT EXISTS returns the existing row (both Cassandra and ScyllaDB);
         // should a server return less, a serial read tells.
         let existing = with_first_row(written.result, |row| {
@@ -418,7 +429,7 @@ impl Store for CqlStore {
             Some(Some(found)) => found,
             Some(None) => self.read_serial(&record.id).await?,
         };
-        if found.write_id == Some(write_id) {
+        if found.wrote(write_id) {
             // The row is this insert's own: an earlier copy of it applied (`resent`), or the
             // coordinator completed its accepted proposal before checking the condition.
             return Ok(self.indexed_new(record, now).await);

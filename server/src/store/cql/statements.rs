@@ -5,7 +5,7 @@
 //! linearizable (Paxos) read used to settle uncertain outcomes and failed conditions. Nothing here
 //! executes a statement.
 
-use super::codec::{COLUMNS, HIT_COLUMNS, HIT_WRITES, KEY_COLUMNS};
+use super::codec::{COLUMNS, HIT_COLUMNS, KEY_COLUMNS, WRITE_MARKS};
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
 use scylla::policies::retry::FallthroughRetryPolicy;
@@ -53,30 +53,31 @@ impl Levels {
     }
 }
 
-/// The store's prepared statements.
+/// The store's prepared statements. Every write that leaves a row is a conditional batch ending
+/// with `mark_text` (values: `codec::mark_values`), which puts the write's nonce in
+/// `codec::WRITE_MARKS`: a write recognises itself by it after further writes followed it.
 pub struct Statements {
     /// The record of a key at QUORUM.
     pub read: PreparedStatement,
     /// The record of a key at SERIAL: sees every accepted Paxos proposal.
     pub read_serial: PreparedStatement,
-    /// Create if absent; binds the key, `COLUMNS`, then the TTL.
-    pub insert: PreparedStatement,
-    /// Create if absent a record kept until it settles (no TTL): a conditional batch of
-    /// `insert_key_text` (the row marker, with the shortest TTL) and `set_text` (every column,
-    /// without TTL); binds the key, then `COLUMNS` and the key. A plain INSERT without TTL would
-    /// leave a row marker that outlives the record: once its cells expire after it settles, an
-    /// empty row would stay forever. Cells alone keep the row (and `IF NOT EXISTS`) alive.
+    /// Create if absent: `insert_text` (binds the key, `COLUMNS`, then the TTL) and the mark.
+    pub insert: Batch,
+    /// Create if absent a record kept until it settles (no TTL): `insert_key_text` (the row
+    /// marker, with the shortest TTL; binds the key), `set_text` (every column, without TTL;
+    /// binds `COLUMNS` and the key) and the mark. A plain INSERT without TTL would leave a row
+    /// marker that outlives the record: once its cells expire after it settles, an empty row
+    /// would stay forever. Cells alone keep the row (and `IF NOT EXISTS`) alive.
     pub insert_kept: Batch,
-    /// Replace a live record of a version; binds the TTL, `COLUMNS`, the key, the expected
-    /// version and `now`.
-    pub replace: PreparedStatement,
-    /// `replace` of `HIT_COLUMNS` only (a dedup hit's write), with the write's nonce put in
-    /// `HIT_WRITES`: a conditional batch of that update (binds the TTL, `HIT_COLUMNS`, the key,
-    /// the expected version and `now`) and `hit_mark_text` (`codec::hit_mark_values`).
+    /// Replace a live record of a version: the update (binds the TTL, `COLUMNS`, the key, the
+    /// expected version and `now`) and the mark.
+    pub replace: Batch,
+    /// `replace` of `HIT_COLUMNS` only (a dedup hit's write; binds the TTL, `HIT_COLUMNS`, the
+    /// key, the expected version and `now`) and the mark.
     pub replace_hits: Batch,
-    /// Replace an expired (or cell-less) row of a version; binds the TTL, `COLUMNS`, the key and
-    /// the expected version (null for a row whose cells all expired).
-    pub overwrite: PreparedStatement,
+    /// Replace an expired (or cell-less) row of a version: the update (binds the TTL, `COLUMNS`,
+    /// the key and the expected version, null for a row whose cells all expired) and the mark.
+    pub overwrite: Batch,
     /// Delete a live record of a version; binds the key, the expected version and `now`.
     pub delete: PreparedStatement,
 }
@@ -98,20 +99,20 @@ pub fn select_text(keyspace: &str) -> String {
     )
 }
 
-/// `select_text` with `HIT_WRITES`: the row as read to settle a conditional write's answer.
+/// `select_text` with `WRITE_MARKS`: the row as read to settle a conditional write's answer.
 pub fn select_serial_text(keyspace: &str) -> String {
     format!(
-        "SELECT {}, {HIT_WRITES} FROM {keyspace}.{RECORDS} WHERE {}",
+        "SELECT {}, {WRITE_MARKS} FROM {keyspace}.{RECORDS} WHERE {}",
         COLUMNS.join(", "),
         where_key()
     )
 }
 
-/// `UPDATE … USING TTL ? SET hit_writes[?] = ? WHERE <key>`: unconditional, so only ever part of
-/// the conditional batch `replace_hits`.
-pub fn hit_mark_text(keyspace: &str) -> String {
+/// `UPDATE … USING TTL ? SET hit_writes[?] = ? WHERE <key>`: unconditional, so only ever the
+/// last statement of a conditional batch (see `Statements`).
+pub fn mark_text(keyspace: &str) -> String {
     format!(
-        "UPDATE {keyspace}.{RECORDS} USING TTL ? SET {HIT_WRITES}[?] = ? WHERE {}",
+        "UPDATE {keyspace}.{RECORDS} USING TTL ? SET {WRITE_MARKS}[?] = ? WHERE {}",
         where_key()
     )
 }
@@ -207,9 +208,10 @@ impl Statements {
         };
         let mut read_serial = prepare(select_serial_text(keyspace), true).await?;
         read_serial.set_consistency(levels.serial_read());
-        let conditional_batch = |statements: [PreparedStatement; 2]| {
+        let mark = prepare(mark_text(keyspace), false).await?;
+        let conditional_batch = |statements: Vec<PreparedStatement>| {
             let mut batch = Batch::new(BatchType::Unlogged);
-            for statement in statements {
+            for statement in statements.into_iter().chain([mark.clone()]) {
                 batch.append_statement(statement);
             }
             batch.set_consistency(levels.consistency);
@@ -219,26 +221,19 @@ impl Statements {
             batch.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy::new())));
             batch
         };
-        let insert_kept = conditional_batch([
-            prepare(insert_key_text(keyspace), false).await?,
-            prepare(set_text(keyspace), false).await?,
-        ]);
-        let replace_hits = conditional_batch([
-            prepare(
-                update_columns_text(keyspace, &HIT_COLUMNS, "version = ? AND expires_at > ?"),
-                false,
-            )
-            .await?,
-            prepare(hit_mark_text(keyspace), false).await?,
-        ]);
+        let update = |condition: &str| prepare(update_text(keyspace, condition), false);
+        let hits = update_columns_text(keyspace, &HIT_COLUMNS, "version = ? AND expires_at > ?");
         Ok(Self {
             read: prepare(select_text(keyspace), true).await?,
             read_serial,
-            insert: prepare(insert_text(keyspace), false).await?,
-            insert_kept,
-            replace: prepare(update_text(keyspace, replace_condition()), false).await?,
-            replace_hits,
-            overwrite: prepare(update_text(keyspace, "version = ?"), false).await?,
+            insert: conditional_batch(vec![prepare(insert_text(keyspace), false).await?]),
+            insert_kept: conditional_batch(vec![
+                prepare(insert_key_text(keyspace), false).await?,
+                prepare(set_text(keyspace), false).await?,
+            ]),
+            replace: conditional_batch(vec![update(replace_condition()).await?]),
+            replace_hits: conditional_batch(vec![prepare(hits, false).await?]),
+            overwrite: conditional_batch(vec![update("version = ?").await?]),
             delete: prepare(delete_text(keyspace), false).await?,
         })
     }
@@ -266,7 +261,7 @@ mod tests {
              WHERE tenant = ? AND namespace = ? AND key = ? IF version = ?"
         );
         assert_eq!(
-            hit_mark_text("ks"),
+            mark_text("ks"),
             "UPDATE ks.records USING TTL ? SET hit_writes[?] = ? \
              WHERE tenant = ? AND namespace = ? AND key = ?"
         );

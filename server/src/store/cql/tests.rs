@@ -260,16 +260,8 @@ async fn a_reproposal_recognises_its_earlier_copy() {
     let mut next = rec.clone();
     next.version = 2;
     let write_id = [42; 16];
-    let values = || {
-        let mut v = vec![Some(CqlValue::Int(codec::ttl_secs(&next, now)))];
-        v.extend(codec::column_values(&next, write_id));
-        v.extend(codec::key_values(&next.id));
-        v.push(codec::big(1));
-        v.push(Some(codec::timestamp(now)));
-        v
-    };
-    let replace = &store.statements.replace;
-    let first = store.write(replace, values()).await.unwrap();
+    let replace = || store.propose(store.replacing(&next, 1, true, write_id, now));
+    let first = replace().await.unwrap();
     let mine = Mine::Write(write_id);
     assert_eq!(
         store.answer(first, &rec.id, mine, now).await.unwrap(),
@@ -278,19 +270,19 @@ async fn a_reproposal_recognises_its_earlier_copy() {
     // The same proposal again: its condition fails because of its own earlier copy, which is
     // recognised by its `write_id` whether or not the store knows it re-proposed (Cassandra
     // answers so on its own when a retried Paxos round completed the write's proposal first).
-    let again = store.write(replace, values()).await.unwrap();
+    let again = replace().await.unwrap();
     assert_eq!(
         store.answer(again, &rec.id, mine, now).await.unwrap(),
         Cas::Applied
     );
-    let mut again = store.write(replace, values()).await.unwrap();
+    let mut again = replace().await.unwrap();
     again.resent = true;
     assert_eq!(
         store.answer(again, &rec.id, mine, now).await.unwrap(),
         Cas::Applied
     );
     // Another writer's proposal is not mistaken for ours.
-    let mut again = store.write(replace, values()).await.unwrap();
+    let mut again = replace().await.unwrap();
     again.resent = true;
     let theirs = Mine::Write([7; 16]);
     assert_eq!(

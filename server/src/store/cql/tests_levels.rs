@@ -29,11 +29,18 @@ type StatementLevels = (Option<Consistency>, Option<SerialConsistency>);
 /// Every statement's levels, and the read_serial's consistency.
 fn levels_of(store: &CqlStore) -> (Vec<StatementLevels>, Option<Consistency>) {
     let s = &store.statements;
-    let mut all: Vec<StatementLevels> = [&s.read, &s.insert, &s.replace, &s.overwrite, &s.delete]
+    let mut all: Vec<StatementLevels> = [&s.read, &s.delete]
         .iter()
         .map(|p| (p.get_consistency(), p.get_serial_consistency()))
         .collect();
-    for batch in [&s.insert_kept, &s.replace_hits] {
+    let batches = [
+        &s.insert,
+        &s.insert_kept,
+        &s.replace,
+        &s.replace_hits,
+        &s.overwrite,
+    ];
+    for batch in batches {
         all.push((batch.get_consistency(), batch.get_serial_consistency()));
     }
     (all, s.read_serial.get_consistency())

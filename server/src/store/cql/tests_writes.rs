@@ -14,11 +14,6 @@ async fn uncertain_writes_are_settled_truthfully() {
     let (store, _) = fresh_store().await;
     let impatient = |timeout: Duration| {
         let st = &store.statements;
-        let cut = |s: &PreparedStatement| {
-            let mut s = s.clone();
-            s.set_request_timeout(Some(timeout));
-            s
-        };
         let cut_batch = |b: &Batch| {
             let mut b = b.clone();
             b.set_request_timeout(Some(timeout));
@@ -29,12 +24,16 @@ async fn uncertain_writes_are_settled_truthfully() {
             statements: Arc::new(Statements {
                 read: st.read.clone(),
                 read_serial: st.read_serial.clone(),
-                insert: cut(&st.insert),
+                insert: cut_batch(&st.insert),
                 insert_kept: cut_batch(&st.insert_kept),
-                replace: cut(&st.replace),
+                replace: cut_batch(&st.replace),
                 replace_hits: cut_batch(&st.replace_hits),
-                overwrite: cut(&st.overwrite),
-                delete: cut(&st.delete),
+                overwrite: cut_batch(&st.overwrite),
+                delete: {
+                    let mut delete = st.delete.clone();
+                    delete.set_request_timeout(Some(timeout));
+                    delete
+                },
             }),
             index: store.index.clone(),
             page_token_key: store.page_token_key,
@@ -50,9 +49,10 @@ async fn uncertain_writes_are_settled_truthfully() {
     let mut values = codec::key_values(&rec.id).to_vec();
     values.extend(codec::column_values(&rec, [0; 16]));
     values.push(Some(CqlValue::Int(60)));
+    let mark = codec::mark_values(&rec, [0; 16], 60);
     let answer = stores[0]
         .session
-        .execute_unpaged(&stores[0].statements.insert, values)
+        .batch(&stores[0].statements.insert, vec![values, mark])
         .await;
     let e = answer.expect_err("a write with timeout 0 times out");
     assert!(matches!(errors::classify(&e), Failure::MaybeRan(_)), "{e}");
@@ -182,8 +182,9 @@ async fn a_row_left_with_only_hit_columns_counts_as_absent() {
 /// the row, a further write may have followed. Played with real writes: a write applies, another
 /// follows, and the identical write proposed again is answered "not applied"; the store must
 /// still know it for its own — a dedup hit's write followed by a Complete (else its hits are
-/// written twice), and a full write followed by a dedup hit's (else the Claim that created a
-/// record is answered IN_PROGRESS).
+/// written twice), a full write followed by a dedup hit's (else the Claim that created a record
+/// is answered IN_PROGRESS), and a full write followed by another (else a Fail that applied is
+/// answered LEASE_LOST once another server's Claim took the key over).
 #[tokio::test]
 #[ignore = "needs Cassandra: scripts/test cql runs it"]
 async fn a_write_followed_by_another_still_knows_it_applied() {
@@ -235,7 +236,27 @@ async fn a_write_followed_by_another_still_knows_it_applied() {
         Cas::Applied,
         "a full write followed by a hit write is still known as applied"
     );
-    assert_eq!(store.get(&rec.id, now).await.unwrap(), Some(next_hit));
+
+    // A full write, then another full write decided on its version.
+    let mut failed = next_hit.clone();
+    failed.version += 1;
+    failed.lease_owner = "failed".into();
+    let propose_fail =
+        || store.propose(store.replacing(&failed, next_hit.version, true, WRITE, now));
+    let first = propose_fail().await.unwrap();
+    assert_eq!(own(first, true).await.unwrap(), Cas::Applied);
+    let mut taken_over = failed.clone();
+    taken_over.version += 1;
+    taken_over.lease_owner = "another server's Claim".into();
+    let follow = store.replace_if_version(&taken_over, failed.version, true, now);
+    assert_eq!(follow.await.unwrap(), Cas::Applied);
+    let again = propose_fail().await.unwrap();
+    assert_eq!(
+        own(again, false).await.unwrap(),
+        Cas::Applied,
+        "a full write followed by another full write is still known as applied"
+    );
+    assert_eq!(store.get(&rec.id, now).await.unwrap(), Some(taken_over));
 }
 
 /// Whether a conditional write's answer says it applied.

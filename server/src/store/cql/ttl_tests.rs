@@ -79,7 +79,7 @@ async fn a_record_kept_until_it_settles_has_no_ttl_and_leaves_no_row_behind() {
         "every cell expires with the record: {ttls:?}"
     );
     tokio::time::sleep(Duration::from_millis(3_200)).await;
-    // Nothing of the record is left; the dedup hit's nonce (`codec::HIT_WRITES`) may keep the
+    // Nothing of the record is left; earlier writes' nonces (`codec::WRITE_MARKS`) may keep the
     // row's key for at most ten minutes more, and such a row reads as absent.
     let left = cell_ttls(&store, &keyspace, &rec.id).await;
     assert!(

@@ -74,13 +74,14 @@ fn values_cover_every_column() {
     assert_eq!(column_values(&rec(1), [0; 16]).len(), COLUMNS.len());
 }
 
-/// A dedup hit's nonce is kept ten minutes at most, and never longer than the row's cells as
-/// that write sets them; its slot follows the version the write is conditioned on.
+/// A write's nonce is kept ten minutes at most, and never longer than the row's cells as that
+/// write sets them; its slot follows the version the write is conditioned on (one below its own).
 #[test]
-fn a_hit_writes_nonce_outlives_neither_ten_minutes_nor_its_row() {
-    let r = rec(10_000);
-    let ttl_and_slot = |expected: u64, row_ttl: i32| {
-        let values = hit_mark_values(&r, expected, [7; 16], row_ttl);
+fn a_writes_nonce_outlives_neither_ten_minutes_nor_its_row() {
+    let ttl_and_slot = |version: u64, row_ttl: i32| {
+        let mut r = rec(10_000);
+        r.version = version;
+        let values = mark_values(&r, [7; 16], row_ttl);
         assert_eq!(values[2], Some(CqlValue::Blob(vec![7; 16])));
         assert_eq!(values.len(), 3 + KEY_COLUMNS.len());
         match (&values[0], &values[1]) {
@@ -88,7 +89,8 @@ fn a_hit_writes_nonce_outlives_neither_ten_minutes_nor_its_row() {
             other => panic!("{other:?}"),
         }
     };
-    assert_eq!(ttl_and_slot(3, 0), (600, 3), "a row without TTL");
-    assert_eq!(ttl_and_slot(17, 5), (5, 1), "a row expiring sooner");
-    assert_eq!(ttl_and_slot(16, 86_400), (600, 0), "a row kept a day");
+    assert_eq!(ttl_and_slot(4, 0), (600, 3), "a row without TTL");
+    assert_eq!(ttl_and_slot(18, 5), (5, 1), "a row expiring sooner");
+    assert_eq!(ttl_and_slot(17, 86_400), (600, 0), "a row kept a day");
+    assert_eq!(ttl_and_slot(1, 60).1, 0, "a new record's insert");
 }
