@@ -16,7 +16,7 @@ use super::*;
 use crate::ledger::{OpError, OpResult, ParentRef, Semantics};
 use migrate::MigrateConfig;
 use std::sync::OnceLock;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The shared test node (the harness starts it if the test command did not).
 fn node() -> &'static str {

@@ -4,6 +4,10 @@
 use super::tests::*;
 use super::*;
 use crate::ledger::OpResult;
+use errors::Failure;
+use scylla::statement::batch::Batch;
+use scylla::value::Row;
+use std::time::Duration;
 
 /// Real uncertain outcomes: the driver gives up on conditional writes at once (timeout 0: the
 /// request may or may not have left) or after 1 ms (it usually reached the node, which goes on

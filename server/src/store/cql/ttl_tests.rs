@@ -5,6 +5,7 @@
 use super::tests::{fresh_store, new_kept_record, now_ms};
 use super::*;
 use crate::ledger::OpResult;
+use std::time::Duration;
 
 /// The TTLs of a row's cells, by column (`None`: no TTL), or `None` when the row is gone whole
 /// (not even its primary key is left).
