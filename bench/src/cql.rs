@@ -2,7 +2,7 @@
 //! `cycle`, sent through the store alone with nothing of the service around them — the
 //! conditional insert a Claim of a fresh key makes (`Store::insert_if_absent`: `INSERT … IF NOT
 //! EXISTS`) and the conditional replace its Complete makes (`Store::replace_if_version`: `UPDATE
-//! … IF version = ? AND expires_at > ?`).
+//! … IF version = ? AND expires_at > ?`), each in a one-partition batch with its nonce's mark.
 //!
 //! Everything that decides what reaches the cluster is the store's own, through its public API:
 //! `CqlStore::connect` opens the session (token-aware load balancing, QUORUM/SERIAL or LOCAL_*
