@@ -5,8 +5,8 @@
 
 use super::rounds::{nothing, Basis, Ran};
 use super::{millis, Engine, EngineError};
-use crate::ledger::{self, ClaimArgs, ClaimOutcome, Event, EventKind, Lease, Millis, Record};
-use crate::ledger::{RecordId, Transition};
+use crate::ledger::{self, ClaimArgs, ClaimOutcome, Claimed, Event, EventKind, Lease, Millis};
+use crate::ledger::{Record, RecordId, Transition};
 use crate::store::Store;
 use std::time::Duration;
 
@@ -178,7 +178,7 @@ impl<S: Store> Engine<S> {
         let basis = self.core.read_brief(id).await?;
         let now = self.core.clock.now();
         let stored = basis.into_record();
-        let outcome = ledger::claim(id, stored.as_ref(), args, now)?.outcome;
+        let outcome = ledger::decide_claim(id, stored.as_ref(), args, now)?.outcome();
         let mut record = stored.filter(|r| !r.status.is_tombstone());
         if let Some(record) = record.as_mut() {
             self.core.hits.merge_counts_into(record).await;
@@ -219,8 +219,26 @@ fn decide(
     now: Millis,
     hold: bool,
 ) -> Result<(Transition, Round), ledger::LedgerError> {
-    let decision = ledger::claim(id, current, args, now)?;
-    let outcome = decision.outcome;
+    let (transition, outcome, lease_end, answer) =
+        match ledger::decide_claim(id, current, args, now)? {
+            // Answered from `current` as it is: nothing is copied, nothing written now.
+            Claimed::Hit { outcome, receipt } => {
+                let lease_end = current.and_then(|r| r.lease_expires_at);
+                (
+                    nothing(),
+                    outcome,
+                    lease_end,
+                    Answer::Hit { outcome, receipt },
+                )
+            }
+            Claimed::Decided(decision) => {
+                let outcome = decision.outcome;
+                let lease_end = decision.record().lease_expires_at;
+                let takeover = decision.receipt().kind == EventKind::Takeover;
+                let written = Answer::Written { outcome, takeover };
+                (decision.transition, outcome, lease_end, written)
+            }
+        };
     let pending = matches!(
         outcome,
         ClaimOutcome::InProgress | ClaimOutcome::AwaitingApproval
@@ -228,17 +246,9 @@ fn decide(
     if hold && pending {
         // Nothing is written until the answer is final. (A record that awaits approval has no
         // lease: it is looked at again when decided, or when the wait runs out.)
-        let lease_end = decision.record().lease_expires_at;
         return Ok((nothing(), Round::Held { lease_end }));
     }
-    if decision.is_dedup_hit() {
-        let receipt = decision.receipt().clone();
-        let hit = Answer::Hit { outcome, receipt };
-        return Ok((nothing(), Round::Answered(hit)));
-    }
-    let takeover = decision.receipt().kind == EventKind::Takeover;
-    let written = Answer::Written { outcome, takeover };
-    Ok((decision.transition, Round::Answered(written)))
+    Ok((transition, Round::Answered(answer)))
 }
 
 /// How long an IN_PROGRESS caller should wait: the lease's remainder, at most a second.
