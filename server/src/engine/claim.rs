@@ -87,7 +87,8 @@ impl<S: Store> Engine<S> {
         let deadline = wait
             .filter(|w| *w > 0)
             .map(|w| tokio::time::Instant::now() + millis(w));
-        let mut shutdown = self.shutdown.subscribe();
+        // Only a Claim that may wait listens for shutdown and settles.
+        let mut shutdown = deadline.map(|_| self.shutdown.subscribe());
         // The first look may assume the key is new, where a failed insert returns what exists;
         // later looks (after a hold: the record exists) read.
         let mut assumed = self
@@ -98,11 +99,13 @@ impl<S: Store> Engine<S> {
         let mut poll = POLL_MIN;
         loop {
             let hold = deadline.is_some_and(|d| tokio::time::Instant::now() < d)
-                && !*shutdown.borrow_and_update();
+                && shutdown.as_mut().is_some_and(|s| !*s.borrow_and_update());
             // Listen before looking, so that a settle right after the look still wakes us.
-            let notified = self.core.waiters.channel(id).notified();
+            let notified = hold.then(|| self.core.waiters.channel(id).notified());
             tokio::pin!(notified);
-            notified.as_mut().enable();
+            if let Some(notified) = notified.as_mut().as_pin_mut() {
+                notified.enable();
+            }
             let basis = match assumed.take() {
                 Some(basis) => basis,
                 None => self.core.read_brief(id).await?,
@@ -124,10 +127,12 @@ impl<S: Store> Engine<S> {
                 }
             };
             let deadline = deadline.expect("only a waiting Claim is held");
+            let notified = notified.as_pin_mut().expect("a held Claim listens");
+            let shutdown = shutdown.as_mut().expect("a waiting Claim listens");
             let nap = self.nap(lease_end, &mut poll);
             let wake = (tokio::time::Instant::now() + nap).min(deadline);
             tokio::select! {
-                _ = &mut notified => {}
+                _ = notified => {}
                 _ = tokio::time::sleep_until(wake) => {}
                 _ = shutdown.wait_for(|down| *down) => {}
             }
