@@ -123,6 +123,9 @@ impl ClaimDecision {
 /// the whole next record (a copy of the record, its result included, that a caller parking the
 /// hit would throw away).
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Returned by value and taken apart at once, as `claim` returns a `ClaimDecision`: boxing the
+// large variant would add an allocation to every Claim that writes.
+#[allow(clippy::large_enum_variant)]
 pub enum Claimed {
     /// Answered from the record as it is (rules 4–6, a repeated NEEDS_RECONCILIATION): only its
     /// counter and history change, by this receipt (`claim` gives the write).
