@@ -5,8 +5,8 @@
 
 use super::rounds::{nothing, Basis, Ran};
 use super::{millis, Engine, EngineError};
-use crate::ledger::{self, ClaimArgs, ClaimOutcome, Event, EventKind, Lease, Millis, Record};
-use crate::ledger::{RecordId, Transition};
+use crate::ledger::{self, ClaimArgs, ClaimOutcome, Claimed, Event, EventKind, Lease, Millis};
+use crate::ledger::{Record, RecordId, Transition};
 use crate::store::Store;
 use std::time::Duration;
 
@@ -87,7 +87,8 @@ impl<S: Store> Engine<S> {
         let deadline = wait
             .filter(|w| *w > 0)
             .map(|w| tokio::time::Instant::now() + millis(w));
-        let mut shutdown = self.shutdown.subscribe();
+        // Only a Claim that may wait listens for shutdown and settles.
+        let mut shutdown = deadline.map(|_| self.shutdown.subscribe());
         // The first look may assume the key is new, where a failed insert returns what exists;
         // later looks (after a hold: the record exists) read.
         let mut assumed = self
@@ -98,11 +99,13 @@ impl<S: Store> Engine<S> {
         let mut poll = POLL_MIN;
         loop {
             let hold = deadline.is_some_and(|d| tokio::time::Instant::now() < d)
-                && !*shutdown.borrow_and_update();
+                && shutdown.as_mut().is_some_and(|s| !*s.borrow_and_update());
             // Listen before looking, so that a settle right after the look still wakes us.
-            let notified = self.core.waiters.channel(id).notified();
+            let notified = hold.then(|| self.core.waiters.channel(id).notified());
             tokio::pin!(notified);
-            notified.as_mut().enable();
+            if let Some(notified) = notified.as_mut().as_pin_mut() {
+                notified.enable();
+            }
             let basis = match assumed.take() {
                 Some(basis) => basis,
                 None => self.core.read_brief(id).await?,
@@ -124,10 +127,12 @@ impl<S: Store> Engine<S> {
                 }
             };
             let deadline = deadline.expect("only a waiting Claim is held");
+            let notified = notified.as_pin_mut().expect("a held Claim listens");
+            let shutdown = shutdown.as_mut().expect("a waiting Claim listens");
             let nap = self.nap(lease_end, &mut poll);
             let wake = (tokio::time::Instant::now() + nap).min(deadline);
             tokio::select! {
-                _ = &mut notified => {}
+                _ = notified => {}
                 _ = tokio::time::sleep_until(wake) => {}
                 _ = shutdown.wait_for(|down| *down) => {}
             }
@@ -178,7 +183,7 @@ impl<S: Store> Engine<S> {
         let basis = self.core.read_brief(id).await?;
         let now = self.core.clock.now();
         let stored = basis.into_record();
-        let outcome = ledger::claim(id, stored.as_ref(), args, now)?.outcome;
+        let outcome = ledger::decide_claim(id, stored.as_ref(), args, now)?.outcome();
         let mut record = stored.filter(|r| !r.status.is_tombstone());
         if let Some(record) = record.as_mut() {
             self.core.hits.merge_counts_into(record).await;
@@ -219,8 +224,26 @@ fn decide(
     now: Millis,
     hold: bool,
 ) -> Result<(Transition, Round), ledger::LedgerError> {
-    let decision = ledger::claim(id, current, args, now)?;
-    let outcome = decision.outcome;
+    let (transition, outcome, lease_end, answer) =
+        match ledger::decide_claim(id, current, args, now)? {
+            // Answered from `current` as it is: nothing is copied, nothing written now.
+            Claimed::Hit { outcome, receipt } => {
+                let lease_end = current.and_then(|r| r.lease_expires_at);
+                (
+                    nothing(),
+                    outcome,
+                    lease_end,
+                    Answer::Hit { outcome, receipt },
+                )
+            }
+            Claimed::Decided(decision) => {
+                let outcome = decision.outcome;
+                let lease_end = decision.record().lease_expires_at;
+                let takeover = decision.receipt().kind == EventKind::Takeover;
+                let written = Answer::Written { outcome, takeover };
+                (decision.transition, outcome, lease_end, written)
+            }
+        };
     let pending = matches!(
         outcome,
         ClaimOutcome::InProgress | ClaimOutcome::AwaitingApproval
@@ -228,17 +251,9 @@ fn decide(
     if hold && pending {
         // Nothing is written until the answer is final. (A record that awaits approval has no
         // lease: it is looked at again when decided, or when the wait runs out.)
-        let lease_end = decision.record().lease_expires_at;
         return Ok((nothing(), Round::Held { lease_end }));
     }
-    if decision.is_dedup_hit() {
-        let receipt = decision.receipt().clone();
-        let hit = Answer::Hit { outcome, receipt };
-        return Ok((nothing(), Round::Answered(hit)));
-    }
-    let takeover = decision.receipt().kind == EventKind::Takeover;
-    let written = Answer::Written { outcome, takeover };
-    Ok((decision.transition, Round::Answered(written)))
+    Ok((transition, Round::Answered(answer)))
 }
 
 /// How long an IN_PROGRESS caller should wait: the lease's remainder, at most a second.

@@ -6,8 +6,9 @@
 
 use super::expiry::with_expiry;
 use super::ATTEMPTS_EXHAUSTED;
+use super::{bound_history, Event, EventKind, Millis, OpError, ParentRef, Record, RecordId};
 use super::{next_version, Change, LedgerError, Transition};
-use super::{EventKind, Millis, OpError, ParentRef, Record, RecordId, Semantics, Status};
+use super::{Semantics, Status};
 
 /// The error code of an operation the attempt cap failed.
 pub const EXHAUSTED_CODE: i32 = 429;
@@ -117,6 +118,37 @@ impl ClaimDecision {
     }
 }
 
+/// A Claim decided without copying the record it is answered from: the ledger's answer to a
+/// Claim, as `claim` gives it, but a dedup hit comes as its outcome and receipt alone, not as
+/// the whole next record (a copy of the record, its result included, that a caller parking the
+/// hit would throw away).
+#[derive(Debug, Clone, PartialEq, Eq)]
+// Returned by value and taken apart at once, as `claim` returns a `ClaimDecision`: boxing the
+// large variant would add an allocation to every Claim that writes.
+#[allow(clippy::large_enum_variant)]
+pub enum Claimed {
+    /// Answered from the record as it is (rules 4–6, a repeated NEEDS_RECONCILIATION): only its
+    /// counter and history change, by this receipt (`claim` gives the write).
+    Hit {
+        /// What the caller should do.
+        outcome: ClaimOutcome,
+        /// The receipt the hit leaves in the record's history.
+        receipt: Event,
+    },
+    /// Any other answer, with the write that makes it true.
+    Decided(ClaimDecision),
+}
+
+impl Claimed {
+    /// What the caller should do.
+    pub fn outcome(&self) -> ClaimOutcome {
+        match self {
+            Claimed::Hit { outcome, .. } => *outcome,
+            Claimed::Decided(decision) => decision.outcome,
+        }
+    }
+}
+
 /// Decides a Claim of `id` at `now` given the stored record (`None` when absent).
 pub fn claim(
     id: &RecordId,
@@ -124,40 +156,54 @@ pub fn claim(
     args: &ClaimArgs,
     now: Millis,
 ) -> Result<ClaimDecision, LedgerError> {
+    Ok(match decide_claim(id, current, args, now)? {
+        Claimed::Decided(decision) => decision,
+        Claimed::Hit { outcome, receipt } => {
+            let current = current.expect("a hit is answered from a record");
+            let mut decision = dedup_hit(current, outcome);
+            if let Some(record) = decision.transition.record.as_mut() {
+                record.history.push(receipt);
+                bound_history(&mut record.history);
+            }
+            decision
+        }
+    })
+}
+
+/// `claim`, with a dedup hit answered by its outcome and receipt (`Claimed::Hit`) instead of
+/// the record it would write.
+pub fn decide_claim(
+    id: &RecordId,
+    current: Option<&Record>,
+    args: &ClaimArgs,
+    now: Millis,
+) -> Result<Claimed, LedgerError> {
     let Some(current) = current.filter(|r| !r.is_expired(now)) else {
-        return Ok(create(id, args, 0, false, now));
+        return Ok(Claimed::Decided(create(id, args, 0, false, now)));
     };
     match current.status {
-        Status::Abandoned => return Ok(recreate(id, current, args, now)),
-        Status::Purged => return Ok(recreate_after_purge(id, current, args, now)),
+        Status::Abandoned => return Ok(Claimed::Decided(recreate(id, current, args, now))),
+        Status::Purged => {
+            return Ok(Claimed::Decided(recreate_after_purge(
+                id, current, args, now,
+            )))
+        }
         _ => {}
     }
     if current.fingerprint != args.fingerprint {
         return Err(LedgerError::KeyReused);
     }
     let lapsed = current.status == Status::Processing && current.lease_expired(now);
+    let hit = |outcome: ClaimOutcome| {
+        let receipt = current.event_because(now, EventKind::Claim, outcome.name(), &args.owner, "");
+        Ok(Claimed::Hit { outcome, receipt })
+    };
     let (mut decision, kind, reason) = match current.status {
-        Status::Succeeded => (
-            dedup_hit(current, ClaimOutcome::Completed),
-            EventKind::Claim,
-            "",
-        ),
-        Status::Failed => (
-            dedup_hit(current, ClaimOutcome::Failed),
-            EventKind::Claim,
-            "",
-        ),
-        Status::AwaitingApproval => (
-            dedup_hit(current, ClaimOutcome::AwaitingApproval),
-            EventKind::Claim,
-            "",
-        ),
+        Status::Succeeded => return hit(ClaimOutcome::Completed),
+        Status::Failed => return hit(ClaimOutcome::Failed),
+        Status::AwaitingApproval => return hit(ClaimOutcome::AwaitingApproval),
         Status::Approved => (acquire(current, args, now), EventKind::Claim, ""),
-        Status::Processing if !lapsed => (
-            dedup_hit(current, ClaimOutcome::InProgress),
-            EventKind::Claim,
-            "",
-        ),
+        Status::Processing if !lapsed => return hit(ClaimOutcome::InProgress),
         Status::Processing
             if current.semantics == Semantics::AtLeastOnce && !current.attempts_exhausted() =>
         {
@@ -173,9 +219,9 @@ pub fn claim(
             let decision = needs_reconciliation(current, now);
             (decision, EventKind::Claim, ATTEMPTS_EXHAUSTED)
         }
-        Status::Processing | Status::Unknown => {
-            (needs_reconciliation(current, now), EventKind::Claim, "")
-        }
+        Status::Processing => (needs_reconciliation(current, now), EventKind::Claim, ""),
+        // Already UNKNOWN: answered from the record as it is.
+        Status::Unknown => return hit(ClaimOutcome::NeedsReconciliation),
         Status::Retry if current.attempts_exhausted() => (
             exhausted(current, now),
             EventKind::Claim,
@@ -185,7 +231,7 @@ pub fn claim(
         Status::Abandoned | Status::Purged => unreachable!("handled above"),
     };
     record_event(&mut decision, kind, &args.owner, reason, now);
-    Ok(decision)
+    Ok(Claimed::Decided(decision))
 }
 
 /// Appends the Claim's receipt to the record it writes.

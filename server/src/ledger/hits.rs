@@ -10,6 +10,7 @@
 
 use super::MAX_HISTORY;
 use super::{bound_history, Change, Event, EventKind, Millis, Record, Status, Transition};
+use std::collections::VecDeque;
 
 /// One life of a key's record: from the Claim that created it to its expiry or abandonment. A
 /// record created again over a tombstone is a new life even within the same millisecond: its
@@ -59,8 +60,10 @@ pub struct HitBatch {
     pub life: Life,
     /// How many Claims were answered from the record.
     pub hits: u64,
-    /// Their receipts, in the order they were answered.
-    pub receipts: Vec<Event>,
+    /// Their receipts, in the order they were answered. A queue: past `MAX_HISTORY` every hit
+    /// lets the oldest go, which must not move the others (a hot key's batch is full for most of
+    /// its hits).
+    pub receipts: VecDeque<Event>,
 }
 
 /// What a batch of hits adds to a record.
@@ -79,14 +82,14 @@ impl HitBatch {
         Self {
             life: Life::of(record),
             hits: 1,
-            receipts: vec![receipt],
+            receipts: VecDeque::from([receipt]),
         }
     }
 
     /// Adds one more hit of the same life.
     pub fn push(&mut self, receipt: Event) {
         self.hits = self.hits.saturating_add(1);
-        self.receipts.push(receipt);
+        self.receipts.push_back(receipt);
         self.bound();
     }
 
@@ -112,20 +115,26 @@ impl HitBatch {
     }
 
     fn bound(&mut self) {
-        let excess = self.receipts.len().saturating_sub(MAX_HISTORY);
-        self.receipts.drain(..excess);
+        while self.receipts.len() > MAX_HISTORY {
+            self.receipts.pop_front();
+        }
     }
 }
 
 /// Adds `hits` and `receipts` to `record`, keeping the history in time order and bounded
 /// (`bound_history`). Nothing else changes: not the version, not `updated_at`.
-pub fn count_hits(record: &mut Record, hits: u64, receipts: &[Event]) {
+pub fn count_hits<'e>(
+    record: &mut Record,
+    hits: u64,
+    receipts: impl IntoIterator<Item = &'e Event>,
+) {
     record.dedup_hits = record.dedup_hits.saturating_add(hits);
-    if receipts.is_empty() {
+    let mut receipts = receipts.into_iter().peekable();
+    if receipts.peek().is_none() {
         return;
     }
     let mut history = std::mem::take(&mut record.history);
-    history.extend(receipts.iter().cloned());
+    history.extend(receipts.cloned());
     history.sort_by_key(|e| e.at);
     bound_history(&mut history);
     record.history = history;
@@ -271,7 +280,7 @@ mod tests {
         // A carried life with no receipts left has nothing to add.
         let again = abandoned_and_reclaimed(&record, T0 + 1);
         let empty = HitBatch {
-            receipts: Vec::new(),
+            receipts: VecDeque::new(),
             ..batch
         };
         assert_eq!(add_hits(Some(&again), &empty, T0 + 2), None);
@@ -293,7 +302,7 @@ mod tests {
         batch.append(newer);
         assert_eq!(batch.hits, MAX_HISTORY as u64 + 2);
         assert_eq!(batch.receipts.len(), MAX_HISTORY);
-        assert_eq!(batch.receipts.last().unwrap().at, T0 + 1_001);
+        assert_eq!(batch.receipts.back().unwrap().at, T0 + 1_001);
         let next = written(add_hits(Some(&record), &batch, T0).unwrap());
         assert_eq!(next.history.len(), MAX_HISTORY);
         assert!(next.history.windows(2).all(|w| w[0].at <= w[1].at));

@@ -22,6 +22,7 @@ mod tests;
 
 pub use approval::{approve, reject, REJECTED_CODE};
 pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome, EXHAUSTED_CODE, EXHAUSTED_MESSAGE};
+pub use claim::{decide_claim, Claimed};
 pub use expiry::expiry;
 pub use hits::{add_hits, count_hits, HitBatch, Life, Share};
 pub use listing::{Attention, AttentionCounts, Bucket, ListFilter, LISTED};

@@ -301,7 +301,22 @@ impl Record {
         owner: &str,
         reason: &str,
     ) {
-        self.history.push(Event {
+        let event = self.event_because(at, kind, outcome, owner, reason);
+        self.history.push(event);
+        bound_history(&mut self.history);
+    }
+
+    /// The event `push_event_because` would append, built from the record's own attempt and
+    /// token, without appending it.
+    pub fn event_because(
+        &self,
+        at: Millis,
+        kind: EventKind,
+        outcome: &str,
+        owner: &str,
+        reason: &str,
+    ) -> Event {
+        Event {
             at,
             kind,
             outcome: outcome.to_owned(),
@@ -309,8 +324,7 @@ impl Record {
             fencing_token: self.fencing_token,
             owner: owner.to_owned(),
             reason: reason.to_owned(),
-        });
-        bound_history(&mut self.history);
+        }
     }
 
     /// Whether the attempt cap is reached: the next ordinary acquisition would go past it.

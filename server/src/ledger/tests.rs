@@ -266,3 +266,67 @@ fn rule9_retry_is_acquired_again() {
     assert_eq!(d.outcome, ClaimOutcome::Acquired);
     assert_eq!((d.record().fencing_token, d.record().attempt), (2, 2));
 }
+
+#[test]
+fn a_dedup_hit_is_decided_without_its_record_and_writes_only_the_counter_and_receipt() {
+    let processing = claimed(&args(1), T0);
+    let gated = ClaimArgs {
+        require_approval: true,
+        ..args(1)
+    };
+    let failed = fail(
+        Some(&processing),
+        1,
+        &error("no"),
+        Disposition::Final,
+        T0 + 1,
+    );
+    let amo_record = claimed(&amo(1), T0);
+    let unknown = claim(&id(), Some(&amo_record), &amo(1), T0 + LEASE).unwrap();
+    let cases = [
+        (completed(T0 + 1), ClaimOutcome::Completed, T0 + 10),
+        (after(&failed.unwrap()), ClaimOutcome::Failed, T0 + 10),
+        (claimed(&gated, T0), ClaimOutcome::AwaitingApproval, T0 + 10),
+        (processing, ClaimOutcome::InProgress, T0 + 10),
+        (
+            after(&unknown.transition),
+            ClaimOutcome::NeedsReconciliation,
+            T0 + LEASE + 1,
+        ),
+    ];
+    let duplicate = ClaimArgs {
+        owner: "duplicate".into(),
+        ..args(1)
+    };
+    for (stored, outcome, now) in cases {
+        let Claimed::Hit {
+            outcome: answered,
+            receipt,
+        } = decide_claim(&id(), Some(&stored), &duplicate, now).unwrap()
+        else {
+            panic!("{outcome:?} is answered from the record");
+        };
+        assert_eq!(answered, outcome);
+        assert_eq!(
+            (receipt.at, receipt.kind, receipt.owner.as_str()),
+            (now, EventKind::Claim, "duplicate")
+        );
+        assert_eq!(
+            (receipt.attempt, receipt.fencing_token),
+            (stored.attempt, stored.fencing_token)
+        );
+        // `claim` writes exactly that: the record with its counter and the receipt.
+        let decision = claim(&id(), Some(&stored), &duplicate, now).unwrap();
+        assert!(decision.is_dedup_hit());
+        assert_eq!(decision.outcome, outcome);
+        let mut expected = stored.clone();
+        expected.version += 1;
+        expected.dedup_hits += 1;
+        expected.history.push(receipt);
+        assert_eq!(decision.record(), &expected, "{outcome:?}");
+    }
+    // Anything else comes with its write.
+    let fresh = decide_claim(&id(), None, &args(1), T0).unwrap();
+    assert!(matches!(fresh, Claimed::Decided(_)));
+    assert_eq!(fresh.outcome(), ClaimOutcome::Acquired);
+}
