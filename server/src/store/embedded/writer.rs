@@ -5,7 +5,11 @@
 //! write-ahead log (`wal`) as one frame, synced if any write in the batch must be durable, and only
 //! then is the redb transaction committed — without an fsync of its own — and every caller
 //! answered: a write is durable before its RPC answers, and visible only once durable.
-//! Counter-only writes ride along without forcing a sync. A checkpoint — a durable redb commit
+//! Counter-only writes (dedup hits: `Op::Replace` with `durable: false`) force no sync and make
+//! no one wait: taken in the same batch as others, they go in a transaction and log frame of
+//! their own right after the others are answered (the next sync covers their frame). So a hot
+//! key's flushed receipts — a whole record of up to 64 events — lengthen neither the frame the
+//! Claims beside them wait to sync nor the apply before it. A checkpoint — a durable redb commit
 //! every `CHECKPOINT_EVERY`, when the log grows past `MAX_LOG_BYTES`, on a flush and at the end —
 //! lets the log start over. The store is opened, and the log replayed, before the thread starts
 //! (`recovery`); closing it ends with a checkpoint that records a clean shutdown (`meta`).
@@ -211,9 +215,18 @@ impl Writer {
         let _ = self.checkpoint();
     }
 
+    /// Commits `batch`, its counter-only writes after the others (see the module docs): the
+    /// writes of one batch are all in flight at once, so any order of them is a valid one.
+    fn commit_batch(&mut self, batch: Vec<Request>) {
+        let (first, counters): (Vec<_>, Vec<_>) =
+            batch.into_iter().partition(|r| needs_sync(&r.op));
+        self.commit_group(first);
+        self.commit_group(counters);
+    }
+
     /// Applies `batch` in one transaction, logs its effects, and answers every request once the
-    /// transaction is durable and committed.
-    fn commit_batch(&mut self, mut batch: Vec<Request>) {
+    /// transaction is committed, and durable if any of its writes must be.
+    fn commit_group(&mut self, mut batch: Vec<Request>) {
         if batch.is_empty() {
             return;
         }
@@ -334,3 +347,7 @@ fn needs_sync(op: &Op) -> bool {
         Op::Replace { durable: false, .. } | Op::Flush | Op::Close
     )
 }
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod tests;
