@@ -109,5 +109,8 @@ fn counter_only_writes_go_after_the_others_and_sync_nothing() {
         synced + 1,
         "only the Claim's frame is synced"
     );
-    assert!(writer.wal.unsynced(), "the hit's frame waits for the next sync");
+    assert!(
+        writer.wal.unsynced(),
+        "the hit's frame waits for the next sync"
+    );
 }
