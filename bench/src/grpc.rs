@@ -35,9 +35,10 @@ impl Target {
         }
         let mut channels = Vec::with_capacity(args.connections);
         for _ in 0..args.connections {
-            // A separate `connect` per channel: its own TCP connection, not a shared one.
+            // A separate `connect` per channel: its own TCP connection, not a shared one; the Rust
+            // client's connector (writes coalesced), as a Rust service would connect.
             let channel = endpoint
-                .connect()
+                .connect_with_connector(oncekey_client::transport::Connector::new())
                 .await
                 .with_context(|| format!("cannot connect to {}", args.server))?;
             channels.push(channel);

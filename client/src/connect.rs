@@ -212,10 +212,11 @@ impl Client {
                 .tls_config(tls)
                 .map_err(|e| ClientError::Tls(error_chain(&e)))?;
         }
+        let connector = crate::transport::Connector::new();
         let channel = if options.lazy {
-            ep.connect_lazy()
+            ep.connect_with_connector_lazy(connector)
         } else {
-            ep.connect()
+            ep.connect_with_connector(connector)
                 .await
                 .map_err(|e| ClientError::Connect(endpoint.to_owned(), error_chain(&e)))?
         };

@@ -83,6 +83,7 @@ mod once;
 mod operations;
 mod rpc;
 pub mod stack;
+pub mod transport;
 mod types;
 
 pub use connect::{

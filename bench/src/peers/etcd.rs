@@ -79,8 +79,9 @@ impl EtcdPeer {
             .connect_timeout(std::time::Duration::from_secs(5));
         let mut clients = Vec::with_capacity(connections);
         for _ in 0..connections.max(1) {
+            // The connector of Oncekey's own channels (writes coalesced): the same HTTP/2 client.
             let channel: Channel = endpoint
-                .connect()
+                .connect_with_connector(oncekey_client::transport::Connector::new())
                 .await
                 .with_context(|| format!("cannot connect to the etcd peer {url}"))?;
             clients.push(pb::Client::new(channel));

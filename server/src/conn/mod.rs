@@ -7,12 +7,11 @@
 //! up to a second, instead of spinning on a listening socket that stays readable. The gRPC port's
 //! default limit leaves a fifth of the descriptors to the store, the admin port and the logs.
 //!
-//! Answers ready at the same moment leave in one write (`coalesce`).
+//! Answers ready at the same moment leave in one write (`oncekey_api::coalesce`).
 //!
 //! Nothing here reads requests: the only protocol knowledge is the shape of the HTTP/2 preface.
 
 mod accept;
-mod coalesce;
 mod preface;
 
 pub use accept::{accept_loop, Accepted, Gate};

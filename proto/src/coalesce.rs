@@ -1,15 +1,17 @@
-//! Write coalescing for a connection's socket: the first write after a flush is held back for one
-//! turn of the scheduler, so that answers finished at the same moment leave in one `writev`.
+//! Write coalescing for an HTTP/2 connection's socket, used by both ends (the server's accepted
+//! connections, the Rust client's channels): the first write after a flush is held back for one
+//! turn of the scheduler, so that frames finished at the same moment leave in one `writev`.
 //!
 //! The HTTP/2 connection task writes and flushes as soon as one stream hands it a frame. When a
 //! batch of answers is ready at once — a group commit answering a dozen Claims, a read of a dozen
-//! requests answered from the cache — each stream task wakes the connection task, and the runtime
-//! runs a task woken by the running one right after it: every answer went out in a `writev` of
-//! its own (one per RPC under load, measured), each a trip through the loopback or network stack
-//! on both ends. Here the first write attempt after a flush wakes the task and returns `Pending`
-//! instead; the task is polled again after the tasks already queued, which add their frames to
-//! HTTP/2's send buffer meanwhile, and the next attempt writes everything buffered by then. A
-//! lone answer costs one extra poll of the connection task, not a timer: nothing waits on a clock.
+//! requests answered from the cache — or many callers send requests on one channel, each stream
+//! task wakes the connection task, and the runtime runs a task woken by the running one right
+//! after it: every frame went out in a `writev` of its own (one per RPC under load, measured on
+//! both ends), each a trip through the loopback or network stack on both ends. Here the first
+//! write attempt after a flush wakes the task and returns `Pending` instead; the task is polled
+//! again after the tasks already queued, which add their frames to HTTP/2's send buffer
+//! meanwhile, and the next attempt writes everything buffered by then. A lone frame costs one
+//! extra poll of the connection task, not a timer: nothing waits on a clock.
 //!
 //! Reads, flushes and shutdowns pass straight through.
 
