@@ -45,7 +45,7 @@ async fn concurrent_claims_share_fsyncs() {
     assert_eq!(value("oncekey_embedded_write_failed "), 0);
 }
 
-fn claim_args() -> ClaimArgs {
+pub(super) fn claim_args() -> ClaimArgs {
     ClaimArgs {
         fingerprint: [1; 32],
         lease_ttl: 30_000,

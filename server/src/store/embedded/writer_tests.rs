@@ -1,7 +1,6 @@
 //! Tests of the writer thread's batches, driven on the calling thread (the parent module).
 
 use super::*;
-use crate::ledger::{ClaimArgs, Semantics};
 use crate::store::embedded::frame;
 use crate::store::embedded::identity::{self, Identity};
 use crate::store::embedded::recovery;
@@ -23,17 +22,7 @@ fn writer(dir: &std::path::Path) -> Writer {
 }
 
 fn record(key: &str) -> Record {
-    let args = ClaimArgs {
-        fingerprint: [1; 32],
-        lease_ttl: 1000,
-        retention: 60_000,
-        semantics: Semantics::AtLeastOnce,
-        owner: "t".into(),
-        parent: None,
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
-    };
+    let args = crate::store::embedded::tests::claim_args();
     let id = RecordId::new("t", "ns", key);
     let claimed = crate::ledger::claim(&id, None, &args, 1).unwrap();
     claimed.record().clone()
