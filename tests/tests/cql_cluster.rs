@@ -85,7 +85,13 @@ async fn cql_concurrent_claims_over_two_servers_have_one_winner() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert_eq!(seen, (199, 1));
+    assert_eq!(
+        seen,
+        (199, 1),
+        "server A:\n{}\nserver B:\n{}",
+        a.stderr(),
+        b.stderr()
+    );
 }
 
 #[tokio::test]

@@ -108,7 +108,20 @@ impl<S: Store> Engine<S> {
             }
             let basis = match assumed.take() {
                 Some(basis) => basis,
-                None => self.core.read_brief(id).await?,
+                None => match self.core.read_brief(id).await {
+                    Ok(basis) => basis,
+                    // A held Claim looks again later: a read that failed wrote nothing, and a
+                    // store that times out now and then must not end a wait that has time left.
+                    Err(e) if hold => {
+                        tracing::warn!(error = %e, "a held Claim could not read its record: looking again");
+                        let deadline = deadline.expect("only a waiting Claim is held");
+                        let nap = (POLL_MIN * 2).min(POLL_MAX);
+                        let wake = (tokio::time::Instant::now() + millis(nap)).min(deadline);
+                        tokio::time::sleep_until(wake).await;
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                },
             };
             let Ran {
                 record,

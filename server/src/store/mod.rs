@@ -128,7 +128,10 @@ pub trait Store: Send + Sync + 'static {
     /// Replaces the stored record of `record.id` with `record` if the stored version is
     /// `expected_version` and the stored record is live at `now`. `durable == false` marks a dedup
     /// hit's write, which changes only `version`, `dedup_hits` and `history`: it may become
-    /// durable with a later commit, and a store may write only those fields.
+    /// durable with a later commit, and a store may write only those fields. Such a write
+    /// returns an error only when it surely did not apply (a store that lost track of its
+    /// outcome settles it first, however long that takes): its writer writes the same hits
+    /// again after an error, and would count them twice.
     fn replace_if_version(
         &self,
         record: &Record,

@@ -66,7 +66,8 @@ pub async fn flush<S: Store>(
     }
 }
 
-/// Writes one taken batch; `false` when the store failed (the batch is to be put back).
+/// Writes one taken batch; `false` when the store failed (the batch is to be put back: a hit's
+/// write that fails surely did not apply, `Store::replace_if_version`).
 async fn write<S: Store>(core: &Core<S>, id: &RecordId, batch: &HitBatch) -> bool {
     let Ok(basis) = core.read(id).await else {
         return false;

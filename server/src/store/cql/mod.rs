@@ -19,8 +19,10 @@
 //! writes followed it. A failed condition on a row carrying the write's own nonce always means
 //! it applied: Cassandra answers so when a contended Paxos round, retried, completes the write's
 //! own accepted proposal before checking the condition. Conditional writes are never retried by the driver (whose
-//! default policy retries even them after Unavailable). If no answer comes, the caller gets
-//! `Unavailable` (safe to retry: the next attempt sees the truth).
+//! default policy retries even them after Unavailable). If no answer comes, the caller of an
+//! RPC's write gets `Unavailable` (safe to retry: the next attempt sees the truth); a dedup hit's
+//! write is proposed until one comes (`writes::Patience::Settled`), since the engine would write
+//! its hits again.
 //! A failed condition (Cassandra returns only the condition columns) is answered from a SERIAL
 //! read.
 //!
@@ -63,7 +65,7 @@ use statements::Statements;
 use std::sync::Arc;
 #[cfg(test)]
 use writes::Written;
-use writes::{with_first_row, Mine, Proposal, StoredRow};
+use writes::{with_first_row, Mine, Patience, Proposal, StoredRow};
 
 /// The ledger on a CQL cluster.
 #[derive(Clone)]
@@ -139,7 +141,7 @@ impl Store for CqlStore {
             set.extend(key.iter().cloned());
             Proposal::Batch(&self.statements.insert_kept, vec![key, set, mark])
         };
-        let written = self.propose(proposal).await?;
+        let written = self.propose(proposal, Patience::Bounded).await?;
         // A failed INSERT … IF NOT EXISTS returns the existing row (both Cassandra and ScyllaDB);
         // should a server return less, a serial read tells.
         let existing = with_first_row(written.result, |row| {
@@ -155,7 +157,7 @@ impl Store for CqlStore {
         let found = match existing {
             None => return Ok(self.indexed_new(record, now).await),
             Some(Some(found)) => found,
-            Some(None) => self.read_serial(&record.id).await?,
+            Some(None) => self.read_serial_for(&record.id, written.patience).await?,
         };
         if found.wrote(write_id) {
             // The row is this insert's own: an earlier copy of it applied (`resent`), or the
@@ -201,7 +203,12 @@ impl Store for CqlStore {
         }
         let write_id = rand::random();
         let proposal = self.replacing(record, expected_version, durable, write_id, now);
-        let written = self.propose(proposal).await?;
+        // A dedup hit's write is settled, however long it takes: see `Patience::Settled`.
+        let patience = match durable {
+            true => Patience::Bounded,
+            false => Patience::Settled,
+        };
+        let written = self.propose(proposal, patience).await?;
         self.answer(written, &record.id, Mine::Write(write_id), now)
             .await
     }

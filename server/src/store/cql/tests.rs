@@ -260,7 +260,12 @@ async fn a_reproposal_recognises_its_earlier_copy() {
     let mut next = rec.clone();
     next.version = 2;
     let write_id = [42; 16];
-    let replace = || store.propose(store.replacing(&next, 1, true, write_id, now));
+    let replace = || {
+        store.propose(
+            store.replacing(&next, 1, true, write_id, now),
+            Patience::Bounded,
+        )
+    };
     let first = replace().await.unwrap();
     let mine = Mine::Write(write_id);
     assert_eq!(

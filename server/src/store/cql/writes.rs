@@ -14,10 +14,26 @@ use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
 use std::time::Duration;
 
-/// How often one conditional write is proposed before its outcome is reported unknown.
+/// How often one conditional write is proposed before its outcome is reported unknown
+/// (`Patience::Bounded`).
 const WRITE_ATTEMPTS: u32 = 3;
-/// Pause before the first re-proposal (doubled for each further one).
+/// Pause before the first re-proposal (doubled for each further one, up to `MAX_BACKOFF`).
 const RESEND_BACKOFF: Duration = Duration::from_millis(50);
+/// The longest pause between re-proposals of a write that must be settled.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// How long a conditional write is proposed again while its outcome is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Patience {
+    /// `WRITE_ATTEMPTS` proposals, then `StoreError::Unavailable` (the outcome is unknown):
+    /// for the writes of an RPC, whose caller is told and whose retry decides on the truth.
+    Bounded,
+    /// Until the outcome is known: for a dedup hit's write, which nobody waits for, and whose
+    /// writer (the engine's background flush) takes an error to mean that nothing was written
+    /// and writes the same hits again — an unknown outcome that applied would count them twice.
+    /// An error then means the write surely did not apply.
+    Settled,
+}
 
 impl CqlStore {
     /// Runs a conditional write until its answer is definitive. After an uncertain outcome
@@ -30,36 +46,77 @@ impl CqlStore {
         statement: &PreparedStatement,
         values: Vec<Value>,
     ) -> Result<Written, StoreError> {
-        self.propose(Proposal::One(statement, values)).await
+        self.propose(Proposal::One(statement, values), Patience::Bounded)
+            .await
     }
 
-    /// `write` for any proposal.
-    pub(super) async fn propose(&self, proposal: Proposal<'_>) -> Result<Written, StoreError> {
-        let mut patient = false;
+    /// `write` for any proposal, proposed again as long as `patience` says.
+    pub(super) async fn propose(
+        &self,
+        proposal: Proposal<'_>,
+        patience: Patience,
+    ) -> Result<Written, StoreError> {
         let mut pause = RESEND_BACKOFF;
         let mut resent = false;
-        for attempt in 1..=WRITE_ATTEMPTS {
+        for attempt in 1u32.. {
+            // Re-proposals wait as long as the execution profile allows.
+            let patient = attempt > 1;
             let error = match proposal.execute(&self.session, patient).await {
-                Ok(result) => return Ok(Written { result, resent }),
+                Ok(result) => {
+                    return Ok(Written {
+                        result,
+                        resent,
+                        patience,
+                    })
+                }
                 Err(e) => e,
             };
             match errors::classify(&error) {
                 Failure::MaybeRan(_) => resent = true,
                 Failure::NotSent(_) if resent => {}
-                failure => return Err(failure.into_store_error()),
+                failure => {
+                    if resent {
+                        tracing::error!(error = %error, "a conditional write's outcome stays unknown: the cluster refused its re-proposal");
+                    }
+                    return Err(failure.into_store_error());
+                }
             }
-            if attempt == WRITE_ATTEMPTS {
+            if patience == Patience::Bounded && attempt == WRITE_ATTEMPTS {
                 break;
             }
-            tracing::warn!(error = %error, attempt, "conditional write outcome unknown: proposing it again");
+            if attempt <= WRITE_ATTEMPTS || attempt % 10 == 0 {
+                tracing::warn!(error = %error, attempt, "conditional write outcome unknown: proposing it again");
+            }
             tokio::time::sleep(pause).await;
-            pause *= 2;
-            // Re-proposals wait as long as the execution profile allows.
-            patient = true;
+            pause = (pause * 2).min(MAX_BACKOFF);
         }
         Err(StoreError::Unavailable(format!(
             "the outcome of a conditional write is still unknown after {WRITE_ATTEMPTS} attempts"
         )))
+    }
+
+    /// `read_serial` for settling a write's answer: a SERIAL read is a Paxos round too, and times
+    /// out under the same contention as the write, so it is read again — up to `WRITE_ATTEMPTS`
+    /// times for `Patience::Bounded`, until it answers for `Patience::Settled`.
+    pub(super) async fn read_serial_for(
+        &self,
+        id: &RecordId,
+        patience: Patience,
+    ) -> Result<StoredRow, StoreError> {
+        let mut pause = RESEND_BACKOFF;
+        for attempt in 1u32.. {
+            match self.read_serial(id).await {
+                Err(StoreError::Unavailable(e))
+                    if patience == Patience::Settled || attempt < WRITE_ATTEMPTS =>
+                {
+                    tracing::warn!(error = %e, attempt, "settling a conditional write: reading its row again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_BACKOFF);
+                }
+                read => return read,
+            }
+        }
+        unreachable!("the loop returns")
     }
 
     /// The row of `id` at SERIAL: sees every write accepted so far.
@@ -92,7 +149,10 @@ impl CqlStore {
         let mark = codec::mark_values(record, write_id, ttl);
         let batch = &self.statements.overwrite;
         let written = self
-            .propose(Proposal::Batch(batch, vec![values, mark]))
+            .propose(
+                Proposal::Batch(batch, vec![values, mark]),
+                Patience::Bounded,
+            )
             .await?;
         self.answer(written, &record.id, Mine::Write(write_id), now)
             .await
@@ -122,7 +182,7 @@ impl CqlStore {
             // ScyllaDB returns the whole current row; Cassandra only the condition columns.
             // After a re-proposal the row must be read at SERIAL anyway (see below).
             Some(found) if !written.resent => found,
-            _ => self.read_serial(id).await?,
+            _ => self.read_serial_for(id, written.patience).await?,
         };
         let live = found.live(now);
         Ok(match mine {
@@ -232,6 +292,8 @@ pub(super) struct Written {
     pub(super) result: QueryResult,
     /// Whether an earlier copy of the proposal had an unknown outcome (it may have applied).
     pub(super) resent: bool,
+    /// How patiently it was proposed: settling its answer takes as much.
+    pub(super) patience: Patience,
 }
 
 /// A stored row, decoded.

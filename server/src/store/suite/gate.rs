@@ -1,9 +1,11 @@
 //! A store wrapper for the suite that can hold the next dedup-hit write (a non-durable
 //! `replace_if_version`) until the test lets it go, so that cases can run other requests while
-//! a background hit flush is between its read and its write.
+//! a background hit flush is between its read and its write; and that can fail the next reads
+//! the way a store that times out now and then does.
 
 use crate::ledger::{AttentionCounts, Millis, Record, RecordId};
 use crate::store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
@@ -18,15 +20,16 @@ pub struct Held {
 
 type Hold = (oneshot::Sender<()>, oneshot::Receiver<()>);
 
-/// `S`, with a gate on dedup-hit writes.
+/// `S`, with a gate on dedup-hit writes and on reads.
 pub struct Gated<S> {
     inner: S,
     hold: Arc<Mutex<Option<Hold>>>,
+    failing_reads: Arc<AtomicU32>,
 }
 
 /// Arms the gate of a `Gated` store.
 #[derive(Clone)]
-pub struct Gate(Arc<Mutex<Option<Hold>>>);
+pub struct Gate(Arc<Mutex<Option<Hold>>>, Arc<AtomicU32>);
 
 impl Gate {
     /// Holds the next dedup-hit write.
@@ -36,23 +39,52 @@ impl Gate {
         *self.0.lock().unwrap() = Some((entered_tx, release_rx));
         Held { entered, release }
     }
+
+    /// Fails the next `n` reads (`get`, `get_brief`) with `StoreError::Unavailable`.
+    pub fn fail_reads(&self, n: u32) {
+        self.1.store(n, Ordering::SeqCst);
+    }
+
+    /// How many of the reads `fail_reads` asked to fail are still to come.
+    pub fn reads_to_fail(&self) -> u32 {
+        self.1.load(Ordering::SeqCst)
+    }
 }
 
 impl<S> Gated<S> {
     /// Wraps `inner`; returns the store and its gate.
     pub fn new(inner: S) -> (Self, Gate) {
         let hold = Arc::new(Mutex::new(None));
-        let gate = Gate(hold.clone());
-        (Self { inner, hold }, gate)
+        let failing_reads = Arc::new(AtomicU32::new(0));
+        let gate = Gate(hold.clone(), failing_reads.clone());
+        let store = Self {
+            inner,
+            hold,
+            failing_reads,
+        };
+        (store, gate)
+    }
+
+    /// `Err` when this read is to fail.
+    fn read_gate(&self) -> Result<(), StoreError> {
+        let fail = self
+            .failing_reads
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        match fail {
+            Ok(_) => Err(StoreError::Unavailable("the gate failed this read".into())),
+            Err(_) => Ok(()),
+        }
     }
 }
 
 impl<S: Store> Store for Gated<S> {
     async fn get(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+        self.read_gate()?;
         self.inner.get(id, now).await
     }
 
     async fn get_brief(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+        self.read_gate()?;
         self.inner.get_brief(id, now).await
     }
 

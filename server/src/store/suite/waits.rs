@@ -1,6 +1,7 @@
 //! Suite cases for Claims that `wait`, run against every store: duplicates of an in-flight
 //! operation are held until it settles, whether or not the record existed when they arrived.
 
+use super::gate::Gated;
 use super::{args, fresh_id};
 use crate::engine::{Clock, Engine};
 use crate::ledger::{ClaimOutcome, EventKind, OpResult};
@@ -79,4 +80,34 @@ pub async fn engine_waiters_on_a_fresh_key_get_the_result<S: Store>(store: S) {
             "a held Claim leaves no receipt of its intermediate looks: {receipts:?}"
         );
     }
+}
+
+/// A held Claim whose looks at the record fail now and then (a store timing out under load)
+/// stays held while its wait lasts: here it takes the key over once the holder's lease ends.
+pub async fn engine_a_held_claim_outlives_failed_reads<S: Store>(store: S) {
+    let (store, gate) = Gated::new(store);
+    let engine = Arc::new(Engine::new(store, Clock::System));
+    let id = fresh_id("t1");
+    let mut short = args(1);
+    short.lease_ttl = 600;
+    let holder = engine.claim(&id, &short, None).await.unwrap();
+    assert_eq!(holder.outcome, ClaimOutcome::Acquired);
+    let waiter = {
+        let (engine, id) = (engine.clone(), id.clone());
+        tokio::spawn(async move { engine.claim(&id, &args(1), Some(30_000)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    gate.fail_reads(3);
+    let reply = waiter
+        .await
+        .unwrap()
+        .expect("a held Claim outlives failed reads");
+    assert_eq!(
+        gate.reads_to_fail(),
+        0,
+        "the held Claim read (and failed) three times"
+    );
+    assert_eq!(reply.outcome, ClaimOutcome::Acquired);
+    let lease = reply.lease.unwrap();
+    assert_eq!((lease.token, lease.attempt), (2, 2), "taken over");
 }
