@@ -89,13 +89,14 @@ impl<S: Store> Engine<S> {
             .map(|w| tokio::time::Instant::now() + millis(w));
         // Only a Claim that may wait listens for shutdown and settles.
         let mut shutdown = deadline.map(|_| self.shutdown.subscribe());
-        // The first look may assume the key is new, where a failed insert returns what exists;
-        // later looks (after a hold: the record exists) read.
-        let mut assumed = self
-            .core
-            .capabilities
-            .insert_returns_live
-            .then_some(Basis::Assumed(None));
+        // The first look may assume the key is new, where a failed insert returns what exists —
+        // unless another Claim of the key was doing just that: then it has ended, and this one
+        // reads (`first`). Later looks (after a hold: the record exists) read.
+        let mut leading = match self.core.capabilities.insert_returns_live {
+            true => self.core.first_looks.enter(id).await,
+            false => None,
+        };
+        let mut assumed = leading.is_some().then_some(Basis::Assumed(None));
         let mut poll = POLL_MIN;
         loop {
             let hold = deadline.is_some_and(|d| tokio::time::Instant::now() < d)
@@ -133,6 +134,8 @@ impl<S: Store> Engine<S> {
                     decide(id, current, args, now, hold)
                 })
                 .await?;
+            // The first look has ended: the duplicates waiting for it go on.
+            drop(leading.take());
             let lease_end = match extra {
                 Round::Held { lease_end } => lease_end,
                 Round::Answered(answer) => {

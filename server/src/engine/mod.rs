@@ -9,6 +9,7 @@
 
 mod claim;
 mod clock;
+mod first;
 mod hits;
 mod list;
 mod operate;
@@ -69,6 +70,7 @@ impl<S: Store> Engine<S> {
             recent: recent::Recent::default(),
             waiters: waiters::Waiters::default(),
             hits: hits::Hits::default(),
+            first_looks: first::FirstLooks::default(),
         };
         Self {
             core: Arc::new(core),

@@ -8,6 +8,7 @@
 //! whole. The loop decides nothing itself (the ledger does, through the caller's `decide`) and
 //! knows no backend beyond the `Store` trait.
 
+use super::first::FirstLooks;
 use super::hits::Hits;
 use super::recent::Recent;
 use super::waiters::Waiters;
@@ -34,6 +35,8 @@ pub(super) struct Core<S> {
     pub(super) waiters: Waiters,
     /// Dedup hits answered but not written yet.
     pub(super) hits: Hits,
+    /// Keys whose first look (a Claim's insert) is in flight.
+    pub(super) first_looks: FirstLooks,
 }
 
 /// What a round decides on, and so which decisions it can back.

@@ -74,7 +74,8 @@ pub struct Capabilities {
     pub single_process: bool,
     /// A failed `insert_if_absent` returns the live record in the same round trip, so a Claim
     /// inserts before it reads: one round trip for a new key, and no more for an existing one
-    /// (CQL's `INSERT … IF NOT EXISTS`). Otherwise a Claim reads first.
+    /// (CQL's `INSERT … IF NOT EXISTS`); duplicates that arrive while a Claim of the key inserts
+    /// wait for it and read (`engine::first`). Otherwise a Claim reads first.
     pub insert_returns_live: bool,
     /// `get_brief` leaves out the receipt history and costs less than `get`, so a Claim reads
     /// briefly and reads whole only when its decision writes the record back whole. Otherwise

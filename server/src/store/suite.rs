@@ -57,6 +57,7 @@ macro_rules! store_suite {
             case!(large_outcomes_round_trip);
             case!(engine_waiters_on_a_fresh_key_get_the_result);
             case!(engine_a_held_claim_outlives_failed_reads);
+            case!(engine_duplicates_of_a_fresh_key_send_one_insert);
             case!(engine_answers_count_every_hit);
             case!(engine_a_hit_being_written_is_counted);
             case!(engine_receipts_survive_abandon_and_reclaim);

@@ -1,7 +1,7 @@
 //! A store wrapper for the suite that can hold the next dedup-hit write (a non-durable
 //! `replace_if_version`) until the test lets it go, so that cases can run other requests while
-//! a background hit flush is between its read and its write; and that can fail the next reads
-//! the way a store that times out now and then does.
+//! a background hit flush is between its read and its write; that can hold the next insert and
+//! count them; and that can fail the next reads the way a store that times out now and then does.
 
 use crate::ledger::{AttentionCounts, Millis, Record, RecordId};
 use crate::store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
@@ -20,47 +20,71 @@ pub struct Held {
 
 type Hold = (oneshot::Sender<()>, oneshot::Receiver<()>);
 
-/// `S`, with a gate on dedup-hit writes and on reads.
+/// `S`, with a gate on dedup-hit writes, inserts and reads.
 pub struct Gated<S> {
     inner: S,
-    hold: Arc<Mutex<Option<Hold>>>,
-    failing_reads: Arc<AtomicU32>,
+    gate: Gate,
 }
 
 /// Arms the gate of a `Gated` store.
-#[derive(Clone)]
-pub struct Gate(Arc<Mutex<Option<Hold>>>, Arc<AtomicU32>);
+#[derive(Clone, Default)]
+pub struct Gate {
+    hit: Arc<Mutex<Option<Hold>>>,
+    insert: Arc<Mutex<Option<Hold>>>,
+    failing_reads: Arc<AtomicU32>,
+    inserts: Arc<AtomicU32>,
+}
 
 impl Gate {
     /// Holds the next dedup-hit write.
     pub fn arm(&self) -> Held {
+        Self::arm_one(&self.hit)
+    }
+
+    /// Holds the next `insert_if_absent`.
+    pub fn arm_insert(&self) -> Held {
+        Self::arm_one(&self.insert)
+    }
+
+    fn arm_one(slot: &Mutex<Option<Hold>>) -> Held {
         let (entered_tx, entered) = oneshot::channel();
         let (release, release_rx) = oneshot::channel();
-        *self.0.lock().unwrap() = Some((entered_tx, release_rx));
+        *slot.lock().unwrap() = Some((entered_tx, release_rx));
         Held { entered, release }
     }
 
     /// Fails the next `n` reads (`get`, `get_brief`) with `StoreError::Unavailable`.
     pub fn fail_reads(&self, n: u32) {
-        self.1.store(n, Ordering::SeqCst);
+        self.failing_reads.store(n, Ordering::SeqCst);
     }
 
     /// How many of the reads `fail_reads` asked to fail are still to come.
     pub fn reads_to_fail(&self) -> u32 {
-        self.1.load(Ordering::SeqCst)
+        self.failing_reads.load(Ordering::SeqCst)
+    }
+
+    /// How many `insert_if_absent` calls the store has had.
+    pub fn inserts(&self) -> u32 {
+        self.inserts.load(Ordering::SeqCst)
+    }
+
+    /// Waits at `slot`'s hold, if it is armed.
+    async fn pass(slot: &Mutex<Option<Hold>>) {
+        let held = slot.lock().unwrap().take();
+        if let Some((entered, release)) = held {
+            let _ = entered.send(());
+            let _ = release.await;
+        }
     }
 }
 
 impl<S> Gated<S> {
     /// Wraps `inner`; returns the store and its gate.
     pub fn new(inner: S) -> (Self, Gate) {
-        let hold = Arc::new(Mutex::new(None));
-        let failing_reads = Arc::new(AtomicU32::new(0));
-        let gate = Gate(hold.clone(), failing_reads.clone());
+        let gate = Gate::default();
         let store = Self {
             inner,
-            hold,
-            failing_reads,
+            gate: gate.clone(),
         };
         (store, gate)
     }
@@ -68,6 +92,7 @@ impl<S> Gated<S> {
     /// `Err` when this read is to fail.
     fn read_gate(&self) -> Result<(), StoreError> {
         let fail = self
+            .gate
             .failing_reads
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
         match fail {
@@ -89,6 +114,8 @@ impl<S: Store> Store for Gated<S> {
     }
 
     async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
+        self.gate.inserts.fetch_add(1, Ordering::SeqCst);
+        Gate::pass(&self.gate.insert).await;
         self.inner.insert_if_absent(record, now).await
     }
 
@@ -99,14 +126,8 @@ impl<S: Store> Store for Gated<S> {
         durable: bool,
         now: Millis,
     ) -> Result<Cas, StoreError> {
-        let held = if durable {
-            None
-        } else {
-            self.hold.lock().unwrap().take()
-        };
-        if let Some((entered, release)) = held {
-            let _ = entered.send(());
-            let _ = release.await;
+        if !durable {
+            Gate::pass(&self.gate.hit).await;
         }
         self.inner
             .replace_if_version(record, expected_version, durable, now)

@@ -111,3 +111,50 @@ pub async fn engine_a_held_claim_outlives_failed_reads<S: Store>(store: S) {
     let lease = reply.lease.unwrap();
     assert_eq!((lease.token, lease.attempt), (2, 2), "taken over");
 }
+
+/// A storm of duplicates of a fresh key: one Claim acquires and every other answers IN_PROGRESS.
+/// Where a Claim inserts before it reads (`insert_returns_live`: CQL, where each insert is a
+/// contended LWT), the duplicates that arrive while the first Claim's insert is in flight wait
+/// for it and read: one insert for the whole storm.
+pub async fn engine_duplicates_of_a_fresh_key_send_one_insert<S: Store>(store: S) {
+    const DUPLICATES: usize = 16;
+    let insert_first = store.capabilities().insert_returns_live;
+    let (store, gate) = Gated::new(store);
+    let engine = Arc::new(Engine::new(store, Clock::System));
+    let id = fresh_id("t1");
+    let claim = || {
+        let (engine, id) = (engine.clone(), id.clone());
+        tokio::spawn(async move { engine.claim(&id, &args(1), None).await.unwrap().outcome })
+    };
+    let held = gate.arm_insert();
+    let first = claim();
+    held.entered.await.unwrap();
+    let duplicates: Vec<_> = (0..DUPLICATES).map(|_| claim()).collect();
+    // Let the duplicates arrive while the first insert is held.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _ = held.release.send(());
+    let mut outcomes = vec![first.await.unwrap()];
+    for duplicate in duplicates {
+        outcomes.push(duplicate.await.unwrap());
+    }
+    let count = |o: ClaimOutcome| outcomes.iter().filter(|x| **x == o).count();
+    assert_eq!(
+        (
+            count(ClaimOutcome::Acquired),
+            count(ClaimOutcome::InProgress)
+        ),
+        (1, DUPLICATES),
+        "{outcomes:?}"
+    );
+    if insert_first {
+        // The first Claim inserted, so it is the one that acquired.
+        assert_eq!(outcomes[0], ClaimOutcome::Acquired);
+        assert_eq!(
+            gate.inserts(),
+            1,
+            "the duplicates read instead of inserting"
+        );
+    }
+    let stored = engine.lookup(&id).await.unwrap();
+    assert_eq!(stored.dedup_hits, DUPLICATES as u64);
+}
