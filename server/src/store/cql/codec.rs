@@ -64,8 +64,11 @@ pub const HIT_COLUMNS: [&str; 3] = ["version", "dedup_hits", "history"];
 pub const WRITE_MARKS: &str = "hit_writes";
 
 /// Slots of `WRITE_MARKS`: a write of version `v` takes slot `(v - 1) % MARK_SLOTS` (the version
-/// it is conditioned on), so its nonce stays until sixteen more versions of the row were written.
-const MARK_SLOTS: u64 = 16;
+/// it is conditioned on), so its nonce stays until 64 more versions of the row were written — room
+/// for the writes of other servers while a write's outcome is settled (a dedup hit's write is
+/// settled however long it takes). Readers look in every slot, so writers with another count of
+/// slots (16 before 2026-12-02) share the map safely.
+const MARK_SLOTS: u64 = 64;
 
 /// The longest a write's nonce is kept: it is read only to settle that write's answer, at once.
 /// Kept no longer than the row either, so that no nonce outlives the cells that write set.

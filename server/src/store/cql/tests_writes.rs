@@ -109,7 +109,8 @@ async fn uncertain_writes_are_settled_truthfully() {
 /// unknown: the store settles every one (`Patience::Settled`), so an error means the write did not
 /// apply, and the stored counter is exactly the number of writes answered `Applied` — the engine's
 /// flush writes hits again after an error, and an unknown outcome reported as an error counted
-/// them twice (two servers' flushes on a busy three-node cluster did).
+/// them twice (two servers' flushes on a busy three-node cluster did). Every writer's first copy
+/// is cut, so none races ahead through the slots of `codec::WRITE_MARKS` while another settles.
 #[tokio::test]
 #[ignore = "needs Cassandra: scripts/test cql runs it"]
 async fn racing_hit_writes_with_unknown_outcomes_count_exactly() {
@@ -117,12 +118,12 @@ async fn racing_hit_writes_with_unknown_outcomes_count_exactly() {
     let now = now_ms();
     let rec = new_record(now, 60_000);
     store.insert_if_absent(&rec, now).await.unwrap();
-    let writers = [0, 1, 2, 3].map(|i| {
-        let flaky = impatient(&store, Duration::from_millis(i % 2));
+    let writers = [(); 8].map(|_| {
+        let flaky = impatient(&store, Duration::ZERO);
         let id = rec.id.clone();
         tokio::spawn(async move {
             let (mut applied, mut failed) = (0u64, 0u64);
-            while applied < 12 {
+            while applied < 6 {
                 // A serial read is a Paxos round too, and times out as often under the race.
                 let Ok(found) = flaky.read_serial(&id).await else {
                     continue;
