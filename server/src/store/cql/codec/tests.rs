@@ -90,7 +90,8 @@ fn a_writes_nonce_outlives_neither_ten_minutes_nor_its_row() {
         }
     };
     assert_eq!(ttl_and_slot(4, 0), (600, 3), "a row without TTL");
-    assert_eq!(ttl_and_slot(18, 5), (5, 1), "a row expiring sooner");
-    assert_eq!(ttl_and_slot(17, 86_400), (600, 0), "a row kept a day");
+    assert_eq!(ttl_and_slot(18, 5), (5, 17), "a row expiring sooner");
+    assert_eq!(ttl_and_slot(66, 5).1, 1, "slots wrap after 64 versions");
+    assert_eq!(ttl_and_slot(65, 86_400), (600, 0), "a row kept a day");
     assert_eq!(ttl_and_slot(1, 60).1, 0, "a new record's insert");
 }
