@@ -100,6 +100,10 @@ pub enum OnceError<E> {
     /// settled it with this lease's token), so its outcome was not recorded: the Complete or Fail
     /// was refused with LEASE_LOST (or ALREADY_SETTLED). The side effect may have happened; the fencing token is how
     /// downstream systems tell the holders apart.
+    ///
+    /// Also when every lease acquired within the wait timeout had run out (on this machine's
+    /// clock) before the Claim's answer arrived: the closure then never ran (`operation` is
+    /// `None`), and each such lease was released as RETRY.
     #[error("the lease (token {token}) was lost before the outcome was recorded")]
     LeaseLost {
         /// The fencing token of the lost lease.
@@ -324,7 +328,13 @@ impl Once {
             claim = claim.wait(remaining);
             let answer = self.client.claim(&claim).await.map_err(OnceError::Rpc)?;
             match answer {
-                Claimed::Acquired { lease, .. } => return self.acquired(lease, operation).await,
+                Claimed::Acquired { lease, .. } => {
+                    if lapsed(&lease) {
+                        self.release_lapsed(&lease, deadline).await?;
+                        continue;
+                    }
+                    return self.acquired(lease, operation).await;
+                }
                 Claimed::Completed { result, record } => {
                     return match result.decode_json() {
                         Ok(value) => Ok(Done {
@@ -372,6 +382,10 @@ impl Once {
                                 .unwrap_or_else(std::time::SystemTime::now),
                             attempt: record.attempt,
                         };
+                        if lapsed(&grant) {
+                            self.release_lapsed(&grant, deadline).await?;
+                            continue;
+                        }
                         return self.acquired(grant, operation).await;
                     }
                     let remaining = deadline.saturating_duration_since(Instant::now());
@@ -384,6 +398,42 @@ impl Once {
                 }
             }
         }
+    }
+
+    /// Releases a lease that had run out before its Claim's answer arrived (see [`lapsed`]):
+    /// Fail RETRYABLE, since nothing ran under it, unless it is already gone (taken over or
+    /// settled). The caller then claims again while the wait lasts; past it, LeaseLost.
+    async fn release_lapsed<E>(
+        &self,
+        grant: &LeaseGrant,
+        deadline: Instant,
+    ) -> Result<(), OnceError<E>> {
+        let error = StoredError {
+            code: 0,
+            message:
+                "the lease ran out before the Claim's answer arrived: the operation did not run"
+                    .into(),
+            details: Vec::new(),
+        };
+        let released = self
+            .client
+            .fail(&self.key, grant.token, error, Disposition::Retryable)
+            .await;
+        match released {
+            Ok(_) => {}
+            Err(e) if lease_gone(&e) => {}
+            Err(e) => return Err(OnceError::Rpc(e)),
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(OnceError::LeaseLost {
+                token: grant.token,
+                operation: None,
+            });
+        }
+        // Whatever made the answer late may still be going on: do not claim again at once.
+        tokio::time::sleep(remaining.min(Duration::from_millis(100))).await;
+        Ok(())
     }
 
     async fn acquired<T, E, F, Fut>(
@@ -461,6 +511,14 @@ impl Once {
 /// The settle was refused because the lease no longer holds the record: LEASE_LOST (another
 /// holder has it), or ALREADY_SETTLED (someone else settled it with this lease's token; this run
 /// settles only once, and an identical settle would have been accepted).
+/// True when `grant`'s lease had already run out on this machine's clock when its answer
+/// arrived (an answer slower than the lease: an overloaded server, a store failing over). Another
+/// holder may be taking the operation over right now, so nothing may run under it: a holder
+/// stops acting when its lease ends on its own clock (docs/reliability.md, "Clocks").
+fn lapsed(grant: &LeaseGrant) -> bool {
+    grant.expires_at <= std::time::SystemTime::now()
+}
+
 fn lease_gone(e: &Error) -> bool {
     matches!(
         e.reason(),

@@ -366,3 +366,48 @@ async fn a_stored_result_of_another_shape_is_a_decode_error() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A lease that had run out before its Claim's answer arrived (here: a server whose clock runs
+/// 2 s behind grants 1 s leases that end before "now" on this machine, as a Claim answered after
+/// its lease would) must not run the closure — another holder may be taking it over. Each such
+/// lease is released as RETRY, and once the wait is over the call says LeaseLost with no
+/// operation error: nothing ran.
+#[tokio::test]
+async fn a_lease_lapsed_before_its_answer_arrived_runs_nothing() {
+    let server = Server::start_with(&[], &[("ONCEKEY_TEST_CLOCK_SKEW_MS", "-2000")]);
+    let client = client(&server.grpc).await;
+    let key = key("late");
+    let runs = &AtomicU32::new(0);
+    let err = client
+        .once(&key, &args("x"))
+        .lease_ttl(Duration::from_secs(1))
+        .wait_timeout(Duration::from_millis(500))
+        .run(|_| async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, TestError>(Output {
+                id: "ran".into(),
+                token: 0,
+            })
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        0,
+        "nothing may run under a lapsed lease"
+    );
+    match err {
+        OnceError::LeaseLost {
+            token,
+            operation: None,
+        } => assert!(token >= 1, "{token}"),
+        other => panic!("{other:?}"),
+    }
+    let record = client.lookup(&key).await.unwrap().unwrap();
+    assert_eq!(
+        record.status,
+        RecordStatus::Retry,
+        "released, not left held"
+    );
+    assert!(record.attempt >= 1);
+}

@@ -2,9 +2,10 @@
 //!
 //! Workers loop through the Rust client's one-call API (`client.once(&key, &args).run(…)`) over a
 //! growing set of keys, half AT_MOST_ONCE and half AT_LEAST_ONCE, with 1 s or 2 s leases. A worker
-//! that acquires a key appends the effect to the [`EffectLog`] first, then "waits for the
-//! downstream answer" (sleeps up to 300 ms, so faults land mid-effect), then returns its result,
-//! which the client Completes. A few runs fail before their effect (retryable or final).
+//! that acquires a key with at least [`HOLDER_MARGIN`] of its lease left appends the effect to the
+//! [`EffectLog`] first, then "waits for the downstream answer" (sleeps up to 300 ms, so faults land
+//! mid-effect), then returns its result, which the client Completes. A few runs fail before their
+//! effect (retryable or final), and so does one whose lease is nearly over when it starts.
 //!
 //! [`Workload::verify`] counts from the outside: no AT_MOST_ONCE effect twice; an AT_LEAST_ONCE
 //! effect repeated only under a strictly newer token acquired by a takeover; no token used by two
@@ -25,12 +26,18 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// The tenant every trial runs as.
 pub const TENANT: &str = "faults";
 /// The longest lease the workload asks for.
 pub const MAX_LEASE: Duration = Duration::from_secs(2);
+/// How much of its lease a worker must still have (on its own clock) to perform the effect: more
+/// than the largest clock step the fault scenarios give a server (600 ms). A server running *S*
+/// ahead takes a lease over *S* early (docs/reliability.md, "Clocks"), so a holder that acted
+/// with less left than the skew could run its effect after a newer token's — which the verdict
+/// counts as a violation, rightly only for holders that keep this rule.
+pub const HOLDER_MARGIN: Duration = Duration::from_millis(700);
 
 /// One key of the workload.
 #[derive(Debug, Clone)]
@@ -222,6 +229,11 @@ impl Workload {
                         0..=4 => return Err(Refused(Disposition::Retryable)),
                         5..=6 => return Err(Refused(Disposition::Final)),
                         _ => {}
+                    }
+                    let left = lease.expires_at().duration_since(SystemTime::now());
+                    if left.unwrap_or_default() < HOLDER_MARGIN {
+                        // Too little of the lease left (a slow answer): give it back unused.
+                        return Err(Refused(Disposition::Retryable));
                     }
                     let token = lease.fencing_token();
                     effects.append(&name, token, id, lease.attempt());
