@@ -6,6 +6,7 @@ package oncekey
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -28,6 +29,14 @@ const approvalPoll = 100 * time.Millisecond
 
 // maxOwnerBytes is the longest Claim.owner the server accepts.
 const maxOwnerBytes = 256
+
+// lapsedPause is the longest pause before claiming again after releasing a lease that had run out
+// before its Claim's answer arrived: whatever made the answer late may still be going on.
+const lapsedPause = 100 * time.Millisecond
+
+// lapsedMessage is the error a lease that had run out before its Claim's answer arrived is
+// released with.
+const lapsedMessage = "the lease ran out before the Claim's answer arrived: the operation did not run"
 
 // Result is the outcome of Run: the value, and where it came from.
 type Result[T any] struct {
@@ -130,6 +139,10 @@ func Owner(owner string) RunOption { return func(o *runOptions) { o.owner = owne
 // Final to fail the key for good, or Abandon to forget it. The outcome is recorded with its own
 // deadline (the client's settle timeout), so a cancelled call still releases its key.
 //
+// A lease that had already run out (on this machine's clock) when the Claim's answer arrived runs
+// nothing, since another holder may be taking the operation over: it is released for a retry and
+// the key claimed again until the wait timeout, then Do returns a *LeaseLostError with no Err.
+//
 // Errors: ErrKeyReused, ErrInProgress (*InProgressError), ErrNeedsReconciliation,
 // ErrAwaitingApproval (*AwaitingApprovalError, with RequireApproval),
 // ErrOperationFailed (*OperationFailedError, the stored error), ErrLeaseLost (*LeaseLostError),
@@ -200,7 +213,14 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, 
 		}
 		switch res.GetOutcome() {
 		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_ACQUIRED:
-			return acquired(ctx, c, key, newLease(key, res.GetLease()), o.leaseTTL, fn)
+			lease := newLease(key, res.GetLease())
+			if lapsed(lease) {
+				if err := c.releaseLapsed(ctx, key, lease, deadline); err != nil {
+					return zero, err
+				}
+				continue
+			}
+			return acquired(ctx, c, key, lease, o.leaseTTL, fn)
 		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_COMPLETED:
 			result := rawFromProto(res.GetRecord().GetResult())
 			if result == nil {
@@ -239,6 +259,12 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, 
 			if rec.GetLeaseOwner() == owner && rec.GetStatus() == oncekeyv1.RecordStatus_RECORD_STATUS_PROCESSING {
 				lease := &Lease{key: key, token: rec.GetFencingToken(), attempt: rec.GetAttempt(),
 					expiresAt: toTime(rec.GetLeaseExpiresAt()), lost: make(chan struct{})}
+				if lapsed(lease) {
+					if err := c.releaseLapsed(ctx, key, lease, deadline); err != nil {
+						return zero, err
+					}
+					continue
+				}
 				return acquired(ctx, c, key, lease, o.leaseTTL, fn)
 			}
 			retryAfter := res.GetRetryAfter().AsDuration()
@@ -260,6 +286,33 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, 
 			return zero, fmt.Errorf("oncekey: unknown claim outcome %v", res.GetOutcome())
 		}
 	}
+}
+
+// lapsed reports whether lease had already run out on this machine's clock when its Claim's answer
+// arrived (an answer slower than the lease: an overloaded server, a store failing over). Another
+// holder may be taking the operation over right now, so nothing may run under it: a holder stops
+// acting when its lease ends on its own clock (docs/reliability.md, "Clocks"). A lease without an
+// expiry counts as run out.
+func lapsed(lease *Lease) bool { return !lease.ExpiresAt().After(time.Now()) }
+
+// releaseLapsed releases a lease that had run out before its Claim's answer arrived (see lapsed):
+// Fail RETRYABLE, since nothing ran under it, unless it is already gone (taken over or settled).
+// Past the deadline it returns a *LeaseLostError; otherwise it pauses briefly and returns nil, and
+// the caller claims again.
+func (c *Client) releaseLapsed(ctx context.Context, key OperationKey, lease *Lease, deadline time.Time) error {
+	_, err := c.Fail(ctx, &oncekeyv1.FailRequest{
+		Namespace: key.namespace, Key: key.key, LeaseToken: lease.token,
+		Error:       &oncekeyv1.OperationError{Message: lapsedMessage},
+		Disposition: oncekeyv1.Disposition_DISPOSITION_RETRYABLE,
+	})
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	remaining := time.Until(deadline)
+	if remaining <= 0 {
+		return &LeaseLostError{Token: lease.token}
+	}
+	return sleep(ctx, min(remaining, lapsedPause))
 }
 
 // release gives back a key whose Claim the caller cancelled while it was in flight: the server may

@@ -280,6 +280,40 @@ func TestLeaseLostCancelsTheFunction(t *testing.T) {
 	}
 }
 
+// A lease that had run out before its Claim's answer arrived (here: a server whose clock runs 2 s
+// behind grants 1 s leases that end before "now" on this machine, as a Claim answered after its
+// lease would) must not run the function: another holder may be taking it over. Each such lease is
+// released as RETRY, and once the wait is over Do says LeaseLost with no function error.
+func TestALeaseThatRanOutBeforeTheAnswerArrivedRunsNothing(t *testing.T) {
+	s := &server{dir: t.TempDir(), port: freePort(), admin: freePort(), env: []string{"ONCEKEY_TEST_CLOCK_SKEW_MS=-2000"}}
+	if err := s.start(""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.kill)
+	c := dial(t, s)
+	ctx := context.Background()
+	key := Key("email.send", "late")
+	var runs atomic.Int32
+	_, err := Do(ctx, c, key, "x", func(context.Context) (string, error) {
+		runs.Add(1)
+		return "ran", nil
+	}, LeaseTTL(time.Second), WaitTimeout(500*time.Millisecond))
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("the function ran %d times under a lapsed lease", n)
+	}
+	var lost *LeaseLostError
+	if !errors.Is(err, ErrLeaseLost) || !errors.As(err, &lost) || lost.Token < 1 || lost.Err != nil {
+		t.Fatalf("want a lost lease with no function error, got %v", err)
+	}
+	rec, err := c.Lookup(ctx, key)
+	if err != nil || rec.Status != StatusRetry {
+		t.Fatalf("record %+v, %v; want RETRY (released, not left held)", rec, err)
+	}
+	if rec.Error == nil || rec.Error.Message != lapsedMessage {
+		t.Fatalf("stored error %+v; want %q", rec.Error, lapsedMessage)
+	}
+}
+
 func TestUnreachableServerIsUnavailable(t *testing.T) {
 	c, err := Dial("127.0.0.1:1", WithTenant("t"), WithConnectTimeout(200*time.Millisecond),
 		WithRetryPolicy(RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}))

@@ -251,7 +251,9 @@ func (e *OperationFailedError) Is(target error) bool { return target == ErrOpera
 
 // LeaseLostError: the lease was lost while the function ran or before its outcome was recorded
 // (errors.Is ErrLeaseLost). The side effect may have happened; the fencing token tells downstream
-// systems the holders apart.
+// systems the holders apart. Also returned, with Err nil, when every lease acquired within the wait
+// timeout had run out (on this machine's clock) before its Claim's answer arrived: the function
+// then never ran, and each such lease was released for a retry.
 type LeaseLostError struct {
 	// Token is the fencing token of the lost lease.
 	Token uint64

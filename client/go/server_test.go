@@ -64,6 +64,7 @@ type server struct {
 	port, admin int
 	cmd         *exec.Cmd
 	extra       []string // more `oncekey serve` arguments (e.g. --tokens-file)
+	env         []string // more environment variables, KEY=VALUE (e.g. ONCEKEY_TEST_CLOCK_SKEW_MS)
 }
 
 // newServer starts a server of the test's own, killed when the test ends.
@@ -91,7 +92,7 @@ func (s *server) start(listen string) error {
 	s.cmd = exec.Command(bin, append([]string{"serve", "--listen", listen,
 		"--admin-listen", fmt.Sprintf("127.0.0.1:%d", s.admin), "--data-dir", s.dir}, s.extra...)...)
 	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
-	s.cmd.Env = append(os.Environ(), "RUST_LOG=warn")
+	s.cmd.Env = append(append(os.Environ(), "RUST_LOG=warn"), s.env...)
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}

@@ -508,9 +508,6 @@ impl Once {
     }
 }
 
-/// The settle was refused because the lease no longer holds the record: LEASE_LOST (another
-/// holder has it), or ALREADY_SETTLED (someone else settled it with this lease's token; this run
-/// settles only once, and an identical settle would have been accepted).
 /// True when `grant`'s lease had already run out on this machine's clock when its answer
 /// arrived (an answer slower than the lease: an overloaded server, a store failing over). Another
 /// holder may be taking the operation over right now, so nothing may run under it: a holder
@@ -519,6 +516,9 @@ fn lapsed(grant: &LeaseGrant) -> bool {
     grant.expires_at <= std::time::SystemTime::now()
 }
 
+/// The settle was refused because the lease no longer holds the record: LEASE_LOST (another
+/// holder has it), or ALREADY_SETTLED (someone else settled it with this lease's token; this run
+/// settles only once, and an identical settle would have been accepted).
 fn lease_gone(e: &Error) -> bool {
     matches!(
         e.reason(),

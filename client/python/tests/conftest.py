@@ -40,11 +40,13 @@ def oncekey_binary() -> pathlib.Path:
 
 class Server:
     """One ``oncekey serve`` on the embedded store; ``kill`` and ``start`` again keep the port and
-    the data directory."""
+    the data directory. ``env`` adds environment variables (e.g. the test-only
+    ``ONCEKEY_TEST_CLOCK_SKEW_MS``)."""
 
-    def __init__(self, data_dir: pathlib.Path, extra_args: tuple[str, ...] = ()):
+    def __init__(self, data_dir: pathlib.Path, extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None):
         self.data_dir = data_dir
         self.extra_args = extra_args
+        self.env = env or {}
         self.address: str | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self._log = data_dir.parent / f"server-{uuid.uuid4().hex[:8]}.log"
@@ -61,7 +63,7 @@ class Server:
             [str(oncekey_binary()), "serve", "--listen", listen, "--admin-listen", "127.0.0.1:0", "--data-dir", str(self.data_dir), *self.extra_args],
             stdout=subprocess.PIPE,
             stderr=log,
-            env={**os.environ, "RUST_LOG": "info"},
+            env={**os.environ, "RUST_LOG": "info", **self.env},
         )
         line: list[bytes] = []
         reader = threading.Thread(target=lambda: line.append(self.process.stdout.readline()), daemon=True)

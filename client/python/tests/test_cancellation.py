@@ -1,7 +1,8 @@
 """Cancellation and lost leases against the real server: a cancelled or timed-out async call still
 releases its key, a claim cancelled in flight releases what it acquired, a lost lease cancels an
-async function (``LeaseLost``) and sets ``lease.lost`` for a sync one, and the lease and the outcome
-survive a server restart."""
+async function (``LeaseLost``) and sets ``lease.lost`` for a sync one, a lease that had run out
+before its Claim's answer arrived runs nothing, and the lease and the outcome survive a server
+restart."""
 
 import asyncio
 import threading
@@ -138,6 +139,45 @@ def test_a_lost_lease_is_signalled_to_a_sync_function(server, tenant):
 
         with pytest.raises(oncekey.LeaseLost):
             client.run(key, {}, effect, lease_ttl=1.0)
+
+
+def test_a_lease_that_ran_out_before_the_answer_arrived_runs_nothing(tmp_path, tenant):
+    """A server whose clock runs 2 s behind grants 1 s leases that have ended on this machine's
+    clock when the answer arrives, as a Claim answered after its lease would: another holder may be
+    taking the operation over, so the function must not run. Each such lease is released as RETRY,
+    and once the wait is over the call raises ``LeaseLost`` with no operation error."""
+    from conftest import Server
+
+    behind = Server(tmp_path / "behind", env={"ONCEKEY_TEST_CLOCK_SKEW_MS": "-2000"}).start()
+    runs = []
+    try:
+        with oncekey.Client(behind.target, tenant=tenant) as client:
+            key = OperationKey("email.send", "late-sync")
+            with pytest.raises(oncekey.LeaseLost) as lost:
+                client.run(key, {}, lambda lease: runs.append(lease.token), lease_ttl=1.0, wait=0.5)
+            assert runs == [], "nothing may run under a lapsed lease"
+            assert lost.value.token >= 1 and lost.value.operation_error is None
+            record = client.lookup(key)
+            assert record.status is RecordStatus.RETRY, "released, not left held"
+            assert record.error.message == "the lease ran out before the Claim's answer arrived: the operation did not run"
+
+        async def main():
+            async with oncekey.AsyncClient(behind.target, tenant=tenant) as client:
+                key = OperationKey("email.send", "late-async")
+
+                async def effect(lease):
+                    runs.append(lease.token)
+
+                with pytest.raises(oncekey.LeaseLost) as lost:
+                    await client.run(key, {}, effect, lease_ttl=1.0, wait=0.5)
+                return lost.value, await client.lookup(key)
+
+        lost_async, record = asyncio.run(main())
+        assert runs == [], "nothing may run under a lapsed lease"
+        assert lost_async.token >= 1 and lost_async.operation_error is None
+        assert record.status is RecordStatus.RETRY, "released, not left held"
+    finally:
+        behind.kill()
 
 
 def test_lease_and_outcome_survive_a_server_restart(server, tenant):

@@ -274,7 +274,9 @@ export class OncekeyClient {
   /**
    * Runs `fn` once per key: claims `key` with `args`, calls `fn` only when the claim acquired it
    * (keeping the lease alive meanwhile), then records its result (JSON) or its failure; later runs
-   * get the stored result without calling `fn`. See `RunOptions` and the README.
+   * get the stored result without calling `fn`. A lease that had already run out when the Claim's
+   * answer arrived runs nothing: it is released and the key claimed again while `wait` lasts, then
+   * the call rejects with `LeaseLostError`. See `RunOptions` and the README.
    */
   async run<T>(key: KeyLike, args: unknown, fn: Operation<T>, options: RunOptions = {}): Promise<T> {
     return (await this.runDetailed(key, args, fn, options)).value;

@@ -34,7 +34,9 @@ export class KeyReusedError extends OncekeyError {
  * The lease is no longer this caller's: another holder took the operation over (or it was
  * reconciled, or settled with this token). The outcome of this run was not recorded; the side
  * effect may have happened, and `token` is how fencing downstream systems tell the holders apart.
- * `cause` is the function's own error when it failed.
+ * `cause` is the function's own error when it failed. Also thrown by `run` (without `cause`) when
+ * every lease acquired within `wait` had run out, on this machine's clock, before its Claim's
+ * answer arrived: the function then never ran, and each such lease was released for a retry.
  */
 export class LeaseLostError extends OncekeyError {
   override name = "LeaseLostError";

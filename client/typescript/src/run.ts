@@ -4,6 +4,11 @@
  * function's value as JSON or Fail it with the disposition its error chooses. Every other
  * outcome comes back without running the function.
  *
+ * A lease that had already run out (on this machine's clock) when the Claim's answer arrived runs
+ * nothing, since another holder may be taking the operation over: it is released for a retry and
+ * the key claimed again while `wait` lasts, then the call rejects with a `LeaseLostError` (no
+ * `cause`).
+ *
  * Settling never depends on the caller: a cancelled or timed-out call rejects at once with the
  * caller's reason, while the function is told to stop (its `AbortSignal`) and its outcome is still
  * recorded in the background, with the client's own retries (`client.close()` waits for it).
@@ -87,6 +92,15 @@ export interface Done<T> {
 /** Milliseconds between Claims while an approval is awaited and the server's hold ran out early. */
 const APPROVAL_POLL = 100;
 
+/**
+ * The longest pause, in ms, before claiming again after releasing a lease that had run out before
+ * its Claim's answer arrived: whatever made the answer late may still be going on.
+ */
+const LAPSED_PAUSE = 100;
+
+/** The error a lease that had run out before its Claim's answer arrived is released with. */
+const LAPSED_MESSAGE = "the lease ran out before the Claim's answer arrived: the operation did not run";
+
 /** The longest error message the server stores, in bytes; longer ones are cut. */
 const MAX_MESSAGE_BYTES = 16 * 1024;
 
@@ -138,6 +152,10 @@ export async function execute<T>(
     switch (claimed.outcome) {
       case "ACQUIRED":
         if (!claimed.lease) throw new OncekeyError("malformed answer: ACQUIRED without a lease");
+        if (lapsed(claimed.lease)) {
+          await releaseLapsed(client, key, claimed.lease, deadline, signal);
+          break; // claim again
+        }
         return acquired(client, key, claimed.lease, fn, options, signal);
       case "COMPLETED":
         return { value: decode<T>(record?.result, options.raw), replayed: true, record: record! };
@@ -158,6 +176,10 @@ export async function execute<T>(
         if (record && record.leaseOwner === owner && record.status === "PROCESSING") {
           // Our own earlier Claim acquired it, but its answer was lost: the lease is ours.
           const grant = { token: record.fencingToken, expiresAt: record.leaseExpiresAt ?? new Date(), attempt: record.attempt };
+          if (lapsed(grant)) {
+            await releaseLapsed(client, key, grant, deadline, signal);
+            break; // claim again
+          }
           return acquired(client, key, grant, fn, options, signal);
         }
         const remaining = deadline - Date.now();
@@ -166,6 +188,43 @@ export async function execute<T>(
       }
     }
   }
+}
+
+/**
+ * True when `grant`'s lease had already run out on this machine's clock when its Claim's answer
+ * arrived (an answer slower than the lease: an overloaded server, a store failing over). Another
+ * holder may be taking the operation over right now, so nothing may run under it: a holder stops
+ * acting when its lease ends on its own clock (docs/reliability.md, "Clocks").
+ */
+function lapsed(grant: LeaseGrant): boolean {
+  return grant.expiresAt.getTime() <= Date.now();
+}
+
+/**
+ * Releases a lease that had run out before its Claim's answer arrived (see `lapsed`): Fail
+ * RETRYABLE, since nothing ran under it, unless it is already gone (taken over or settled). Past
+ * the deadline it throws a `LeaseLostError`; otherwise it pauses briefly and the caller claims again.
+ */
+async function releaseLapsed(
+  client: OncekeyClient,
+  key: OperationKey,
+  grant: LeaseGrant,
+  deadline: number,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  try {
+    await client.fail(key, grant.token, { code: 0, message: LAPSED_MESSAGE }, "retryable");
+  } catch (e) {
+    if (!(e instanceof LeaseLostError)) throw e; // LEASE_LOST or ALREADY_SETTLED: it is gone anyway
+  }
+  const remaining = deadline - Date.now();
+  if (remaining <= 0) {
+    throw new LeaseLostError(
+      `the lease (token ${grant.token}) on ${key.namespace} ran out before the Claim's answer arrived: the operation did not run`,
+      grant.token,
+    );
+  }
+  await sleep(Math.min(remaining, LAPSED_PAUSE), signal);
 }
 
 /** Runs `fn` under `grant`, then settles; the caller's abort rejects at once, the settle goes on. */

@@ -1,6 +1,7 @@
 // Faults against a real server that the tests kill and restart: a restart during the function, a
 // restart between the effect and the Complete (and the Fail), a server down at the start, a
-// takeover while running, and the caller's own cancellation and timeout.
+// takeover while running, a lease that ran out before its Claim's answer arrived, and the caller's
+// own cancellation and timeout.
 import { afterEach, test } from "node:test";
 import assert from "node:assert/strict";
 import { LeaseLostError, OncekeyClient, OperationKey, UnavailableError } from "../src";
@@ -123,6 +124,31 @@ test("takeover while running: the function's signal fires with LeaseLostError, a
   assert.equal(lease.lost, true);
   assert.equal(effects.length, 0);
   assert.equal((await client.lookup(key))?.fencingToken, lease.token + 1n);
+});
+
+test("a lease that ran out before the Claim's answer arrived: nothing runs, it is released, LeaseLostError", async () => {
+  // A server whose clock runs 2 s behind grants 1 s leases that have ended on this machine's clock
+  // when the answer arrives, as a Claim answered after its lease would: another holder may be
+  // taking the operation over, so the function must not run.
+  const server = new TestServer([], { ONCEKEY_TEST_CLOCK_SKEW_MS: "-2000" });
+  cleanup.push(() => server.dispose());
+  await server.start();
+  const client = new OncekeyClient(server.target, { tenant: "ts-faults" });
+  cleanup.push(() => client.close());
+  const key = OperationKey.of("email.send", uniqueKey("late"), "v1");
+  let runs = 0;
+  const fn = () => {
+    runs++;
+    return "ran";
+  };
+  const err = await client.run(key, null, fn, { leaseTtl: 1000, wait: 500 }).catch((e) => e);
+  assert.equal(runs, 0, "nothing may run under a lapsed lease");
+  assert.ok(err instanceof LeaseLostError, String(err));
+  assert.ok(err.token >= 1n, String(err.token));
+  assert.equal(err.cause, undefined);
+  const record = await client.lookup(key);
+  assert.equal(record?.status, "RETRY", "released, not left held");
+  assert.equal(record?.error?.message, "the lease ran out before the Claim's answer arrived: the operation did not run");
 });
 
 test("the caller's signal: the call rejects with its reason, the function is told, the key is released", async () => {

@@ -29,8 +29,14 @@ export class TestServer {
   private child?: ChildProcess;
   private port = 0;
 
-  /** `extraArgs` are added to `oncekey serve` (e.g. `--tokens-file`). */
-  constructor(private readonly extraArgs: string[] = []) {}
+  /**
+   * `extraArgs` are added to `oncekey serve` (e.g. `--tokens-file`), `env` to its environment
+   * (e.g. the test-only `ONCEKEY_TEST_CLOCK_SKEW_MS`).
+   */
+  constructor(
+    private readonly extraArgs: string[] = [],
+    private readonly env: Record<string, string> = {},
+  ) {}
 
   /** `host:port` of the gRPC listener (fixed after the first start). */
   get target(): string {
@@ -42,7 +48,7 @@ export class TestServer {
     const child = spawn(
       serverBinary(),
       ["serve", "--listen", `127.0.0.1:${port}`, "--admin-listen", "127.0.0.1:0", "--data-dir", this.dataDir, "--log-format", "json", ...this.extraArgs],
-      { stdio: ["ignore", "pipe", "ignore"] },
+      { stdio: ["ignore", "pipe", "ignore"], env: { ...process.env, ...this.env } },
     );
     this.child = child;
     const listening = await new Promise<string>((resolve, reject) => {

@@ -6,6 +6,7 @@ Plain decisions only: no I/O here.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import secrets
 from dataclasses import dataclass
@@ -41,6 +42,11 @@ MAX_NOTE_BYTES = 1024
 """The longest note of an Approve or Reject the server accepts, in UTF-8 bytes."""
 APPROVAL_POLL = 0.1
 """Seconds between Claims while an approval is awaited and the server's hold ran out early."""
+LAPSED_PAUSE = 0.1
+"""Longest pause, in seconds, before claiming again after releasing a lease that had run out
+before its Claim's answer arrived (whatever made the answer late may still be going on)."""
+LAPSED_MESSAGE = "the lease ran out before the Claim's answer arrived: the operation did not run"
+"""The error a lease that had run out before its Claim's answer arrived is released with."""
 
 
 def check_max_attempts(value: int | None) -> int:
@@ -209,13 +215,35 @@ def renew_request(key: OperationKey, token: int, lease_ttl: float | None) -> pb.
     return pb.RenewRequest(namespace=key.namespace, key=key.key, lease_token=token, lease_ttl=duration(lease_ttl))
 
 
+def lapsed_release_request(key: OperationKey, token: int) -> pb.FailRequest:
+    """The Fail that releases a lease which had run out before its Claim's answer arrived: RETRYABLE,
+    since nothing ran under it."""
+    return fail_request(key, token, StoredError(0, LAPSED_MESSAGE), Disposition.RETRYABLE)
+
+
+def lapsed(grant: LeaseGrant) -> bool:
+    """True when ``grant``'s lease had already run out on this machine's clock when its Claim's
+    answer arrived (an answer slower than the lease: an overloaded server, a store failing over).
+    Another holder may be taking the operation over right now, so nothing may run under it: a
+    holder stops acting when its lease ends on its own clock (docs/reliability.md, "Clocks"). A
+    lease without an expiry counts as run out."""
+    return grant.expires_at is None or grant.expires_at <= dt.datetime.now(dt.timezone.utc)
+
+
 @dataclass(frozen=True)
 class Next:
-    """What to do after a Claim: run with ``grant``, return ``done``, or claim again after ``sleep``."""
+    """What to do after a Claim: run with ``grant``, return ``done``, release ``lapsed`` (a lease
+    that had run out before the answer arrived: nothing may run under it) and claim again, or
+    claim again after ``sleep``."""
 
     grant: LeaseGrant | None = None
     done: Done[Any] | None = None
     sleep: float | None = None
+    lapsed: LeaseGrant | None = None
+
+
+def _acquired(grant: LeaseGrant) -> Next:
+    return Next(lapsed=grant) if lapsed(grant) else Next(grant=grant)
 
 
 def after_claim(claimed: Claimed, owner: str, remaining: float, annotation: Any) -> Next:
@@ -223,7 +251,7 @@ def after_claim(claimed: Claimed, owner: str, remaining: float, annotation: Any)
     outcomes that end it without a result."""
     record = claimed.record
     if claimed.outcome is Outcome.ACQUIRED and claimed.lease is not None:
-        return Next(grant=claimed.lease)
+        return _acquired(claimed.lease)
     if claimed.outcome is Outcome.COMPLETED:
         result = record.result if record is not None and record.result is not None else StoredResult()
         return Next(done=Done(decode_result(result, annotation), True, result, record))
@@ -241,7 +269,7 @@ def after_claim(claimed: Claimed, owner: str, remaining: float, annotation: Any)
     if claimed.outcome is Outcome.IN_PROGRESS:
         # Our own earlier Claim acquired it but its answer was lost, and a retry claimed again.
         if record is not None and record.lease_owner == owner and record.status is RecordStatus.PROCESSING:
-            return Next(grant=LeaseGrant(record.fencing_token, record.lease_expires_at, record.attempt))
+            return _acquired(LeaseGrant(record.fencing_token, record.lease_expires_at, record.attempt))
         if remaining <= 0:
             raise InProgress(claimed.retry_after, record)
         return Next(sleep=min(max(claimed.retry_after, 0.05), remaining))

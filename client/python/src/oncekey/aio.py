@@ -206,7 +206,8 @@ class AsyncClient:
         **options: Any,
     ) -> Done[Any]:
         """As ``Client.run``, with an async ``fn``; it is cancelled if the lease is lost
-        (``LeaseLost``), and the key is settled even when the caller is cancelled."""
+        (``LeaseLost``), and the key is settled even when the caller is cancelled. A lease that had
+        already run out when the Claim's answer arrived runs nothing, as with ``Client.run``."""
         return await self._run(key, args, fn, Options(**options), returns, reconcile)
 
     def idempotent(
@@ -293,7 +294,21 @@ class AsyncClient:
                 return step.done
             if step.grant is not None:
                 return await self._acquired(key, step.grant, fn, options)
+            if step.lapsed is not None:
+                await self._release_lapsed(key, step.lapsed, deadline)
+                continue
             await asyncio.sleep(step.sleep or 0.0)
+
+    async def _release_lapsed(self, key: OperationKey, grant: LeaseGrant, deadline: float) -> None:
+        """As ``Client._release_lapsed`` (``deadline`` on the event loop's clock)."""
+        try:
+            await self._call("Fail", _core.lapsed_release_request(key, grant.token))
+        except LeaseLost:
+            pass  # LEASE_LOST or ALREADY_SETTLED: someone else has it, or it is settled
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise LeaseLost(grant.token)
+        await asyncio.sleep(min(remaining, _core.LAPSED_PAUSE))
 
     async def _claim_releasing_on_cancel(self, request: Any, key: OperationKey, owner: str, extra: float) -> Claimed:
         """A Claim that, if the caller is cancelled while it is in flight, releases the lease it

@@ -211,6 +211,9 @@ class Client:
         ``NeedsReconciliation`` (pass ``reconcile=True`` to acquire it and find out).
         AWAITING_APPROVAL: waits up to ``wait`` seconds for the decision, then ``AwaitingApproval``
         (``fn`` never runs before an approval; a rejection is ``OperationFailed``, code 403).
+        A lease that had already run out (on this machine's clock) when the Claim's answer arrived
+        runs nothing: it is released for a retry and the key claimed again while ``wait`` lasts,
+        then ``LeaseLost`` (with no ``operation_error``).
 
         Options: ``lease_ttl``, ``retention``, ``semantics``, ``wait``, ``owner``, ``final``,
         ``abandon``, ``require_approval``, ``max_attempts`` (see ``oncekey.Options``).
@@ -317,7 +320,23 @@ class Client:
                 return step.done
             if step.grant is not None:
                 return self._acquired(key, step.grant, fn, options)
+            if step.lapsed is not None:
+                self._release_lapsed(key, step.lapsed, deadline)
+                continue
             time.sleep(step.sleep or 0.0)
+
+    def _release_lapsed(self, key: OperationKey, grant: LeaseGrant, deadline: float) -> None:
+        """Releases a lease that had run out before its Claim's answer arrived (nothing ran under
+        it), unless it is already gone (taken over or settled); past the wait, ``LeaseLost``, else
+        a short pause before the next Claim."""
+        try:
+            self._call("Fail", _core.lapsed_release_request(key, grant.token))
+        except LeaseLost:
+            pass  # LEASE_LOST or ALREADY_SETTLED: someone else has it, or it is settled
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise LeaseLost(grant.token)
+        time.sleep(min(remaining, _core.LAPSED_PAUSE))
 
     def _acquired(self, key: OperationKey, grant: LeaseGrant, fn: Callable[[Lease], Any], options: Options) -> Done[Any]:
         lease = Lease(key, grant)
