@@ -7,27 +7,16 @@
 //! request goes first changes: every decision is still made on what the store returns, and every
 //! write is conditional.
 
+use super::sharded::Sharded;
 use crate::ledger::RecordId;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use tokio::sync::Notify;
 
-const SHARDS: usize = 16;
-
 /// The keys whose first look is in flight, sharded by id.
+#[derive(Default)]
 pub struct FirstLooks {
-    shards: Vec<Mutex<HashMap<RecordId, Arc<Notify>>>>,
-    hasher: RandomState,
-}
-
-impl Default for FirstLooks {
-    fn default() -> Self {
-        Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: RandomState::new(),
-        }
-    }
+    shards: Sharded<Arc<Notify>>,
 }
 
 /// The first look at a key, in flight until dropped: the duplicates waiting for it go on then.
@@ -46,8 +35,7 @@ impl Drop for Leading<'_> {
 
 impl FirstLooks {
     fn shard(&self, id: &RecordId) -> MutexGuard<'_, HashMap<RecordId, Arc<Notify>>> {
-        let i = self.hasher.hash_one(id) as usize % SHARDS;
-        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+        self.shards.shard(id)
     }
 
     /// `Some` when this Claim leads the first look at `id`; `None` once the first look that was

@@ -20,14 +20,13 @@ mod flush;
 
 pub use flush::flush;
 
+use super::sharded::Sharded;
 use crate::ledger::{count_hits, Event, HitBatch, Life, Record, RecordId, Share};
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
-const SHARDS: usize = 16;
 /// How many written batches a key remembers (for reads that raced with their writes).
 const REMEMBERED: usize = 16;
 /// How many lives of one key may have hits parked at once; more means a key abandoned and
@@ -122,24 +121,14 @@ impl Parked {
 }
 
 /// Parked hits, sharded by record id.
+#[derive(Default)]
 pub struct Hits {
-    shards: Vec<Mutex<HashMap<RecordId, Parked>>>,
-    hasher: RandomState,
-}
-
-impl Default for Hits {
-    fn default() -> Self {
-        Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: RandomState::new(),
-        }
-    }
+    shards: Sharded<Parked>,
 }
 
 impl Hits {
     fn shard(&self, id: &RecordId) -> std::sync::MutexGuard<'_, HashMap<RecordId, Parked>> {
-        let i = self.hasher.hash_one(id) as usize % SHARDS;
-        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+        self.shards.shard(id)
     }
 
     /// Runs `f` on the parked hits of `id`, if any.
@@ -288,8 +277,7 @@ impl Hits {
 
     /// Whether no hit is parked or being written.
     pub fn is_empty(&self) -> bool {
-        self.shards.iter().all(|s| {
-            let shard = s.lock().unwrap_or_else(|e| e.into_inner());
+        self.shards.each().all(|shard| {
             shard
                 .values()
                 .all(|p| p.pending.is_empty() && p.inflight.is_none())

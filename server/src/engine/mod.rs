@@ -15,6 +15,7 @@ mod list;
 mod operate;
 mod recent;
 mod rounds;
+mod sharded;
 mod waiters;
 
 pub use claim::{ClaimReply, DryRunReply};

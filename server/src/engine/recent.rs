@@ -11,34 +11,22 @@
 //!
 //! Bounded: a shard that reaches `SHARD_CAP` records is emptied.
 
+use super::sharded::Sharded;
 use crate::ledger::{Record, RecordId, Status};
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::Mutex;
 
-const SHARDS: usize = 16;
 /// Records per shard before the shard is emptied: 16 × 4096 records of a few hundred bytes.
 const SHARD_CAP: usize = 4096;
 
 /// Recently written PROCESSING records, sharded by id.
+#[derive(Default)]
 pub struct Recent {
-    shards: Vec<Mutex<HashMap<RecordId, Record>>>,
-    hasher: RandomState,
-}
-
-impl Default for Recent {
-    fn default() -> Self {
-        Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: RandomState::new(),
-        }
-    }
+    shards: Sharded<Record>,
 }
 
 impl Recent {
     fn shard(&self, id: &RecordId) -> std::sync::MutexGuard<'_, HashMap<RecordId, Record>> {
-        let i = self.hasher.hash_one(id) as usize % SHARDS;
-        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+        self.shards.shard(id)
     }
 
     /// The record last written for `id` by this process, if it is still remembered.
@@ -68,6 +56,7 @@ impl Recent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::sharded::SHARDS;
     use crate::ledger::{ClaimArgs, Semantics};
 
     fn processing(key: &str) -> Record {
@@ -109,7 +98,7 @@ mod tests {
         for i in 0..SHARDS * SHARD_CAP * 2 {
             recent.wrote(&processing(&format!("k{i}")));
         }
-        let held: usize = recent.shards.iter().map(|s| s.lock().unwrap().len()).sum();
+        let held: usize = recent.shards.each().map(|s| s.len()).sum();
         assert!(held <= SHARDS * SHARD_CAP, "{held}");
         assert!(held > 0);
     }
