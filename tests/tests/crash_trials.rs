@@ -6,12 +6,18 @@
 //! `ONCEKEY_CRASH_TRIALS` kill/restart trials per store (default 12); the full run is
 //! `ONCEKEY_CRASH_TRIALS=200 cargo test -p oncekey-tests --release --test crash_trials -- --nocapture`.
 //! `ONCEKEY_FAULT_SEED` replays a run's random choices (the seed is printed).
+//!
+//! On the embedded store the listing index must also have survived every kill: each status's
+//! ListRecords holds exactly the records the unfiltered listing (read from the records
+//! themselves) reports in that status.
 
-use oncekey_client::Client;
+use oncekey_api::v1::{self, RecordStatus};
+use oncekey_client::{Client, LedgerRpc};
 use oncekey_tests::cql;
 use oncekey_tests::faults::workload::{self, Workload};
 use oncekey_tests::faults::{host_port, Rng};
 use oncekey_tests::Server;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -93,7 +99,73 @@ async fn crash_trials(store: &str, store_flags: Vec<String>) {
         verdict.effects > 0 && verdict.acked > 0,
         "the workload did nothing"
     );
+    if store == "embedded" {
+        listing_agrees(&mut checker.ledger()).await;
+    }
     drop(server);
+}
+
+/// Every listed record of the workload's tenant, (namespace, key) → reported status.
+async fn walk(ledger: &mut LedgerRpc, statuses: &[RecordStatus]) -> BTreeMap<String, i32> {
+    let mut request = v1::ListRecordsRequest {
+        statuses: statuses.iter().map(|s| *s as i32).collect(),
+        page_size: 500,
+        ..Default::default()
+    };
+    let mut out = BTreeMap::new();
+    loop {
+        let page = ledger
+            .list_records(request.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        for r in page.records {
+            let name = format!("{}/{}", r.namespace, r.key);
+            assert!(out.insert(name.clone(), r.status).is_none(), "{name} twice");
+        }
+        if page.next_page_token.is_empty() {
+            return out;
+        }
+        request.page_token = page.next_page_token;
+    }
+}
+
+/// Each status's listing (the listing index) holds exactly the records the unfiltered listing
+/// (the records table) reports in that status.
+async fn listing_agrees(ledger: &mut LedgerRpc) {
+    // Once every lease of the workload has run out, no reported status
+    // changes between the listings.
+    tokio::time::sleep(workload::MAX_LEASE + Duration::from_millis(500)).await;
+    let all = walk(ledger, &[]).await;
+    assert!(!all.is_empty());
+    for status in [
+        RecordStatus::Processing,
+        RecordStatus::Succeeded,
+        RecordStatus::Failed,
+        RecordStatus::Retry,
+        RecordStatus::Unknown,
+        RecordStatus::AwaitingApproval,
+    ] {
+        let expected: BTreeMap<_, _> = all
+            .iter()
+            .filter(|(_, s)| **s == status as i32)
+            .map(|(k, s)| (k.clone(), *s))
+            .collect();
+        let listed = walk(ledger, &[status]).await;
+        let missing: Vec<_> = expected
+            .keys()
+            .filter(|k| !listed.contains_key(*k))
+            .collect();
+        let extra: Vec<_> = listed
+            .keys()
+            .filter(|k| !expected.contains_key(*k))
+            .collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "the listing of {status:?} after the kills: missing {missing:?}, extra {extra:?}"
+        );
+    }
+    println!("[embedded] listing index agrees with {} records", all.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

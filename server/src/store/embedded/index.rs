@@ -1,6 +1,8 @@
-//! The embedded store's listing indexes, kept in the same write transaction as the records they
+//! The embedded store's listing indexes, moved by the same functions that write the records they
 //! point to, so they are never out of step with them — after a crash too: replaying the log
-//! writes records through the same functions.
+//! writes records through the same functions. The children index is written in the records'
+//! transaction; the listing index's moves are collected, and the writer writes their net effect
+//! at its checkpoints (`pending`), while recovery and the index's first build write them at once.
 //!
 //! - `listing`: (bucket, id) → (): a tenant's records of one listing bucket (`ledger::Bucket`,
 //!   the stored status with PROCESSING split by semantics) are one key range, and so are those of
@@ -13,6 +15,7 @@
 //! check liveness).
 
 use super::codec::{self, Head};
+use super::pending::{Change, Moves};
 use super::{internal, RECORDS};
 use crate::ledger::ParentRef;
 use crate::store::StoreError;
@@ -49,10 +52,11 @@ impl Entry {
     }
 }
 
-/// The index tables, open in a write transaction.
+/// The index tables, open in a write transaction, and the listing moves made in it.
 pub(super) struct Index<'t> {
     listing: Table<'t, (u8, &'static [u8]), ()>,
     children: Table<'t, (&'static [u8], &'static [u8]), ()>,
+    changes: Vec<Change>,
 }
 
 impl<'t> Index<'t> {
@@ -61,11 +65,24 @@ impl<'t> Index<'t> {
         Ok(Self {
             listing: txn.open_table(LISTING).map_err(internal)?,
             children: txn.open_table(CHILDREN).map_err(internal)?,
+            changes: Vec::new(),
         })
     }
 
+    /// The listing moves made so far, in order, for the writer to defer (`pending`).
+    pub(super) fn take_changes(&mut self) -> Vec<Change> {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Writes the listing moves made so far into the listing table now.
+    pub(super) fn write_changes(&mut self) -> Result<(), StoreError> {
+        let mut moves = Moves::default();
+        moves.merge(self.take_changes());
+        moves.write(&mut self.listing)
+    }
+
     /// Moves the record under `key` from where `old` indexed it to where `new` does (`None`:
-    /// absent); writes nothing when they agree.
+    /// absent); changes nothing when they agree. The listing move is only noted (`changes`).
     pub(super) fn moved(
         &mut self,
         key: &[u8],
@@ -74,12 +91,11 @@ impl<'t> Index<'t> {
     ) -> Result<(), StoreError> {
         let bucket = |e: Option<&Entry>| e.and_then(|e| e.bucket);
         if bucket(old) != bucket(new) {
-            if let Some(code) = bucket(old) {
-                self.listing.remove((code, key)).map_err(internal)?;
-            }
-            if let Some(code) = bucket(new) {
-                self.listing.insert((code, key), ()).map_err(internal)?;
-            }
+            self.changes.push(Change {
+                key: key.to_vec(),
+                from: bucket(old),
+                to: bucket(new),
+            });
         }
         let parent = |e: Option<&Entry>| e.and_then(|e| e.parent.clone());
         let (old_parent, new_parent) = (parent(old), parent(new));
@@ -129,7 +145,11 @@ pub(super) fn prepare(txn: &WriteTransaction) -> Result<[u8; 32], StoreError> {
             let entry = Entry::of(&codec::head(row)?, row)?;
             index.moved(key, None, Some(&entry))?;
             count += 1;
+            if count.is_multiple_of(8192) {
+                index.write_changes()?;
+            }
         }
+        index.write_changes()?;
         meta.insert(BUILT, &[1u8][..]).map_err(internal)?;
         if count > 0 {
             tracing::info!(records = count, "embedded store: built the listing indexes");

@@ -1,10 +1,13 @@
 //! Reading the embedded store's listing indexes (`index`): a page of a tenant's records, and the
 //! counts of records needing attention. Both run on one read transaction, so a page is a
-//! consistent snapshot; the indexes are exact, and every record read is still checked against
-//! the filter at `now` (its reported status depends on the clock, and it may have expired).
+//! consistent snapshot; the indexes are exact once the writer's latest listing moves (`pending`,
+//! copied with the snapshot) are merged over the listing table, and every record read is still
+//! checked against the filter at `now` (its reported status depends on the clock, and it may
+//! have expired).
 
 use super::codec::{self, bucket_code};
 use super::index::{parent_key, CHILDREN, LISTING};
+use super::pending::Moves;
 use super::{internal, EmbeddedStore, OUTCOMES, RECORDS};
 use crate::ledger::{Attention, AttentionCounts, Millis, Record};
 use crate::store::{ListPage, ListQuery, StoreError};
@@ -114,11 +117,6 @@ impl EmbeddedStore {
         query: ListQuery<'_>,
         now: Millis,
     ) -> Result<ListPage, StoreError> {
-        let txn = self.db.begin_read().map_err(internal)?;
-        let snapshot = Snapshot {
-            records: txn.open_table(RECORDS).map_err(internal)?,
-            outcomes: txn.open_table(OUTCOMES).map_err(internal)?,
-        };
         let filter = query.filter;
         let source = match (&filter.parent, filter.statuses.is_empty()) {
             (Some(_), _) => Source::Children,
@@ -130,6 +128,14 @@ impl EmbeddedStore {
             .map(|bytes| Cursor::decode(bytes, source))
             .transpose()?;
         let prefix = codec::id_prefix(query.tenant, filter.namespace.as_deref());
+        let (txn, moves) = match source {
+            Source::Buckets => self.read_with_moves(&prefix)?,
+            _ => (self.db.begin_read().map_err(internal)?, Moves::default()),
+        };
+        let snapshot = Snapshot {
+            records: txn.open_table(RECORDS).map_err(internal)?,
+            outcomes: txn.open_table(OUTCOMES).map_err(internal)?,
+        };
         let mut page = Page {
             query,
             now,
@@ -168,7 +174,14 @@ impl EmbeddedStore {
                 let mut next = None;
                 for (i, bucket) in buckets.iter().enumerate().skip(first) {
                     let code = bucket_code(*bucket);
-                    let last = scan_bucket(&snapshot, &listing, code, &prefix, start, &mut page)?;
+                    let scan = Scan {
+                        snapshot: &snapshot,
+                        listing: &listing,
+                        moves: &moves,
+                        code,
+                        prefix: &prefix,
+                    };
+                    let last = scan.bucket(start, &mut page)?;
                     if let Some(after) = last {
                         next = Some(Cursor {
                             source,
@@ -188,9 +201,16 @@ impl EmbeddedStore {
         })
     }
 
+    /// A read transaction and the listing moves of the ids under `prefix` that go with it.
+    fn read_with_moves(&self, prefix: &[u8]) -> Result<(redb::ReadTransaction, Moves), StoreError> {
+        let moves = self.pending.lock();
+        let txn = self.db.begin_read().map_err(internal)?;
+        Ok((txn, moves.under(prefix)))
+    }
+
     /// `Store::attention`: every record of the buckets that may need attention, checked at `now`.
     pub(super) fn attention_counts(&self, now: Millis) -> Result<AttentionCounts, StoreError> {
-        let txn = self.db.begin_read().map_err(internal)?;
+        let (txn, moves) = self.read_with_moves(&[])?;
         let snapshot = Snapshot {
             records: txn.open_table(RECORDS).map_err(internal)?,
             outcomes: txn.open_table(OUTCOMES).map_err(internal)?,
@@ -199,15 +219,24 @@ impl EmbeddedStore {
         let mut counts = AttentionCounts::default();
         for bucket in Attention::buckets() {
             let code = bucket_code(bucket);
+            let mut count = |key: &[u8]| -> Result<(), StoreError> {
+                if let Some(why) = snapshot.record(key)?.and_then(|r| Attention::of(&r, now)) {
+                    counts.add(why);
+                }
+                Ok(())
+            };
             for entry in listing.range((code, &[][..])..).map_err(internal)? {
                 let (k, _) = entry.map_err(internal)?;
                 let (c, key) = k.value();
                 if c != code {
                     break;
                 }
-                if let Some(why) = snapshot.record(key)?.and_then(|r| Attention::of(&r, now)) {
-                    counts.add(why);
+                if !moves.removed(code, key) {
+                    count(key)?;
                 }
+            }
+            for key in moves.added(code, Bound::Unbounded) {
+                count(key)?;
             }
         }
         Ok(counts)
@@ -277,32 +306,57 @@ fn scan_children(
     Ok(None)
 }
 
-/// Reads the ids of bucket `code` under `prefix` after `start` into `page`; returns the last id
-/// read if the page stopped before the bucket's end.
-fn scan_bucket(
-    snapshot: &Snapshot,
-    listing: &ReadOnlyTable<(u8, &'static [u8]), ()>,
+/// A scan of one bucket of the listing index under an id prefix, with the moves not yet in it.
+struct Scan<'s> {
+    snapshot: &'s Snapshot,
+    listing: &'s ReadOnlyTable<(u8, &'static [u8]), ()>,
+    moves: &'s Moves,
     code: u8,
-    prefix: &[u8],
-    start: Option<&[u8]>,
-    page: &mut Page<'_>,
-) -> Result<Option<Vec<u8>>, StoreError> {
-    let lower = match start {
-        Some(after) => Bound::Excluded((code, after)),
-        None => Bound::Included((code, prefix)),
-    };
-    let range = listing
-        .range::<(u8, &[u8])>((lower, Bound::Unbounded))
-        .map_err(internal)?;
-    for entry in range {
-        let (k, _) = entry.map_err(internal)?;
-        let (c, key) = k.value();
-        if c != code || !key.starts_with(prefix) {
-            break;
+    prefix: &'s [u8],
+}
+
+impl Scan<'_> {
+    /// Reads the ids of the bucket after `start` into `page`, the table's and the moves' merged
+    /// in order; returns the last id read if the page stopped before the bucket's end.
+    fn bucket(
+        &self,
+        start: Option<&[u8]>,
+        page: &mut Page<'_>,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let (code, prefix) = (self.code, self.prefix);
+        let lower = match start {
+            Some(after) => Bound::Excluded((code, after)),
+            None => Bound::Included((code, prefix)),
+        };
+        let range = self
+            .listing
+            .range::<(u8, &[u8])>((lower, Bound::Unbounded))
+            .map_err(internal)?;
+        let mut added = self
+            .moves
+            .added(code, from(prefix, start))
+            .take_while(|key| key.starts_with(prefix))
+            .peekable();
+        for entry in range {
+            let (k, _) = entry.map_err(internal)?;
+            let (c, key) = k.value();
+            if c != code || !key.starts_with(prefix) {
+                break;
+            }
+            while let Some(add) = added.next_if(|add| *add <= key) {
+                if add != key && !page.offer(self.snapshot.record(add)?) {
+                    return Ok(Some(add.to_vec()));
+                }
+            }
+            if !self.moves.removed(code, key) && !page.offer(self.snapshot.record(key)?) {
+                return Ok(Some(key.to_vec()));
+            }
         }
-        if !page.offer(snapshot.record(key)?) {
-            return Ok(Some(key.to_vec()));
+        for add in added {
+            if !page.offer(self.snapshot.record(add)?) {
+                return Ok(Some(add.to_vec()));
+            }
         }
+        Ok(None)
     }
-    Ok(None)
 }

@@ -240,3 +240,114 @@ async fn a_database_without_listing_indexes_gets_them_when_opened() {
     assert_eq!(again.page_token_key(), key);
     assert_eq!(listing(&again).await, expected);
 }
+
+/// The listing table's rows as stored: (bucket code, id bytes).
+fn listing_rows(store: &EmbeddedStore) -> Vec<(u8, Vec<u8>)> {
+    let txn = store.db.begin_read().unwrap();
+    let table = txn.open_table(index::LISTING).unwrap();
+    redb::ReadableTable::iter(&table)
+        .unwrap()
+        .map(|row| {
+            let (k, _) = row.unwrap();
+            let (code, key) = k.value();
+            (code, key.to_vec())
+        })
+        .collect()
+}
+
+/// What the listing table must hold for the records stored: each record's bucket.
+fn expected_rows(store: &EmbeddedStore) -> Vec<(u8, Vec<u8>)> {
+    let txn = store.db.begin_read().unwrap();
+    let table = txn.open_table(RECORDS).unwrap();
+    let mut rows: Vec<(u8, Vec<u8>)> = redb::ReadableTable::iter(&table)
+        .unwrap()
+        .filter_map(|row| {
+            let (k, v) = row.unwrap();
+            let bucket = codec::head(v.value()).unwrap().bucket;
+            bucket.map(|code| (code, k.value().to_vec()))
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[tokio::test]
+async fn listing_moves_wait_in_memory_and_a_checkpoint_writes_their_net_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = OpenOptions {
+        checkpoint_every: std::time::Duration::from_secs(3600),
+        ..OpenOptions::default()
+    };
+    let engine = Engine::new(
+        EmbeddedStore::open_with_options(dir.path(), options).unwrap(),
+        Clock::System,
+    );
+    fill(&engine, 0..300).await;
+    engine.flush_parked_hits().await;
+    let store = engine.store();
+    // Before a checkpoint the moves are in memory only, and listings see them all the same.
+    assert!(listing_rows(store).is_empty(), "no move written yet");
+    let listed = listing(store).await;
+    assert_eq!(listed[0], truth(store, 0..300).await);
+    assert!(listed[1..].iter().all(|m| !m.is_empty()));
+    store.flush().await.unwrap();
+    assert_eq!(listing_rows(store), expected_rows(store));
+    assert_eq!(listing(store).await, listed);
+    // Moves of records the table holds: settle some, abandon others, claim new ones.
+    for i in (0..300).step_by(6) {
+        let id = RecordId::new(TENANT, format!("ns{}", i % 3), format!("k{i:04}"));
+        match i % 12 {
+            0 => engine
+                .complete(&id, 1, &OpResult::default())
+                .await
+                .map(|_| ()),
+            _ => {
+                let error = OpError {
+                    code: 1,
+                    message: "m".into(),
+                    details: vec![],
+                };
+                let failed = engine.fail(&id, 1, &error, Disposition::Abandon).await;
+                failed.map(|_| ())
+            }
+        }
+        .unwrap();
+    }
+    fill(&engine, 300..360).await;
+    let listed = listing(store).await;
+    assert_eq!(listed[0], truth(store, 0..360).await);
+    store.flush().await.unwrap();
+    assert_eq!(listing_rows(store), expected_rows(store));
+    assert_eq!(listing(store).await, listed);
+}
+
+#[tokio::test]
+async fn the_durable_first_write_after_a_clean_close_keeps_its_listing_moves() {
+    let (live, image) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let options = OpenOptions {
+        checkpoint_every: std::time::Duration::from_secs(3600),
+        ..OpenOptions::default()
+    };
+    let store = EmbeddedStore::open_with_options(live.path(), options).unwrap();
+    let engine = Engine::new(store, Clock::System);
+    fill(&engine, 0..60).await;
+    engine.store().close().await.unwrap();
+    // The next write's commit is durable (a crash now is no clean shutdown), and the database
+    // then holds its log frame: replay will not bring its listing move back.
+    fill(&engine, 60..61).await;
+    std::fs::copy(live.path().join(DB_FILE), image.path().join(DB_FILE)).unwrap();
+    fill(&engine, 61..120).await;
+    engine.flush_parked_hits().await;
+    let expected = listing(engine.store()).await;
+    assert!(expected[1].contains_key(&("ns0".into(), "k0060".into())));
+    std::fs::copy(
+        live.path().join(wal::WAL_FILE),
+        image.path().join(wal::WAL_FILE),
+    )
+    .unwrap();
+    let reopened = EmbeddedStore::open(image.path()).unwrap();
+    let listed = listing(&reopened).await;
+    assert_eq!(listed[0], truth(&reopened, 0..120).await);
+    assert_eq!(listed, expected);
+    assert_eq!(listing_rows(&reopened), expected_rows(&reopened));
+}

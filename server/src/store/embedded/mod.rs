@@ -6,7 +6,7 @@
 //! its RPC answers. A durable redb commit every 50 ms (a checkpoint) lets the log start over. An
 //! expiry index (expires_at, id) lets the sweeper remove expired records without scanning the
 //! ledger; listing indexes (by bucket, by parent: `index`) let a listing read only the records
-//! it asks for (`list`).
+//! it asks for (`list`), the listing index's latest moves merged from memory (`pending`).
 //!
 //! redb is copy-on-write with checksummed commits, so a `kill -9` at any moment leaves the last
 //! durable commit intact, and the log's checksummed, numbered frames carry everything after it;
@@ -25,6 +25,7 @@ mod list;
 mod list_tests;
 mod meta;
 mod metrics;
+mod pending;
 mod recovery;
 #[cfg(test)]
 mod recovery_tests;
@@ -70,6 +71,8 @@ pub struct EmbeddedStore {
     /// the files are let go of by then.
     writer: Option<std::thread::JoinHandle<()>>,
     stats: Arc<Stats>,
+    /// The listing moves the writer has not written to the listing table yet.
+    pending: Arc<pending::Pending>,
     page_token_key: [u8; 32],
 }
 
@@ -145,12 +148,14 @@ impl EmbeddedStore {
             .replayed
             .store(opened.replayed, std::sync::atomic::Ordering::Relaxed);
         let cache = Arc::new(cache::Cache::new(records_cache));
+        let pending = Arc::new(pending::Pending::default());
         let (writes, writer) = writer::spawn(
             db.clone(),
             opened.wal,
             opened.seq,
             stats.clone(),
             cache.clone(),
+            pending.clone(),
             options.checkpoint_every,
         )?;
         Ok(Self {
@@ -159,6 +164,7 @@ impl EmbeddedStore {
             writes,
             writer: Some(writer),
             stats,
+            pending,
             page_token_key,
         })
     }

@@ -301,6 +301,7 @@ fn replay(
             }
             seq = frame.seq;
         }
+        tables.write_listing()?;
     }
     let page_token_key = index::prepare(&txn)?;
     meta::set_seq(&txn, seq)?;

@@ -5,10 +5,12 @@
 //! A record's large outcome lives in the outcomes table under the record's key (see `codec`). A
 //! write stores it only when it differs from the stored one, so rewriting a record for its
 //! counters or lease does not rewrite a result of up to a MiB; removing a record removes it.
-//! Every write and removal also moves the record's entries in the listing indexes (`index`).
+//! Every write and removal also moves the record's entries in the listing indexes (`index`): the
+//! listing index's moves come back to the writer, which defers them (`pending`).
 
 use super::codec::{self, Head};
 use super::index::{Entry, Index};
+use super::pending::Change;
 use super::wal::Effect;
 use super::writer::{Done, Op, Put};
 use super::{internal, EXPIRY, OUTCOMES, RECORDS};
@@ -220,6 +222,11 @@ impl<'t> Tables<'t> {
         Ok(swept)
     }
 
+    /// Writes the listing moves made so far into the listing table now (recovery).
+    pub(super) fn write_listing(&mut self) -> Result<(), StoreError> {
+        self.index.write_changes()
+    }
+
     /// Applies one logged effect again; the log holds whole rows, so this is idempotent.
     pub(super) fn replay(&mut self, effect: &Effect) -> Result<(), StoreError> {
         let key = effect.key();
@@ -246,17 +253,21 @@ impl<'t> Tables<'t> {
     }
 }
 
-/// Applies each op of `batch` in order; one answer per op.
+/// Applies each op of `batch` in order; one answer per op. The listing moves it made are added
+/// to `changes`, not written.
 pub(super) fn apply_all<'a>(
     txn: &WriteTransaction,
     batch: impl IntoIterator<Item = &'a mut Op>,
     effects: &mut Vec<Effect>,
+    changes: &mut Vec<Change>,
 ) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
     let mut tables = Tables::open(txn)?;
-    Ok(batch
+    let answers = batch
         .into_iter()
         .map(|op| tables.apply(op, effects))
-        .collect())
+        .collect();
+    changes.extend(tables.index.take_changes());
+    Ok(answers)
 }
 
 #[cfg(test)]
@@ -297,7 +308,7 @@ mod tests {
         let txn = db.begin_write().unwrap();
         let mut effects = Vec::new();
         let mut op = op;
-        let done = apply_all(&txn, [&mut op], &mut effects)
+        let done = apply_all(&txn, [&mut op], &mut effects, &mut Vec::new())
             .unwrap()
             .remove(0)
             .unwrap();

@@ -11,13 +11,15 @@
 //! key's flushed receipts — a whole record of up to 64 events — lengthen neither the frame the
 //! Claims beside them wait to sync nor the apply before it. A checkpoint — a durable redb commit
 //! every `CHECKPOINT_EVERY`, when the log grows past `MAX_LOG_BYTES`, on a flush and at the end —
-//! lets the log start over. The store is opened, and the log replayed, before the thread starts
+//! lets the log start over; it also writes the net listing moves made since the last one, which
+//! the writer keeps in memory meanwhile (`pending`). The store is opened, and the log replayed, before the thread starts
 //! (`recovery`); closing it ends with a checkpoint that records a clean shutdown (`meta`).
 
 use super::cache::Cache;
 use super::codec::{self, Encoded};
 use super::internal;
 use super::meta::{set_clean, set_seq};
+use super::pending::Pending;
 use super::tables;
 use super::wal::{Effect, Wal};
 use crate::ledger::{Millis, Record, RecordId};
@@ -127,6 +129,7 @@ pub fn spawn(
     seq: u64,
     stats: Arc<Stats>,
     cache: Arc<Cache>,
+    pending: Arc<Pending>,
     checkpoint_every: Duration,
 ) -> Result<(mpsc::Sender<Request>, std::thread::JoinHandle<()>), StoreError> {
     let (tx, rx) = mpsc::channel::<Request>();
@@ -136,6 +139,7 @@ pub fn spawn(
         seq,
         stats,
         cache,
+        pending,
         broken: None,
         clean: false,
         last_checkpoint: Instant::now(),
@@ -157,6 +161,8 @@ struct Writer {
     stats: Arc<Stats>,
     /// Records readers cached: the keys a batch changes are kept out of it while it commits.
     cache: Arc<Cache>,
+    /// The listing moves since the last durable commit, written by the next one.
+    pending: Arc<Pending>,
     /// Set when the log or a commit failed: what is durable is then unknown, so every later write
     /// is refused until a restart replays the log.
     broken: Option<String>,
@@ -263,9 +269,9 @@ impl Writer {
         } else {
             txn.set_durability(Durability::None).map_err(internal)?;
         }
-        let mut effects = Vec::new();
+        let (mut effects, mut changes) = (Vec::new(), Vec::new());
         let ops = batch.iter_mut().map(|r| &mut r.op);
-        let answers = tables::apply_all(&txn, ops, &mut effects)?;
+        let answers = tables::apply_all(&txn, ops, &mut effects, &mut changes)?;
         let durable = batch.iter().any(|r| needs_sync(&r.op));
         if !effects.is_empty() {
             let seq = self.seq + 1;
@@ -280,9 +286,30 @@ impl Writer {
         }
         let keys = || effects.iter().map(Effect::key);
         self.cache.begin_write(keys());
-        let committed = txn.commit();
+        // Under the lock, so that readers see the moves exactly when they see the records.
+        let mut moves = self.pending.lock();
+        let committed = match self.clean {
+            // A durable commit: the moves so far go into the listing table with it.
+            true => {
+                moves.merge(changes);
+                let written = moves.write_in(&txn);
+                let committed = written.and_then(|()| txn.commit().map_err(internal));
+                if committed.is_ok() {
+                    moves.clear();
+                }
+                committed
+            }
+            false => {
+                let committed = txn.commit().map_err(internal);
+                if committed.is_ok() {
+                    moves.merge(changes);
+                }
+                committed
+            }
+        };
+        drop(moves);
         self.cache.end_write(keys());
-        committed.map_err(|e| self.fail(internal(e)))?;
+        committed.map_err(|e| self.fail(e))?;
         self.clean = false;
         Ok(answers)
     }
@@ -307,16 +334,23 @@ impl Writer {
             return Err(StoreError::Unavailable(why.clone()));
         }
         let started = Instant::now();
+        let mut moves = self.pending.lock();
+        let written = moves.len();
         let result = (|| {
             let mut txn = self.db.begin_write().map_err(internal)?;
             txn.set_durability(Durability::Immediate)
                 .map_err(internal)?;
+            moves.write_in(&txn)?;
             set_seq(&txn, self.seq)?;
             if clean {
                 set_clean(&txn, true)?;
             }
             txn.commit().map_err(internal)
         })();
+        if result.is_ok() {
+            moves.clear();
+        }
+        drop(moves);
         self.last_checkpoint = Instant::now();
         match result {
             Ok(()) => {
@@ -324,6 +358,7 @@ impl Writer {
                 tracing::debug!(
                     took_us = took.as_micros() as u64,
                     log_bytes = self.wal.len(),
+                    listing_moves = written,
                     "embedded store: checkpoint"
                 );
                 self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);

@@ -14,6 +14,7 @@ fn writer(dir: &std::path::Path) -> Writer {
         seq: opened.seq,
         stats: Arc::new(Stats::default()),
         cache: Arc::new(Cache::new(1 << 20)),
+        pending: Arc::default(),
         broken: None,
         clean: false,
         last_checkpoint: Instant::now(),
