@@ -56,7 +56,7 @@ impl Entry {
 pub(super) struct Index<'t> {
     listing: Table<'t, (u8, &'static [u8]), ()>,
     children: Table<'t, (&'static [u8], &'static [u8]), ()>,
-    changes: Vec<Change>,
+    changes: Vec<Change<u8>>,
 }
 
 impl<'t> Index<'t> {
@@ -70,7 +70,7 @@ impl<'t> Index<'t> {
     }
 
     /// The listing moves made so far, in order, for the writer to defer (`pending`).
-    pub(super) fn take_changes(&mut self) -> Vec<Change> {
+    pub(super) fn take_changes(&mut self) -> Vec<Change<u8>> {
         std::mem::take(&mut self.changes)
     }
 

@@ -202,7 +202,10 @@ impl EmbeddedStore {
     }
 
     /// A read transaction and the listing moves of the ids under `prefix` that go with it.
-    fn read_with_moves(&self, prefix: &[u8]) -> Result<(redb::ReadTransaction, Moves), StoreError> {
+    fn read_with_moves(
+        &self,
+        prefix: &[u8],
+    ) -> Result<(redb::ReadTransaction, Moves<u8>), StoreError> {
         let moves = self.pending.lock();
         let txn = self.db.begin_read().map_err(internal)?;
         Ok((txn, moves.under(prefix)))
@@ -310,7 +313,7 @@ fn scan_children(
 struct Scan<'s> {
     snapshot: &'s Snapshot,
     listing: &'s ReadOnlyTable<(u8, &'static [u8]), ()>,
-    moves: &'s Moves,
+    moves: &'s Moves<u8>,
     code: u8,
     prefix: &'s [u8],
 }

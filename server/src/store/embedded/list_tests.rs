@@ -197,6 +197,8 @@ async fn the_listing_indexes_are_replayed_from_the_log_after_a_crash() {
     let listed = listing(&reopened).await;
     assert_eq!(listed[0], truth(&reopened, 0..600).await);
     assert_eq!(listed, expected);
+    assert_eq!(listing_rows(&reopened), expected_rows(&reopened));
+    assert_eq!(expiry_rows(&reopened), expected_expiry(&reopened));
 }
 
 #[tokio::test]
@@ -255,20 +257,51 @@ fn listing_rows(store: &EmbeddedStore) -> Vec<(u8, Vec<u8>)> {
         .collect()
 }
 
+/// The expiry table's rows as stored: (expires_at, id bytes).
+fn expiry_rows(store: &EmbeddedStore) -> Vec<(i64, Vec<u8>)> {
+    let txn = store.db.begin_read().unwrap();
+    let table = txn.open_table(EXPIRY).unwrap();
+    redb::ReadableTable::iter(&table)
+        .unwrap()
+        .map(|row| {
+            let (k, _) = row.unwrap();
+            let (at, key) = k.value();
+            (at, key.to_vec())
+        })
+        .collect()
+}
+
 /// What the listing table must hold for the records stored: each record's bucket.
 fn expected_rows(store: &EmbeddedStore) -> Vec<(u8, Vec<u8>)> {
-    let txn = store.db.begin_read().unwrap();
-    let table = txn.open_table(RECORDS).unwrap();
-    let mut rows: Vec<(u8, Vec<u8>)> = redb::ReadableTable::iter(&table)
-        .unwrap()
-        .filter_map(|row| {
-            let (k, v) = row.unwrap();
-            let bucket = codec::head(v.value()).unwrap().bucket;
-            bucket.map(|code| (code, k.value().to_vec()))
-        })
+    let mut rows: Vec<_> = heads(store)
+        .into_iter()
+        .filter_map(|(key, head)| head.bucket.map(|code| (code, key)))
         .collect();
     rows.sort();
     rows
+}
+
+/// What the expiry table must hold for the records stored: each record's expires_at.
+fn expected_expiry(store: &EmbeddedStore) -> Vec<(i64, Vec<u8>)> {
+    let mut rows: Vec<_> = heads(store)
+        .into_iter()
+        .filter_map(|(key, head)| head.expires_at.map(|at| (at, key)))
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Every stored record's id bytes and head.
+fn heads(store: &EmbeddedStore) -> Vec<(Vec<u8>, codec::Head)> {
+    let txn = store.db.begin_read().unwrap();
+    let table = txn.open_table(RECORDS).unwrap();
+    redb::ReadableTable::iter(&table)
+        .unwrap()
+        .map(|row| {
+            let (k, v) = row.unwrap();
+            (k.value().to_vec(), codec::head(v.value()).unwrap())
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -286,12 +319,18 @@ async fn listing_moves_wait_in_memory_and_a_checkpoint_writes_their_net_effect()
     engine.flush_parked_hits().await;
     let store = engine.store();
     // Before a checkpoint the moves are in memory only, and listings see them all the same.
-    assert!(listing_rows(store).is_empty(), "no move written yet");
+    assert!(
+        listing_rows(store).is_empty(),
+        "no listing move written yet"
+    );
+    assert!(expiry_rows(store).is_empty(), "no expiry move written yet");
+    assert!(!expected_expiry(store).is_empty());
     let listed = listing(store).await;
     assert_eq!(listed[0], truth(store, 0..300).await);
     assert!(listed[1..].iter().all(|m| !m.is_empty()));
     store.flush().await.unwrap();
     assert_eq!(listing_rows(store), expected_rows(store));
+    assert_eq!(expiry_rows(store), expected_expiry(store));
     assert_eq!(listing(store).await, listed);
     // Moves of records the table holds: settle some, abandon others, claim new ones.
     for i in (0..300).step_by(6) {
@@ -318,6 +357,7 @@ async fn listing_moves_wait_in_memory_and_a_checkpoint_writes_their_net_effect()
     assert_eq!(listed[0], truth(store, 0..360).await);
     store.flush().await.unwrap();
     assert_eq!(listing_rows(store), expected_rows(store));
+    assert_eq!(expiry_rows(store), expected_expiry(store));
     assert_eq!(listing(store).await, listed);
 }
 
@@ -350,4 +390,5 @@ async fn the_durable_first_write_after_a_clean_close_keeps_its_listing_moves() {
     assert_eq!(listed[0], truth(&reopened, 0..120).await);
     assert_eq!(listed, expected);
     assert_eq!(listing_rows(&reopened), expected_rows(&reopened));
+    assert_eq!(expiry_rows(&reopened), expected_expiry(&reopened));
 }

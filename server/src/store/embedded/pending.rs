@@ -1,8 +1,12 @@
-//! The listing index's changes not yet in its table. A cycle moves a record's listing entry three
-//! times (in PROCESSING, out of it, into SUCCEEDED), each a B-tree update of its own; the writer
-//! instead keeps where each record moved since the last checkpoint and writes only the net move
-//! at the checkpoint (one insert for a cycle), in the same durable commit as everything it makes
-//! durable. Readers merge these moves over the table, so a listing lags no write.
+//! Index changes not yet in their tables. A cycle moves a record's listing entry three times (in
+//! PROCESSING, out of it, into SUCCEEDED) and its expiry entry twice (the lease's end, then the
+//! retention after the settle): five B-tree updates. The writer instead keeps where each record
+//! moved since the last checkpoint and writes only the net move at the checkpoint (one insert
+//! each for a cycle), in the same durable commit as everything it makes durable.
+//!
+//! Readers merge the listing moves over the listing table, so a listing lags no write; only the
+//! writer's sweep reads the expiry index, and it merges the expiry moves, which only the writer
+//! holds.
 //!
 //! Consistency: the writer merges a batch's moves under the lock right after its commit, and a
 //! checkpoint writes and clears them under the lock in its commit, so a reader that opens its
@@ -18,68 +22,74 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard};
 
-/// A record's listing move: the bucket code the table holds it under (`base`) and the one it is
-/// in now (`None`: in no bucket).
+/// A record's index move: where the table holds it (`base`: a listing bucket's code, an expiry
+/// instant) and where it is now (`None`: not in the index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Move {
-    pub base: Option<u8>,
-    pub now: Option<u8>,
+pub(super) struct Move<T> {
+    pub base: Option<T>,
+    pub now: Option<T>,
 }
 
-/// One write's change: the record stored under `key` went from bucket `from` to bucket `to`.
+/// One write's change: the record stored under `key` went from `from` to `to`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Change {
+pub(super) struct Change<T> {
     pub key: Vec<u8>,
-    pub from: Option<u8>,
-    pub to: Option<u8>,
+    pub from: Option<T>,
+    pub to: Option<T>,
 }
 
 /// Net moves by id bytes; a record back where the table has it has none.
-#[derive(Debug, Default, Clone)]
-pub(super) struct Moves(BTreeMap<Vec<u8>, Move>);
+#[derive(Debug, Clone)]
+pub(super) struct Moves<T>(BTreeMap<Vec<u8>, Move<T>>);
 
-impl Moves {
+impl<T> Default for Moves<T> {
+    fn default() -> Self {
+        Self(BTreeMap::new())
+    }
+}
+
+impl<T: Copy + Eq> Moves<T> {
     /// Adds `changes`, in the order they were made.
-    pub(super) fn merge(&mut self, changes: impl IntoIterator<Item = Change>) {
+    pub(super) fn merge(&mut self, changes: impl IntoIterator<Item = Change<T>>) {
         for change in changes {
-            match self.0.entry(change.key) {
-                std::collections::btree_map::Entry::Occupied(mut entry) => {
-                    entry.get_mut().now = change.to;
-                    if entry.get().base == change.to {
-                        entry.remove();
-                    }
+            self.change(change.key, change.from, change.to);
+        }
+    }
+
+    /// Adds one change: the record under `key` went from `from` to `to`.
+    pub(super) fn change(&mut self, key: Vec<u8>, from: Option<T>, to: Option<T>) {
+        match self.0.entry(key) {
+            std::collections::btree_map::Entry::Occupied(mut entry) => {
+                entry.get_mut().now = to;
+                if entry.get().base == to {
+                    entry.remove();
                 }
-                std::collections::btree_map::Entry::Vacant(entry) => {
-                    if change.from != change.to {
-                        entry.insert(Move {
-                            base: change.from,
-                            now: change.to,
-                        });
-                    }
+            }
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                if from != to {
+                    entry.insert(Move {
+                        base: from,
+                        now: to,
+                    });
                 }
             }
         }
     }
 
-    /// Writes every move into the listing `table` (which then needs none of them).
-    pub(super) fn write(&self, table: &mut Table<'_, (u8, &[u8]), ()>) -> Result<(), StoreError> {
+    /// Writes every move through `write` (remove the table's entry: `false`; insert: `true`).
+    fn write_with(
+        &self,
+        mut write: impl FnMut(T, &[u8], bool) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         for (key, moved) in &self.0 {
-            if let Some(code) = moved.base {
-                table.remove((code, key.as_slice())).map_err(internal)?;
+            if let Some(at) = moved.base {
+                write(at, key, false)?;
             }
-            if let Some(code) = moved.now {
-                table.insert((code, key.as_slice()), ()).map_err(internal)?;
+            if let Some(at) = moved.now {
+                write(at, key, true)?;
             }
         }
         Ok(())
-    }
-
-    /// Writes every move in `txn`'s listing table.
-    pub(super) fn write_in(&self, txn: &redb::WriteTransaction) -> Result<(), StoreError> {
-        if self.0.is_empty() {
-            return Ok(());
-        }
-        self.write(&mut txn.open_table(LISTING).map_err(internal)?)
     }
 
     pub(super) fn clear(&mut self) {
@@ -90,8 +100,56 @@ impl Moves {
         self.0.len()
     }
 
+    /// The move of the record under `key`, if it moved.
+    pub(super) fn get(&self, key: &[u8]) -> Option<&Move<T>> {
+        self.0.get(key)
+    }
+}
+
+/// Writes `moves` into the index `table` keyed (T, id bytes) — listing or expiry — which then
+/// needs none of them.
+macro_rules! write_into {
+    ($moves:expr, $table:expr) => {
+        $moves.write_with(|at, key, insert| {
+            match insert {
+                true => $table.insert((at, key), ()).map(|_| ()),
+                false => $table.remove((at, key)).map(|_| ()),
+            }
+            .map_err(internal)
+        })
+    };
+}
+
+impl Moves<i64> {
+    /// Writes every move into the expiry `table`.
+    pub(super) fn write(&self, table: &mut Table<'_, (i64, &[u8]), ()>) -> Result<(), StoreError> {
+        write_into!(self, table)
+    }
+
+    /// The ids whose expiry instant is now at or before `now`, with it.
+    pub(super) fn due(&self, now: i64) -> impl Iterator<Item = (i64, &[u8])> + '_ {
+        self.0.iter().filter_map(move |(key, m)| {
+            m.now.filter(|at| *at <= now).map(|at| (at, key.as_slice()))
+        })
+    }
+}
+
+impl Moves<u8> {
+    /// Writes every move into the listing `table`.
+    pub(super) fn write(&self, table: &mut Table<'_, (u8, &[u8]), ()>) -> Result<(), StoreError> {
+        write_into!(self, table)
+    }
+
+    /// Writes every move in `txn`'s listing table.
+    pub(super) fn write_in(&self, txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        self.write(&mut txn.open_table(LISTING).map_err(internal)?)
+    }
+
     /// The moves of the records whose id bytes start with `prefix`.
-    pub(super) fn under(&self, prefix: &[u8]) -> Moves {
+    pub(super) fn under(&self, prefix: &[u8]) -> Moves<u8> {
         let range = self
             .0
             .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded));
@@ -123,14 +181,14 @@ impl Moves {
     }
 }
 
-/// The moves shared between the writer and the readers.
+/// The listing moves, shared between the writer and the readers.
 #[derive(Debug, Default)]
-pub(super) struct Pending(Mutex<Moves>);
+pub(super) struct Pending(Mutex<Moves<u8>>);
 
 impl Pending {
     /// The moves, locked: held by the writer across a commit, by a reader while it opens its
     /// read transaction and copies them.
-    pub(super) fn lock(&self) -> MutexGuard<'_, Moves> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Moves<u8>> {
         // A panic while holding it leaves whole moves (each merge step is one map operation).
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -140,7 +198,7 @@ impl Pending {
 mod tests {
     use super::*;
 
-    fn change(key: &str, from: Option<u8>, to: Option<u8>) -> Change {
+    fn change(key: &str, from: Option<u8>, to: Option<u8>) -> Change<u8> {
         Change {
             key: key.as_bytes().to_vec(),
             from,

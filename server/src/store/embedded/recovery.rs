@@ -301,7 +301,7 @@ fn replay(
             }
             seq = frame.seq;
         }
-        tables.write_listing()?;
+        tables.write_indexes()?;
     }
     let page_token_key = index::prepare(&txn)?;
     meta::set_seq(&txn, seq)?;

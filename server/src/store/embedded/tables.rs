@@ -5,12 +5,14 @@
 //! A record's large outcome lives in the outcomes table under the record's key (see `codec`). A
 //! write stores it only when it differs from the stored one, so rewriting a record for its
 //! counters or lease does not rewrite a result of up to a MiB; removing a record removes it.
-//! Every write and removal also moves the record's entries in the listing indexes (`index`): the
-//! listing index's moves come back to the writer, which defers them (`pending`).
+//! Every write and removal also moves the record's entries in the listing indexes (`index`) and
+//! the expiry index; the listing and expiry moves are not written here but noted for the writer,
+//! which writes their net effect at its checkpoints (`pending`), so the sweep merges the expiry
+//! moves over the expiry table.
 
 use super::codec::{self, Head};
 use super::index::{Entry, Index};
-use super::pending::Change;
+use super::pending::{Change, Moves};
 use super::wal::Effect;
 use super::writer::{Done, Op, Put};
 use super::{internal, EXPIRY, OUTCOMES, RECORDS};
@@ -24,6 +26,8 @@ pub(super) struct Tables<'t> {
     expiry: Table<'t, (i64, &'static [u8]), ()>,
     outcomes: Table<'t, &'static [u8], &'static [u8]>,
     index: Index<'t>,
+    /// The expiry moves not in `expiry` yet: the writer's, lent for a batch.
+    expiring: Moves<i64>,
 }
 
 impl<'t> Tables<'t> {
@@ -34,6 +38,7 @@ impl<'t> Tables<'t> {
             expiry: txn.open_table(EXPIRY).map_err(internal)?,
             outcomes: txn.open_table(OUTCOMES).map_err(internal)?,
             index: Index::open(txn)?,
+            expiring: Moves::default(),
         })
     }
 
@@ -83,16 +88,12 @@ impl<'t> Tables<'t> {
         expires_at: Option<Millis>,
         old: Option<Head>,
     ) -> Result<(), StoreError> {
-        if let Some(old_at) = old.and_then(|h| h.expires_at) {
-            if Some(old_at) != expires_at {
-                self.expiry.remove((old_at, key)).map_err(internal)?;
-            }
+        let old_at = old.and_then(|h| h.expires_at);
+        if old_at != expires_at {
+            self.expiring.change(key.to_vec(), old_at, expires_at);
         }
         let was = old.map(|h| self.entry(key, &h)).transpose()?;
         self.records.insert(key, row).map_err(internal)?;
-        if let Some(at) = expires_at {
-            self.expiry.insert((at, key), ()).map_err(internal)?;
-        }
         let is = Entry::of(&codec::head(row)?, row)?;
         self.index.moved(key, was.as_ref(), Some(&is))
     }
@@ -101,8 +102,8 @@ impl<'t> Tables<'t> {
     fn remove(&mut self, key: &[u8], old: Head) -> Result<(), StoreError> {
         let was = self.entry(key, &old)?;
         self.records.remove(key).map_err(internal)?;
-        if let Some(at) = old.expires_at {
-            self.expiry.remove((at, key)).map_err(internal)?;
+        if old.expires_at.is_some() {
+            self.expiring.change(key.to_vec(), old.expires_at, None);
         }
         self.outcomes.remove(key).map_err(internal)?;
         self.index.moved(key, Some(&was), None)
@@ -191,7 +192,8 @@ impl<'t> Tables<'t> {
         Ok(Done::Cas(Cas::Conflict(self.live(id, key, now)?)))
     }
 
-    /// Removes up to `limit` records whose expires_at is at or before `now`, oldest first.
+    /// Removes up to `limit` records whose expires_at is at or before `now`, oldest first: the
+    /// expiry table's entries that no move made stale, and the moves' own.
     fn sweep(
         &mut self,
         now: Millis,
@@ -205,8 +207,14 @@ impl<'t> Tables<'t> {
             if at > now || due.len() >= limit {
                 break;
             }
-            due.push((at, key.to_vec()));
+            let moved = self.expiring.get(key).is_some_and(|m| m.base == Some(at));
+            if !moved {
+                due.push((at, key.to_vec()));
+            }
         }
+        due.extend(self.expiring.due(now).map(|(at, key)| (at, key.to_vec())));
+        due.sort_unstable();
+        due.truncate(limit);
         let swept = due.len();
         for (at, key) in due {
             match self.head(&key)? {
@@ -222,8 +230,10 @@ impl<'t> Tables<'t> {
         Ok(swept)
     }
 
-    /// Writes the listing moves made so far into the listing table now (recovery).
-    pub(super) fn write_listing(&mut self) -> Result<(), StoreError> {
+    /// Writes the listing and expiry moves made so far into their tables now (recovery).
+    pub(super) fn write_indexes(&mut self) -> Result<(), StoreError> {
+        self.expiring.write(&mut self.expiry)?;
+        self.expiring.clear();
         self.index.write_changes()
     }
 
@@ -254,19 +264,23 @@ impl<'t> Tables<'t> {
 }
 
 /// Applies each op of `batch` in order; one answer per op. The listing moves it made are added
-/// to `changes`, not written.
+/// to `changes`, and its expiry moves to `expiring` (the expiry moves not yet written), neither
+/// written.
 pub(super) fn apply_all<'a>(
     txn: &WriteTransaction,
     batch: impl IntoIterator<Item = &'a mut Op>,
     effects: &mut Vec<Effect>,
-    changes: &mut Vec<Change>,
+    changes: &mut Vec<Change<u8>>,
+    expiring: &mut Moves<i64>,
 ) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
     let mut tables = Tables::open(txn)?;
+    tables.expiring = std::mem::take(expiring);
     let answers = batch
         .into_iter()
         .map(|op| tables.apply(op, effects))
         .collect();
     changes.extend(tables.index.take_changes());
+    *expiring = std::mem::take(&mut tables.expiring);
     Ok(answers)
 }
 
@@ -308,7 +322,8 @@ mod tests {
         let txn = db.begin_write().unwrap();
         let mut effects = Vec::new();
         let mut op = op;
-        let done = apply_all(&txn, [&mut op], &mut effects, &mut Vec::new())
+        let (mut changes, mut expiring) = (Vec::new(), Moves::default());
+        let done = apply_all(&txn, [&mut op], &mut effects, &mut changes, &mut expiring)
             .unwrap()
             .remove(0)
             .unwrap();

@@ -189,3 +189,70 @@ crate::store_suite!(embedded, async {
     let store = EmbeddedStore::open(dir.path()).unwrap();
     (store, dir)
 });
+
+/// A record stored with `expires_at`, version `version`.
+fn expiring(key: &str, version: u64, expires_at: Millis) -> Record {
+    let id = RecordId::new("t", "ns", key);
+    let mut record = crate::ledger::claim(&id, None, &claim_args(), 1)
+        .unwrap()
+        .record()
+        .clone();
+    record.version = version;
+    record.expires_at = Some(expires_at);
+    record
+}
+
+#[tokio::test]
+async fn a_sweep_goes_by_the_latest_expiry_whether_or_not_a_checkpoint_wrote_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = OpenOptions {
+        checkpoint_every: Duration::from_secs(3600),
+        ..OpenOptions::default()
+    };
+    let store = EmbeddedStore::open_with_options(dir.path(), options).unwrap();
+    let (early, late) = (10_000, 20_000);
+    let put = |key: &'static str, version: u64, at: Millis| {
+        let store = &store;
+        async move {
+            let record = expiring(key, version, at);
+            let cas = match version {
+                1 => store.insert_if_absent(&record, 1).await,
+                _ => {
+                    store
+                        .replace_if_version(&record, version - 1, true, 1)
+                        .await
+                }
+            };
+            assert!(matches!(cas.unwrap(), Cas::Applied));
+        }
+    };
+    // "c": its move to the late expiry written by a checkpoint.
+    put("c", 1, early).await;
+    put("c", 2, late).await;
+    store.flush().await.unwrap();
+    // "a": the table holds the early expiry, the move to the late one is in memory only.
+    put("a", 1, early).await;
+    store.flush().await.unwrap();
+    put("a", 2, late).await;
+    // "b": both moves in memory; "d": expires early, in memory.
+    put("b", 1, early).await;
+    put("b", 2, late).await;
+    put("d", 1, early).await;
+    // Between the two: only "d" is due; the early entries of the others are stale.
+    assert_eq!(store.sweep_expired(early + 1, 100).await.unwrap(), 1);
+    for key in ["a", "b", "c"] {
+        let id = RecordId::new("t", "ns", key);
+        assert!(store.get(&id, early + 1).await.unwrap().is_some(), "{key}");
+    }
+    assert_eq!(
+        store.sweep_expired(late, 2).await.unwrap(),
+        2,
+        "oldest first, at most 2"
+    );
+    assert_eq!(store.sweep_expired(late, 100).await.unwrap(), 1);
+    assert_eq!(store.sweep_expired(late, 100).await.unwrap(), 0);
+    store.flush().await.unwrap();
+    let txn = store.db.begin_read().unwrap();
+    let expiry = txn.open_table(EXPIRY).unwrap();
+    assert_eq!(redb::ReadableTableMetadata::len(&expiry).unwrap(), 0);
+}

@@ -11,17 +11,18 @@
 //! key's flushed receipts — a whole record of up to 64 events — lengthen neither the frame the
 //! Claims beside them wait to sync nor the apply before it. A checkpoint — a durable redb commit
 //! every `CHECKPOINT_EVERY`, when the log grows past `MAX_LOG_BYTES`, on a flush and at the end —
-//! lets the log start over; it also writes the net listing moves made since the last one, which
-//! the writer keeps in memory meanwhile (`pending`). The store is opened, and the log replayed, before the thread starts
+//! lets the log start over; it also writes the net listing and expiry moves made since the last
+//! one, which the writer keeps in memory meanwhile (`pending`). The store is opened, and the log replayed, before the thread starts
 //! (`recovery`); closing it ends with a checkpoint that records a clean shutdown (`meta`).
 
 use super::cache::Cache;
 use super::codec::{self, Encoded};
 use super::internal;
 use super::meta::{set_clean, set_seq};
-use super::pending::Pending;
+use super::pending::{Moves, Pending};
 use super::tables;
 use super::wal::{Effect, Wal};
+use super::EXPIRY;
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::{Cas, StoreError};
 use redb::{Database, Durability};
@@ -140,6 +141,7 @@ pub fn spawn(
         stats,
         cache,
         pending,
+        expiring: Moves::default(),
         broken: None,
         clean: false,
         last_checkpoint: Instant::now(),
@@ -163,6 +165,9 @@ struct Writer {
     cache: Arc<Cache>,
     /// The listing moves since the last durable commit, written by the next one.
     pending: Arc<Pending>,
+    /// The expiry moves since the last durable commit, written by the next one; only this
+    /// thread reads the expiry index (its sweeps), so only it holds them.
+    expiring: Moves<i64>,
     /// Set when the log or a commit failed: what is durable is then unknown, so every later write
     /// is refused until a restart replays the log.
     broken: Option<String>,
@@ -271,7 +276,7 @@ impl Writer {
         }
         let (mut effects, mut changes) = (Vec::new(), Vec::new());
         let ops = batch.iter_mut().map(|r| &mut r.op);
-        let answers = tables::apply_all(&txn, ops, &mut effects, &mut changes)?;
+        let answers = tables::apply_all(&txn, ops, &mut effects, &mut changes, &mut self.expiring)?;
         let durable = batch.iter().any(|r| needs_sync(&r.op));
         if !effects.is_empty() {
             let seq = self.seq + 1;
@@ -292,10 +297,11 @@ impl Writer {
             // A durable commit: the moves so far go into the listing table with it.
             true => {
                 moves.merge(changes);
-                let written = moves.write_in(&txn);
+                let written = write_moves(&txn, &moves, &self.expiring);
                 let committed = written.and_then(|()| txn.commit().map_err(internal));
                 if committed.is_ok() {
                     moves.clear();
+                    self.expiring.clear();
                 }
                 committed
             }
@@ -340,7 +346,7 @@ impl Writer {
             let mut txn = self.db.begin_write().map_err(internal)?;
             txn.set_durability(Durability::Immediate)
                 .map_err(internal)?;
-            moves.write_in(&txn)?;
+            write_moves(&txn, &moves, &self.expiring)?;
             set_seq(&txn, self.seq)?;
             if clean {
                 set_clean(&txn, true)?;
@@ -349,6 +355,7 @@ impl Writer {
         })();
         if result.is_ok() {
             moves.clear();
+            self.expiring.clear();
         }
         drop(moves);
         self.last_checkpoint = Instant::now();
@@ -374,6 +381,19 @@ impl Writer {
             }
         }
     }
+}
+
+/// Writes the listing moves `listing` and the expiry moves `expiring` into their tables in `txn`.
+fn write_moves(
+    txn: &redb::WriteTransaction,
+    listing: &Moves<u8>,
+    expiring: &Moves<i64>,
+) -> Result<(), StoreError> {
+    listing.write_in(txn)?;
+    if expiring.len() > 0 {
+        expiring.write(&mut txn.open_table(EXPIRY).map_err(internal)?)?;
+    }
+    Ok(())
 }
 
 fn needs_sync(op: &Op) -> bool {

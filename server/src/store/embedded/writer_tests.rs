@@ -15,6 +15,7 @@ fn writer(dir: &std::path::Path) -> Writer {
         stats: Arc::new(Stats::default()),
         cache: Arc::new(Cache::new(1 << 20)),
         pending: Arc::default(),
+        expiring: Default::default(),
         broken: None,
         clean: false,
         last_checkpoint: Instant::now(),
