@@ -2,7 +2,9 @@
 //! PROCESSING, out of it, into SUCCEEDED) and its expiry entry twice (the lease's end, then the
 //! retention after the settle): five B-tree updates. The writer instead keeps where each record
 //! moved since the last checkpoint and writes only the net move at the checkpoint (one insert
-//! each for a cycle), in the same durable commit as everything it makes durable.
+//! each for a cycle). So that the checkpoint's stall does not grow by all of them, moves that
+//! have not changed for a tick (`TICK`, 10-20 ms: a cycle's moves are long netted by then) go into
+//! the next batch's transaction; the rest go into the checkpoint's durable commit.
 //!
 //! Readers merge the listing moves over the listing table, so a listing lags no write; only the
 //! writer's sweep reads the expiry index, and it merges the expiry moves, which only the writer
@@ -21,6 +23,10 @@ use redb::Table;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// How often moves age: a move unchanged for a whole tick is written by the next batch.
+pub(super) const TICK: Duration = Duration::from_millis(10);
 
 /// A record's index move: where the table holds it (`base`: a listing bucket's code, an expiry
 /// instant) and where it is now (`None`: not in the index).
@@ -28,6 +34,8 @@ use std::sync::{Mutex, MutexGuard};
 pub(super) struct Move<T> {
     pub base: Option<T>,
     pub now: Option<T>,
+    /// The tick of its last change.
+    pub tick: u32,
 }
 
 /// One write's change: the record stored under `key` went from `from` to `to`.
@@ -38,13 +46,14 @@ pub(super) struct Change<T> {
     pub to: Option<T>,
 }
 
-/// Net moves by id bytes; a record back where the table has it has none.
+/// Net moves by id bytes; a record back where the table has it has none. Changes are stamped
+/// with the current tick (`tick`).
 #[derive(Debug, Clone)]
-pub(super) struct Moves<T>(BTreeMap<Vec<u8>, Move<T>>);
+pub(super) struct Moves<T>(BTreeMap<Vec<u8>, Move<T>>, u32);
 
 impl<T> Default for Moves<T> {
     fn default() -> Self {
-        Self(BTreeMap::new())
+        Self(BTreeMap::new(), 0)
     }
 }
 
@@ -58,10 +67,12 @@ impl<T: Copy + Eq> Moves<T> {
 
     /// Adds one change: the record under `key` went from `from` to `to`.
     pub(super) fn change(&mut self, key: Vec<u8>, from: Option<T>, to: Option<T>) {
+        let tick = self.1;
         match self.0.entry(key) {
             std::collections::btree_map::Entry::Occupied(mut entry) => {
-                entry.get_mut().now = to;
-                if entry.get().base == to {
+                let moved = entry.get_mut();
+                (moved.now, moved.tick) = (to, tick);
+                if moved.base == to {
                     entry.remove();
                 }
             }
@@ -70,9 +81,28 @@ impl<T: Copy + Eq> Moves<T> {
                     entry.insert(Move {
                         base: from,
                         now: to,
+                        tick,
                     });
                 }
             }
+        }
+    }
+
+    /// Stamps the changes from now on with `tick`.
+    pub(super) fn set_tick(&mut self, tick: u32) {
+        self.1 = tick;
+    }
+
+    /// The moves last changed before tick `before`.
+    pub(super) fn settled(&self, before: u32) -> Moves<T> {
+        let settled = self.0.iter().filter(|(_, m)| m.tick < before);
+        Moves(settled.map(|(k, m)| (k.clone(), *m)).collect(), self.1)
+    }
+
+    /// Drops the moves of `written` (now in the table).
+    pub(super) fn remove_all(&mut self, written: &Moves<T>) {
+        for key in written.0.keys() {
+            self.0.remove(key);
         }
     }
 
@@ -158,6 +188,7 @@ impl Moves<u8> {
                 .take_while(|(key, _)| key.starts_with(prefix))
                 .map(|(key, moved)| (key.clone(), *moved))
                 .collect(),
+            self.1,
         )
     }
 
@@ -221,6 +252,14 @@ mod tests {
         assert!(!moves.removed(2, b"b") && !moves.removed(1, b"a"));
         assert_eq!(moves.under(b"c").len(), 1);
         assert_eq!(moves.under(b"d").len(), 0);
+        // Aging: a move changed in a later tick is not settled before it.
+        moves.set_tick(1);
+        moves.merge([change("d", None, Some(1))]);
+        assert_eq!(moves.settled(1).len(), 2);
+        moves.remove_all(&moves.settled(1));
+        assert_eq!(moves.len(), 1);
+        assert!(moves.get(b"d").is_some());
+        moves.merge([change("a", None, Some(2)), change("c", Some(2), None)]);
 
         let dir = tempfile::tempdir().unwrap();
         let db = redb::Database::create(dir.path().join("t.redb")).unwrap();
@@ -240,6 +279,7 @@ mod tests {
                 (code, key.to_vec())
             })
             .collect();
-        assert_eq!(rows, [(2, b"a".to_vec()), (2, b"b".to_vec())]);
+        let expected = [(1, b"d".to_vec()), (2, b"a".to_vec()), (2, b"b".to_vec())];
+        assert_eq!(rows, expected);
     }
 }

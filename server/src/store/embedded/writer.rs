@@ -19,7 +19,7 @@ use super::cache::Cache;
 use super::codec::{self, Encoded};
 use super::internal;
 use super::meta::{set_clean, set_seq};
-use super::pending::{Moves, Pending};
+use super::pending::{Moves, Pending, TICK};
 use super::tables;
 use super::wal::{Effect, Wal};
 use super::EXPIRY;
@@ -142,6 +142,8 @@ pub fn spawn(
         cache,
         pending,
         expiring: Moves::default(),
+        tick: 0,
+        tick_at: Instant::now(),
         broken: None,
         clean: false,
         last_checkpoint: Instant::now(),
@@ -168,6 +170,9 @@ struct Writer {
     /// The expiry moves since the last durable commit, written by the next one; only this
     /// thread reads the expiry index (its sweeps), so only it holds them.
     expiring: Moves<i64>,
+    /// The moves' current tick (`pending::TICK`), and when it began.
+    tick: u32,
+    tick_at: Instant,
     /// Set when the log or a commit failed: what is durable is then unknown, so every later write
     /// is refused until a restart replays the log.
     broken: Option<String>,
@@ -274,6 +279,8 @@ impl Writer {
         } else {
             txn.set_durability(Durability::None).map_err(internal)?;
         }
+        let settle_before = self.next_tick();
+        self.expiring.set_tick(self.tick);
         let (mut effects, mut changes) = (Vec::new(), Vec::new());
         let ops = batch.iter_mut().map(|r| &mut r.op);
         let answers = tables::apply_all(&txn, ops, &mut effects, &mut changes, &mut self.expiring)?;
@@ -296,6 +303,7 @@ impl Writer {
         let committed = match self.clean {
             // A durable commit: the moves so far go into the listing table with it.
             true => {
+                moves.set_tick(self.tick);
                 moves.merge(changes);
                 let written = write_moves(&txn, &moves, &self.expiring);
                 let committed = written.and_then(|()| txn.commit().map_err(internal));
@@ -305,9 +313,21 @@ impl Writer {
                 }
                 committed
             }
+            // The moves that have settled go in with it, the others wait.
             false => {
-                let committed = txn.commit().map_err(internal);
+                let settled = settle_before
+                    .map(|before| (moves.settled(before), self.expiring.settled(before)));
+                let written = match &settled {
+                    Some((listing, expiring)) => write_moves(&txn, listing, expiring),
+                    None => Ok(()),
+                };
+                let committed = written.and_then(|()| txn.commit().map_err(internal));
                 if committed.is_ok() {
+                    if let Some((listing, expiring)) = &settled {
+                        moves.remove_all(listing);
+                        self.expiring.remove_all(expiring);
+                    }
+                    moves.set_tick(self.tick);
                     moves.merge(changes);
                 }
                 committed
@@ -318,6 +338,17 @@ impl Writer {
         committed.map_err(|e| self.fail(e))?;
         self.clean = false;
         Ok(answers)
+    }
+
+    /// Starts a new tick if the current one is over; then returns the tick before which moves
+    /// have settled (unchanged for a whole tick).
+    fn next_tick(&mut self) -> Option<u32> {
+        if self.tick_at.elapsed() < TICK {
+            return None;
+        }
+        self.tick = self.tick.wrapping_add(1);
+        self.tick_at = Instant::now();
+        self.tick.checked_sub(1)
     }
 
     /// Marks the writer broken by `e` and returns the error to answer with.

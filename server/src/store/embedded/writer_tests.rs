@@ -16,6 +16,8 @@ fn writer(dir: &std::path::Path) -> Writer {
         cache: Arc::new(Cache::new(1 << 20)),
         pending: Arc::default(),
         expiring: Default::default(),
+        tick: 0,
+        tick_at: Instant::now(),
         broken: None,
         clean: false,
         last_checkpoint: Instant::now(),
