@@ -11,9 +11,10 @@
 //! key's flushed receipts — a whole record of up to 64 events — lengthen neither the frame the
 //! Claims beside them wait to sync nor the apply before it. A checkpoint — a durable redb commit
 //! every `CHECKPOINT_EVERY`, when the log grows past `MAX_LOG_BYTES`, on a flush and at the end —
-//! lets the log start over; it also writes the net listing and expiry moves made since the last
-//! one, which the writer keeps in memory meanwhile (`pending`). The store is opened, and the log replayed, before the thread starts
-//! (`recovery`); closing it ends with a checkpoint that records a clean shutdown (`meta`).
+//! lets the log start over; it also writes the net listing and expiry moves the writer kept in
+//! memory since the last one (`pending`: batches write those unchanged for a tick). The store is
+//! opened, and the log replayed, before the thread starts (`recovery`); closing it ends with a
+//! checkpoint that records a clean shutdown (`meta`).
 
 use super::cache::Cache;
 use super::codec::{self, Encoded};
