@@ -3,6 +3,7 @@
 //!
 //! This module only classifies errors; it decides nothing about retrying them (see `stack::retry`).
 
+use oncekey_api::v1::ErrorReason as Wire;
 use std::fmt;
 use std::time::Duration;
 use tonic::Code;
@@ -43,48 +44,65 @@ pub enum Reason {
     /// PERMISSION_DENIED: the token lacks the scope the RPC needs (`ledger`, `approve` or
     /// `admin`); the status message names it.
     MissingScope,
+    /// RESOURCE_EXHAUSTED: the tenant is over an admission limit; the error's `retry_after`
+    /// says when to come back.
+    RateLimited,
+    /// INTERNAL: the server could not read a stored record (a bug or damaged data).
+    Internal,
     /// A reason this client version does not know.
     Other(String),
 }
 
 impl Reason {
-    /// Parses an `ErrorInfo.reason`.
+    /// Parses an `ErrorInfo.reason`, by the proto's `ErrorReason` (the one list of reasons).
     pub fn parse(reason: &str) -> Reason {
-        match reason {
-            "INVALID_FIELD" => Reason::InvalidField,
-            "TOO_LARGE" => Reason::TooLarge,
-            "KEY_REUSED" => Reason::KeyReused,
-            "LEASE_LOST" => Reason::LeaseLost,
-            "ALREADY_SETTLED" => Reason::AlreadySettled,
-            "NOT_FOUND" => Reason::NotFound,
-            "UNAUTHENTICATED" => Reason::Unauthenticated,
-            "PERMISSION_DENIED" => Reason::PermissionDenied,
-            "STORE_UNAVAILABLE" => Reason::StoreUnavailable,
-            "KEEPALIVE_REPLACED" => Reason::KeepaliveReplaced,
-            "NOT_AWAITING_APPROVAL" => Reason::NotAwaitingApproval,
-            "UNSETTLED_AT_MOST_ONCE" => Reason::UnsettledAtMostOnce,
-            "MISSING_SCOPE" => Reason::MissingScope,
-            other => Reason::Other(other.to_owned()),
+        match Wire::from_wire_name(reason) {
+            Some(Wire::InvalidField) => Reason::InvalidField,
+            Some(Wire::TooLarge) => Reason::TooLarge,
+            Some(Wire::KeyReused) => Reason::KeyReused,
+            Some(Wire::LeaseLost) => Reason::LeaseLost,
+            Some(Wire::AlreadySettled) => Reason::AlreadySettled,
+            Some(Wire::NotFound) => Reason::NotFound,
+            Some(Wire::Unauthenticated) => Reason::Unauthenticated,
+            Some(Wire::PermissionDenied) => Reason::PermissionDenied,
+            Some(Wire::StoreUnavailable) => Reason::StoreUnavailable,
+            Some(Wire::KeepaliveReplaced) => Reason::KeepaliveReplaced,
+            Some(Wire::NotAwaitingApproval) => Reason::NotAwaitingApproval,
+            Some(Wire::UnsettledAtMostOnce) => Reason::UnsettledAtMostOnce,
+            Some(Wire::MissingScope) => Reason::MissingScope,
+            Some(Wire::RateLimited) => Reason::RateLimited,
+            Some(Wire::Internal) => Reason::Internal,
+            Some(Wire::Unspecified) | None => Reason::Other(reason.to_owned()),
         }
+    }
+
+    /// The proto's `ErrorReason` of this reason (`None` for one this version does not know).
+    pub fn wire(&self) -> Option<Wire> {
+        Some(match self {
+            Reason::InvalidField => Wire::InvalidField,
+            Reason::TooLarge => Wire::TooLarge,
+            Reason::KeyReused => Wire::KeyReused,
+            Reason::LeaseLost => Wire::LeaseLost,
+            Reason::AlreadySettled => Wire::AlreadySettled,
+            Reason::NotFound => Wire::NotFound,
+            Reason::Unauthenticated => Wire::Unauthenticated,
+            Reason::PermissionDenied => Wire::PermissionDenied,
+            Reason::StoreUnavailable => Wire::StoreUnavailable,
+            Reason::KeepaliveReplaced => Wire::KeepaliveReplaced,
+            Reason::NotAwaitingApproval => Wire::NotAwaitingApproval,
+            Reason::UnsettledAtMostOnce => Wire::UnsettledAtMostOnce,
+            Reason::MissingScope => Wire::MissingScope,
+            Reason::RateLimited => Wire::RateLimited,
+            Reason::Internal => Wire::Internal,
+            Reason::Other(_) => return None,
+        })
     }
 
     /// The reason as the server spells it, e.g. `LEASE_LOST`.
     pub fn as_str(&self) -> &str {
         match self {
-            Reason::InvalidField => "INVALID_FIELD",
-            Reason::TooLarge => "TOO_LARGE",
-            Reason::KeyReused => "KEY_REUSED",
-            Reason::LeaseLost => "LEASE_LOST",
-            Reason::AlreadySettled => "ALREADY_SETTLED",
-            Reason::NotFound => "NOT_FOUND",
-            Reason::Unauthenticated => "UNAUTHENTICATED",
-            Reason::PermissionDenied => "PERMISSION_DENIED",
-            Reason::StoreUnavailable => "STORE_UNAVAILABLE",
-            Reason::KeepaliveReplaced => "KEEPALIVE_REPLACED",
-            Reason::NotAwaitingApproval => "NOT_AWAITING_APPROVAL",
-            Reason::UnsettledAtMostOnce => "UNSETTLED_AT_MOST_ONCE",
-            Reason::MissingScope => "MISSING_SCOPE",
             Reason::Other(other) => other,
+            known => known.wire().map(Wire::wire_name).unwrap_or_default(),
         }
     }
 }
@@ -258,6 +276,20 @@ mod tests {
             with_reason(Code::NotFound, "SOMETHING_NEW").reason(),
             Some(Reason::Other("SOMETHING_NEW".into()))
         );
+    }
+
+    #[test]
+    fn every_reason_of_the_proto_has_a_variant_and_round_trips() {
+        for n in 1.. {
+            let Ok(wire) = Wire::try_from(n) else { break };
+            let reason = Reason::parse(wire.wire_name());
+            assert!(
+                !matches!(reason, Reason::Other(_)),
+                "{wire:?} has no variant"
+            );
+            assert_eq!(reason.wire(), Some(wire));
+            assert_eq!(reason.as_str(), wire.wire_name());
+        }
     }
 
     #[test]

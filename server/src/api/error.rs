@@ -7,6 +7,7 @@
 use crate::engine::EngineError;
 use crate::ledger::LedgerError;
 use crate::store::StoreError;
+use oncekey_api::v1::ErrorReason as Reason;
 use oncekey_api::ERROR_DOMAIN;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -89,12 +90,12 @@ impl From<LedgerError> for ApiError {
     }
 }
 
-fn status(code: Code, reason: &str, message: String, field: Option<(&str, &str)>) -> Status {
+fn status(code: Code, reason: Reason, message: String, field: Option<(&str, &str)>) -> Status {
     let mut metadata = HashMap::new();
     if let Some((field, _)) = field {
         metadata.insert("field".to_string(), field.to_string());
     }
-    let mut details = ErrorDetails::with_error_info(reason, ERROR_DOMAIN, metadata);
+    let mut details = ErrorDetails::with_error_info(reason.wire_name(), ERROR_DOMAIN, metadata);
     if let Some((field, description)) = field {
         details.add_bad_request_violation(field, description);
     }
@@ -107,31 +108,40 @@ impl From<ApiError> for Status {
         match &e {
             ApiError::InvalidField { field, description } => status(
                 Code::InvalidArgument,
-                "INVALID_FIELD",
+                Reason::InvalidField,
                 message,
                 Some((field, description)),
             ),
             ApiError::TooLarge { field, description } => status(
                 Code::InvalidArgument,
-                "TOO_LARGE",
+                Reason::TooLarge,
                 message,
                 Some((field, description)),
             ),
-            ApiError::Unauthenticated(_) => {
-                status(Code::Unauthenticated, "UNAUTHENTICATED", message, None)
-            }
-            ApiError::PermissionDenied(_) => {
-                status(Code::PermissionDenied, "PERMISSION_DENIED", message, None)
-            }
+            ApiError::Unauthenticated(_) => status(
+                Code::Unauthenticated,
+                Reason::Unauthenticated,
+                message,
+                None,
+            ),
+            ApiError::PermissionDenied(_) => status(
+                Code::PermissionDenied,
+                Reason::PermissionDenied,
+                message,
+                None,
+            ),
             ApiError::MissingScope { scope, .. } => {
                 let metadata = HashMap::from([("scope".to_string(), scope.to_string())]);
-                let details =
-                    ErrorDetails::with_error_info("MISSING_SCOPE", ERROR_DOMAIN, metadata);
+                let details = ErrorDetails::with_error_info(
+                    Reason::MissingScope.wire_name(),
+                    ERROR_DOMAIN,
+                    metadata,
+                );
                 Status::with_error_details(Code::PermissionDenied, message, details)
             }
             ApiError::Engine(engine) => engine_status(engine, message),
             ApiError::KeepAliveReplaced => {
-                status(Code::Aborted, "KEEPALIVE_REPLACED", message, None)
+                status(Code::Aborted, Reason::KeepaliveReplaced, message, None)
             }
             ApiError::RateLimited { limit, retry_after } => {
                 rate_limited(limit, *retry_after, message)
@@ -155,7 +165,8 @@ fn pushback_ms(delay: Duration) -> u64 {
 fn rate_limited(limit: &str, retry_after: Duration, message: String) -> Status {
     let ms = pushback_ms(retry_after);
     let metadata = HashMap::from([("limit".to_string(), limit.to_string())]);
-    let mut details = ErrorDetails::with_error_info("RATE_LIMITED", ERROR_DOMAIN, metadata);
+    let mut details =
+        ErrorDetails::with_error_info(Reason::RateLimited.wire_name(), ERROR_DOMAIN, metadata);
     details.set_retry_info(Some(Duration::from_millis(ms)));
     let mut trailers = MetadataMap::new();
     trailers.insert(RETRY_PUSHBACK_HEADER, MetadataValue::from(ms));
@@ -165,38 +176,41 @@ fn rate_limited(limit: &str, retry_after: Duration, message: String) -> Status {
 fn engine_status(e: &EngineError, message: String) -> Status {
     match e {
         EngineError::Ledger(LedgerError::KeyReused) => {
-            status(Code::FailedPrecondition, "KEY_REUSED", message, None)
+            status(Code::FailedPrecondition, Reason::KeyReused, message, None)
         }
         EngineError::Ledger(LedgerError::LeaseLost) => {
-            status(Code::FailedPrecondition, "LEASE_LOST", message, None)
+            status(Code::FailedPrecondition, Reason::LeaseLost, message, None)
         }
-        EngineError::Ledger(LedgerError::AlreadySettled) => {
-            status(Code::FailedPrecondition, "ALREADY_SETTLED", message, None)
-        }
+        EngineError::Ledger(LedgerError::AlreadySettled) => status(
+            Code::FailedPrecondition,
+            Reason::AlreadySettled,
+            message,
+            None,
+        ),
         EngineError::Ledger(LedgerError::NotAwaitingApproval) => status(
             Code::FailedPrecondition,
-            "NOT_AWAITING_APPROVAL",
+            Reason::NotAwaitingApproval,
             message,
             None,
         ),
         EngineError::Ledger(LedgerError::UnsettledAtMostOnce) => status(
             Code::FailedPrecondition,
-            "UNSETTLED_AT_MOST_ONCE",
+            Reason::UnsettledAtMostOnce,
             message,
             None,
         ),
         EngineError::NotFound | EngineError::Ledger(LedgerError::NotFound) => {
-            status(Code::NotFound, "NOT_FOUND", message, None)
+            status(Code::NotFound, Reason::NotFound, message, None)
         }
         EngineError::Contention => {
             tracing::warn!("conditional writes kept conflicting on one record");
-            status(Code::Unavailable, "STORE_UNAVAILABLE", message, None)
+            status(Code::Unavailable, Reason::StoreUnavailable, message, None)
         }
         EngineError::Store(StoreError::Unavailable(detail) | StoreError::Internal(detail)) => {
             tracing::error!(error = %detail, "store failure");
             status(
                 Code::Unavailable,
-                "STORE_UNAVAILABLE",
+                Reason::StoreUnavailable,
                 "the store is unavailable; retry with the same key".into(),
                 None,
             )
@@ -205,7 +219,7 @@ fn engine_status(e: &EngineError, message: String) -> Status {
             tracing::error!(error = %detail, "corrupt record in store");
             status(
                 Code::Internal,
-                "INTERNAL",
+                Reason::Internal,
                 "the stored record could not be read".into(),
                 None,
             )

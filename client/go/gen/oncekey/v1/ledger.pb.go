@@ -410,6 +410,114 @@ func (EventKind) EnumDescriptor() ([]byte, []int) {
 	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{5}
 }
 
+// Why a call failed: the `reason` of the one google.rpc.ErrorInfo (domain "oncekey") every non-OK
+// status carries. On the wire the reason is the value's name without its `ERROR_REASON_` prefix
+// (e.g. "KEY_REUSED"); this enum gives every language the list once, so clients map from it
+// instead of spelling the strings. Never sent as a field.
+type ErrorReason int32
+
+const (
+	// Not a reason; a zero value only.
+	ErrorReason_ERROR_REASON_UNSPECIFIED ErrorReason = 0
+	// INVALID_ARGUMENT: a field is missing, malformed or out of range (a BadRequest names it).
+	ErrorReason_ERROR_REASON_INVALID_FIELD ErrorReason = 1
+	// INVALID_ARGUMENT: a field exceeds its limit (a BadRequest names it).
+	ErrorReason_ERROR_REASON_TOO_LARGE ErrorReason = 2
+	// FAILED_PRECONDITION: the key was first claimed with different arguments.
+	ErrorReason_ERROR_REASON_KEY_REUSED ErrorReason = 3
+	// FAILED_PRECONDITION: the lease token is not the record's current one.
+	ErrorReason_ERROR_REASON_LEASE_LOST ErrorReason = 4
+	// FAILED_PRECONDITION: this token already settled the record differently.
+	ErrorReason_ERROR_REASON_ALREADY_SETTLED ErrorReason = 5
+	// NOT_FOUND: the record is absent or expired.
+	ErrorReason_ERROR_REASON_NOT_FOUND ErrorReason = 6
+	// UNAUTHENTICATED: a missing, unknown or revoked bearer token.
+	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 7
+	// PERMISSION_DENIED: valid credentials that do not allow the request.
+	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 8
+	// UNAVAILABLE: the store cannot answer; retry with the same key.
+	ErrorReason_ERROR_REASON_STORE_UNAVAILABLE ErrorReason = 9
+	// RESOURCE_EXHAUSTED: the tenant is over an admission limit; RetryInfo says when to come back.
+	ErrorReason_ERROR_REASON_RATE_LIMITED ErrorReason = 10
+	// ABORTED: a newer KeepAlive stream for the same lease replaced this one; do not reopen it.
+	ErrorReason_ERROR_REASON_KEEPALIVE_REPLACED ErrorReason = 11
+	// FAILED_PRECONDITION: an approval decision on a record that does not await one.
+	ErrorReason_ERROR_REASON_NOT_AWAITING_APPROVAL ErrorReason = 12
+	// FAILED_PRECONDITION: Purge of an unsettled at-most-once record without `force`.
+	ErrorReason_ERROR_REASON_UNSETTLED_AT_MOST_ONCE ErrorReason = 13
+	// PERMISSION_DENIED: the token lacks the scope the RPC needs (ErrorInfo metadata `scope`).
+	ErrorReason_ERROR_REASON_MISSING_SCOPE ErrorReason = 14
+	// INTERNAL: a stored record could not be read (a bug or damaged data; never expected).
+	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 15
+)
+
+// Enum value maps for ErrorReason.
+var (
+	ErrorReason_name = map[int32]string{
+		0:  "ERROR_REASON_UNSPECIFIED",
+		1:  "ERROR_REASON_INVALID_FIELD",
+		2:  "ERROR_REASON_TOO_LARGE",
+		3:  "ERROR_REASON_KEY_REUSED",
+		4:  "ERROR_REASON_LEASE_LOST",
+		5:  "ERROR_REASON_ALREADY_SETTLED",
+		6:  "ERROR_REASON_NOT_FOUND",
+		7:  "ERROR_REASON_UNAUTHENTICATED",
+		8:  "ERROR_REASON_PERMISSION_DENIED",
+		9:  "ERROR_REASON_STORE_UNAVAILABLE",
+		10: "ERROR_REASON_RATE_LIMITED",
+		11: "ERROR_REASON_KEEPALIVE_REPLACED",
+		12: "ERROR_REASON_NOT_AWAITING_APPROVAL",
+		13: "ERROR_REASON_UNSETTLED_AT_MOST_ONCE",
+		14: "ERROR_REASON_MISSING_SCOPE",
+		15: "ERROR_REASON_INTERNAL",
+	}
+	ErrorReason_value = map[string]int32{
+		"ERROR_REASON_UNSPECIFIED":            0,
+		"ERROR_REASON_INVALID_FIELD":          1,
+		"ERROR_REASON_TOO_LARGE":              2,
+		"ERROR_REASON_KEY_REUSED":             3,
+		"ERROR_REASON_LEASE_LOST":             4,
+		"ERROR_REASON_ALREADY_SETTLED":        5,
+		"ERROR_REASON_NOT_FOUND":              6,
+		"ERROR_REASON_UNAUTHENTICATED":        7,
+		"ERROR_REASON_PERMISSION_DENIED":      8,
+		"ERROR_REASON_STORE_UNAVAILABLE":      9,
+		"ERROR_REASON_RATE_LIMITED":           10,
+		"ERROR_REASON_KEEPALIVE_REPLACED":     11,
+		"ERROR_REASON_NOT_AWAITING_APPROVAL":  12,
+		"ERROR_REASON_UNSETTLED_AT_MOST_ONCE": 13,
+		"ERROR_REASON_MISSING_SCOPE":          14,
+		"ERROR_REASON_INTERNAL":               15,
+	}
+)
+
+func (x ErrorReason) Enum() *ErrorReason {
+	p := new(ErrorReason)
+	*p = x
+	return p
+}
+
+func (x ErrorReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ErrorReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_oncekey_v1_ledger_proto_enumTypes[6].Descriptor()
+}
+
+func (ErrorReason) Type() protoreflect.EnumType {
+	return &file_oncekey_v1_ledger_proto_enumTypes[6]
+}
+
+func (x ErrorReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ErrorReason.Descriptor instead.
+func (ErrorReason) EnumDescriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{6}
+}
+
 // Names another operation of the same tenant.
 type OperationRef struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2554,7 +2662,25 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x0fEVENT_KIND_FAIL\x10\x04\x12\x14\n" +
 	"\x10EVENT_KIND_RENEW\x10\x05\x12\x16\n" +
 	"\x12EVENT_KIND_APPROVE\x10\x06\x12\x15\n" +
-	"\x11EVENT_KIND_REJECT\x10\a2\x9c\x05\n" +
+	"\x11EVENT_KIND_REJECT\x10\a*\x99\x04\n" +
+	"\vErrorReason\x12\x1c\n" +
+	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aERROR_REASON_INVALID_FIELD\x10\x01\x12\x1a\n" +
+	"\x16ERROR_REASON_TOO_LARGE\x10\x02\x12\x1b\n" +
+	"\x17ERROR_REASON_KEY_REUSED\x10\x03\x12\x1b\n" +
+	"\x17ERROR_REASON_LEASE_LOST\x10\x04\x12 \n" +
+	"\x1cERROR_REASON_ALREADY_SETTLED\x10\x05\x12\x1a\n" +
+	"\x16ERROR_REASON_NOT_FOUND\x10\x06\x12 \n" +
+	"\x1cERROR_REASON_UNAUTHENTICATED\x10\a\x12\"\n" +
+	"\x1eERROR_REASON_PERMISSION_DENIED\x10\b\x12\"\n" +
+	"\x1eERROR_REASON_STORE_UNAVAILABLE\x10\t\x12\x1d\n" +
+	"\x19ERROR_REASON_RATE_LIMITED\x10\n" +
+	"\x12#\n" +
+	"\x1fERROR_REASON_KEEPALIVE_REPLACED\x10\v\x12&\n" +
+	"\"ERROR_REASON_NOT_AWAITING_APPROVAL\x10\f\x12'\n" +
+	"#ERROR_REASON_UNSETTLED_AT_MOST_ONCE\x10\r\x12\x1e\n" +
+	"\x1aERROR_REASON_MISSING_SCOPE\x10\x0e\x12\x19\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\x0f2\x9c\x05\n" +
 	"\x06Ledger\x12<\n" +
 	"\x05Claim\x12\x18.oncekey.v1.ClaimRequest\x1a\x19.oncekey.v1.ClaimResponse\x12E\n" +
 	"\bComplete\x12\x1b.oncekey.v1.CompleteRequest\x1a\x1c.oncekey.v1.CompleteResponse\x129\n" +
@@ -2580,7 +2706,7 @@ func file_oncekey_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_oncekey_v1_ledger_proto_rawDescData
 }
 
-var file_oncekey_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_oncekey_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
 var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_oncekey_v1_ledger_proto_goTypes = []any{
 	(RecordStatus)(0),             // 0: oncekey.v1.RecordStatus
@@ -2589,97 +2715,98 @@ var file_oncekey_v1_ledger_proto_goTypes = []any{
 	(Disposition)(0),              // 3: oncekey.v1.Disposition
 	(ApprovalDecision)(0),         // 4: oncekey.v1.ApprovalDecision
 	(EventKind)(0),                // 5: oncekey.v1.EventKind
-	(*OperationRef)(nil),          // 6: oncekey.v1.OperationRef
-	(*ClaimRequest)(nil),          // 7: oncekey.v1.ClaimRequest
-	(*Lease)(nil),                 // 8: oncekey.v1.Lease
-	(*ClaimResponse)(nil),         // 9: oncekey.v1.ClaimResponse
-	(*OperationResult)(nil),       // 10: oncekey.v1.OperationResult
-	(*OperationError)(nil),        // 11: oncekey.v1.OperationError
-	(*Record)(nil),                // 12: oncekey.v1.Record
-	(*Approval)(nil),              // 13: oncekey.v1.Approval
-	(*CompleteRequest)(nil),       // 14: oncekey.v1.CompleteRequest
-	(*CompleteResponse)(nil),      // 15: oncekey.v1.CompleteResponse
-	(*FailRequest)(nil),           // 16: oncekey.v1.FailRequest
-	(*FailResponse)(nil),          // 17: oncekey.v1.FailResponse
-	(*RenewRequest)(nil),          // 18: oncekey.v1.RenewRequest
-	(*RenewResponse)(nil),         // 19: oncekey.v1.RenewResponse
-	(*KeepAliveRequest)(nil),      // 20: oncekey.v1.KeepAliveRequest
-	(*LookupRequest)(nil),         // 21: oncekey.v1.LookupRequest
-	(*LookupResponse)(nil),        // 22: oncekey.v1.LookupResponse
-	(*RecordEvent)(nil),           // 23: oncekey.v1.RecordEvent
-	(*ListRecordsRequest)(nil),    // 24: oncekey.v1.ListRecordsRequest
-	(*ListRecordsResponse)(nil),   // 25: oncekey.v1.ListRecordsResponse
-	(*ApproveRequest)(nil),        // 26: oncekey.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 27: oncekey.v1.ApproveResponse
-	(*RejectRequest)(nil),         // 28: oncekey.v1.RejectRequest
-	(*RejectResponse)(nil),        // 29: oncekey.v1.RejectResponse
-	(*PurgeRequest)(nil),          // 30: oncekey.v1.PurgeRequest
-	(*PurgeResponse)(nil),         // 31: oncekey.v1.PurgeResponse
-	nil,                           // 32: oncekey.v1.OperationResult.MetadataEntry
-	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(ErrorReason)(0),              // 6: oncekey.v1.ErrorReason
+	(*OperationRef)(nil),          // 7: oncekey.v1.OperationRef
+	(*ClaimRequest)(nil),          // 8: oncekey.v1.ClaimRequest
+	(*Lease)(nil),                 // 9: oncekey.v1.Lease
+	(*ClaimResponse)(nil),         // 10: oncekey.v1.ClaimResponse
+	(*OperationResult)(nil),       // 11: oncekey.v1.OperationResult
+	(*OperationError)(nil),        // 12: oncekey.v1.OperationError
+	(*Record)(nil),                // 13: oncekey.v1.Record
+	(*Approval)(nil),              // 14: oncekey.v1.Approval
+	(*CompleteRequest)(nil),       // 15: oncekey.v1.CompleteRequest
+	(*CompleteResponse)(nil),      // 16: oncekey.v1.CompleteResponse
+	(*FailRequest)(nil),           // 17: oncekey.v1.FailRequest
+	(*FailResponse)(nil),          // 18: oncekey.v1.FailResponse
+	(*RenewRequest)(nil),          // 19: oncekey.v1.RenewRequest
+	(*RenewResponse)(nil),         // 20: oncekey.v1.RenewResponse
+	(*KeepAliveRequest)(nil),      // 21: oncekey.v1.KeepAliveRequest
+	(*LookupRequest)(nil),         // 22: oncekey.v1.LookupRequest
+	(*LookupResponse)(nil),        // 23: oncekey.v1.LookupResponse
+	(*RecordEvent)(nil),           // 24: oncekey.v1.RecordEvent
+	(*ListRecordsRequest)(nil),    // 25: oncekey.v1.ListRecordsRequest
+	(*ListRecordsResponse)(nil),   // 26: oncekey.v1.ListRecordsResponse
+	(*ApproveRequest)(nil),        // 27: oncekey.v1.ApproveRequest
+	(*ApproveResponse)(nil),       // 28: oncekey.v1.ApproveResponse
+	(*RejectRequest)(nil),         // 29: oncekey.v1.RejectRequest
+	(*RejectResponse)(nil),        // 30: oncekey.v1.RejectResponse
+	(*PurgeRequest)(nil),          // 31: oncekey.v1.PurgeRequest
+	(*PurgeResponse)(nil),         // 32: oncekey.v1.PurgeResponse
+	nil,                           // 33: oncekey.v1.OperationResult.MetadataEntry
+	(*durationpb.Duration)(nil),   // 34: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
 }
 var file_oncekey_v1_ledger_proto_depIdxs = []int32{
-	33, // 0: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
-	33, // 1: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	34, // 0: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
+	34, // 1: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
 	1,  // 2: oncekey.v1.ClaimRequest.semantics:type_name -> oncekey.v1.Semantics
-	6,  // 3: oncekey.v1.ClaimRequest.parent:type_name -> oncekey.v1.OperationRef
-	33, // 4: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	34, // 5: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 3: oncekey.v1.ClaimRequest.parent:type_name -> oncekey.v1.OperationRef
+	34, // 4: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	35, // 5: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	2,  // 6: oncekey.v1.ClaimResponse.outcome:type_name -> oncekey.v1.ClaimOutcome
-	12, // 7: oncekey.v1.ClaimResponse.record:type_name -> oncekey.v1.Record
-	8,  // 8: oncekey.v1.ClaimResponse.lease:type_name -> oncekey.v1.Lease
-	33, // 9: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
-	32, // 10: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
+	13, // 7: oncekey.v1.ClaimResponse.record:type_name -> oncekey.v1.Record
+	9,  // 8: oncekey.v1.ClaimResponse.lease:type_name -> oncekey.v1.Lease
+	34, // 9: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
+	33, // 10: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
 	0,  // 11: oncekey.v1.Record.status:type_name -> oncekey.v1.RecordStatus
 	1,  // 12: oncekey.v1.Record.semantics:type_name -> oncekey.v1.Semantics
-	34, // 13: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
-	10, // 14: oncekey.v1.Record.result:type_name -> oncekey.v1.OperationResult
-	11, // 15: oncekey.v1.Record.error:type_name -> oncekey.v1.OperationError
-	6,  // 16: oncekey.v1.Record.parent:type_name -> oncekey.v1.OperationRef
-	34, // 17: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
-	34, // 18: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
-	34, // 19: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 20: oncekey.v1.Record.approval:type_name -> oncekey.v1.Approval
+	35, // 13: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
+	11, // 14: oncekey.v1.Record.result:type_name -> oncekey.v1.OperationResult
+	12, // 15: oncekey.v1.Record.error:type_name -> oncekey.v1.OperationError
+	7,  // 16: oncekey.v1.Record.parent:type_name -> oncekey.v1.OperationRef
+	35, // 17: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
+	35, // 18: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
+	35, // 19: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 20: oncekey.v1.Record.approval:type_name -> oncekey.v1.Approval
 	4,  // 21: oncekey.v1.Approval.decision:type_name -> oncekey.v1.ApprovalDecision
-	34, // 22: oncekey.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
-	10, // 23: oncekey.v1.CompleteRequest.result:type_name -> oncekey.v1.OperationResult
-	12, // 24: oncekey.v1.CompleteResponse.record:type_name -> oncekey.v1.Record
-	11, // 25: oncekey.v1.FailRequest.error:type_name -> oncekey.v1.OperationError
+	35, // 22: oncekey.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
+	11, // 23: oncekey.v1.CompleteRequest.result:type_name -> oncekey.v1.OperationResult
+	13, // 24: oncekey.v1.CompleteResponse.record:type_name -> oncekey.v1.Record
+	12, // 25: oncekey.v1.FailRequest.error:type_name -> oncekey.v1.OperationError
 	3,  // 26: oncekey.v1.FailRequest.disposition:type_name -> oncekey.v1.Disposition
-	12, // 27: oncekey.v1.FailResponse.record:type_name -> oncekey.v1.Record
-	33, // 28: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
-	8,  // 29: oncekey.v1.RenewResponse.lease:type_name -> oncekey.v1.Lease
-	33, // 30: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
-	12, // 31: oncekey.v1.LookupResponse.record:type_name -> oncekey.v1.Record
-	23, // 32: oncekey.v1.LookupResponse.history:type_name -> oncekey.v1.RecordEvent
-	34, // 33: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
+	13, // 27: oncekey.v1.FailResponse.record:type_name -> oncekey.v1.Record
+	34, // 28: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
+	9,  // 29: oncekey.v1.RenewResponse.lease:type_name -> oncekey.v1.Lease
+	34, // 30: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
+	13, // 31: oncekey.v1.LookupResponse.record:type_name -> oncekey.v1.Record
+	24, // 32: oncekey.v1.LookupResponse.history:type_name -> oncekey.v1.RecordEvent
+	35, // 33: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
 	5,  // 34: oncekey.v1.RecordEvent.kind:type_name -> oncekey.v1.EventKind
 	0,  // 35: oncekey.v1.ListRecordsRequest.statuses:type_name -> oncekey.v1.RecordStatus
-	6,  // 36: oncekey.v1.ListRecordsRequest.parent:type_name -> oncekey.v1.OperationRef
-	12, // 37: oncekey.v1.ListRecordsResponse.records:type_name -> oncekey.v1.Record
-	12, // 38: oncekey.v1.ApproveResponse.record:type_name -> oncekey.v1.Record
-	12, // 39: oncekey.v1.RejectResponse.record:type_name -> oncekey.v1.Record
-	7,  // 40: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
-	14, // 41: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
-	16, // 42: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
-	18, // 43: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
-	20, // 44: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
-	21, // 45: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
-	26, // 46: oncekey.v1.Ledger.Approve:input_type -> oncekey.v1.ApproveRequest
-	28, // 47: oncekey.v1.Ledger.Reject:input_type -> oncekey.v1.RejectRequest
-	30, // 48: oncekey.v1.Ledger.Purge:input_type -> oncekey.v1.PurgeRequest
-	24, // 49: oncekey.v1.Ledger.ListRecords:input_type -> oncekey.v1.ListRecordsRequest
-	9,  // 50: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
-	15, // 51: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
-	17, // 52: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
-	19, // 53: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
-	8,  // 54: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
-	22, // 55: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
-	27, // 56: oncekey.v1.Ledger.Approve:output_type -> oncekey.v1.ApproveResponse
-	29, // 57: oncekey.v1.Ledger.Reject:output_type -> oncekey.v1.RejectResponse
-	31, // 58: oncekey.v1.Ledger.Purge:output_type -> oncekey.v1.PurgeResponse
-	25, // 59: oncekey.v1.Ledger.ListRecords:output_type -> oncekey.v1.ListRecordsResponse
+	7,  // 36: oncekey.v1.ListRecordsRequest.parent:type_name -> oncekey.v1.OperationRef
+	13, // 37: oncekey.v1.ListRecordsResponse.records:type_name -> oncekey.v1.Record
+	13, // 38: oncekey.v1.ApproveResponse.record:type_name -> oncekey.v1.Record
+	13, // 39: oncekey.v1.RejectResponse.record:type_name -> oncekey.v1.Record
+	8,  // 40: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
+	15, // 41: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
+	17, // 42: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
+	19, // 43: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
+	21, // 44: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
+	22, // 45: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
+	27, // 46: oncekey.v1.Ledger.Approve:input_type -> oncekey.v1.ApproveRequest
+	29, // 47: oncekey.v1.Ledger.Reject:input_type -> oncekey.v1.RejectRequest
+	31, // 48: oncekey.v1.Ledger.Purge:input_type -> oncekey.v1.PurgeRequest
+	25, // 49: oncekey.v1.Ledger.ListRecords:input_type -> oncekey.v1.ListRecordsRequest
+	10, // 50: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
+	16, // 51: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
+	18, // 52: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
+	20, // 53: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
+	9,  // 54: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
+	23, // 55: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
+	28, // 56: oncekey.v1.Ledger.Approve:output_type -> oncekey.v1.ApproveResponse
+	30, // 57: oncekey.v1.Ledger.Reject:output_type -> oncekey.v1.RejectResponse
+	32, // 58: oncekey.v1.Ledger.Purge:output_type -> oncekey.v1.PurgeResponse
+	26, // 59: oncekey.v1.Ledger.ListRecords:output_type -> oncekey.v1.ListRecordsResponse
 	50, // [50:60] is the sub-list for method output_type
 	40, // [40:50] is the sub-list for method input_type
 	40, // [40:40] is the sub-list for extension type_name
@@ -2701,7 +2828,7 @@ func file_oncekey_v1_ledger_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncekey_v1_ledger_proto_rawDesc), len(file_oncekey_v1_ledger_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      7,
 			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -61,6 +61,25 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_RENEW: _ClassVar[EventKind]
     EVENT_KIND_APPROVE: _ClassVar[EventKind]
     EVENT_KIND_REJECT: _ClassVar[EventKind]
+
+class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ERROR_REASON_UNSPECIFIED: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_FIELD: _ClassVar[ErrorReason]
+    ERROR_REASON_TOO_LARGE: _ClassVar[ErrorReason]
+    ERROR_REASON_KEY_REUSED: _ClassVar[ErrorReason]
+    ERROR_REASON_LEASE_LOST: _ClassVar[ErrorReason]
+    ERROR_REASON_ALREADY_SETTLED: _ClassVar[ErrorReason]
+    ERROR_REASON_NOT_FOUND: _ClassVar[ErrorReason]
+    ERROR_REASON_UNAUTHENTICATED: _ClassVar[ErrorReason]
+    ERROR_REASON_PERMISSION_DENIED: _ClassVar[ErrorReason]
+    ERROR_REASON_STORE_UNAVAILABLE: _ClassVar[ErrorReason]
+    ERROR_REASON_RATE_LIMITED: _ClassVar[ErrorReason]
+    ERROR_REASON_KEEPALIVE_REPLACED: _ClassVar[ErrorReason]
+    ERROR_REASON_NOT_AWAITING_APPROVAL: _ClassVar[ErrorReason]
+    ERROR_REASON_UNSETTLED_AT_MOST_ONCE: _ClassVar[ErrorReason]
+    ERROR_REASON_MISSING_SCOPE: _ClassVar[ErrorReason]
+    ERROR_REASON_INTERNAL: _ClassVar[ErrorReason]
 RECORD_STATUS_UNSPECIFIED: RecordStatus
 RECORD_STATUS_PROCESSING: RecordStatus
 RECORD_STATUS_SUCCEEDED: RecordStatus
@@ -94,6 +113,22 @@ EVENT_KIND_FAIL: EventKind
 EVENT_KIND_RENEW: EventKind
 EVENT_KIND_APPROVE: EventKind
 EVENT_KIND_REJECT: EventKind
+ERROR_REASON_UNSPECIFIED: ErrorReason
+ERROR_REASON_INVALID_FIELD: ErrorReason
+ERROR_REASON_TOO_LARGE: ErrorReason
+ERROR_REASON_KEY_REUSED: ErrorReason
+ERROR_REASON_LEASE_LOST: ErrorReason
+ERROR_REASON_ALREADY_SETTLED: ErrorReason
+ERROR_REASON_NOT_FOUND: ErrorReason
+ERROR_REASON_UNAUTHENTICATED: ErrorReason
+ERROR_REASON_PERMISSION_DENIED: ErrorReason
+ERROR_REASON_STORE_UNAVAILABLE: ErrorReason
+ERROR_REASON_RATE_LIMITED: ErrorReason
+ERROR_REASON_KEEPALIVE_REPLACED: ErrorReason
+ERROR_REASON_NOT_AWAITING_APPROVAL: ErrorReason
+ERROR_REASON_UNSETTLED_AT_MOST_ONCE: ErrorReason
+ERROR_REASON_MISSING_SCOPE: ErrorReason
+ERROR_REASON_INTERNAL: ErrorReason
 
 class OperationRef(_message.Message):
     __slots__ = ("namespace", "key")

@@ -401,6 +401,145 @@ export function eventKindToJSON(object: EventKind): string {
   }
 }
 
+/**
+ * Why a call failed: the `reason` of the one google.rpc.ErrorInfo (domain "oncekey") every non-OK
+ * status carries. On the wire the reason is the value's name without its `ERROR_REASON_` prefix
+ * (e.g. "KEY_REUSED"); this enum gives every language the list once, so clients map from it
+ * instead of spelling the strings. Never sent as a field.
+ */
+export enum ErrorReason {
+  /** ERROR_REASON_UNSPECIFIED - Not a reason; a zero value only. */
+  ERROR_REASON_UNSPECIFIED = 0,
+  /** ERROR_REASON_INVALID_FIELD - INVALID_ARGUMENT: a field is missing, malformed or out of range (a BadRequest names it). */
+  ERROR_REASON_INVALID_FIELD = 1,
+  /** ERROR_REASON_TOO_LARGE - INVALID_ARGUMENT: a field exceeds its limit (a BadRequest names it). */
+  ERROR_REASON_TOO_LARGE = 2,
+  /** ERROR_REASON_KEY_REUSED - FAILED_PRECONDITION: the key was first claimed with different arguments. */
+  ERROR_REASON_KEY_REUSED = 3,
+  /** ERROR_REASON_LEASE_LOST - FAILED_PRECONDITION: the lease token is not the record's current one. */
+  ERROR_REASON_LEASE_LOST = 4,
+  /** ERROR_REASON_ALREADY_SETTLED - FAILED_PRECONDITION: this token already settled the record differently. */
+  ERROR_REASON_ALREADY_SETTLED = 5,
+  /** ERROR_REASON_NOT_FOUND - NOT_FOUND: the record is absent or expired. */
+  ERROR_REASON_NOT_FOUND = 6,
+  /** ERROR_REASON_UNAUTHENTICATED - UNAUTHENTICATED: a missing, unknown or revoked bearer token. */
+  ERROR_REASON_UNAUTHENTICATED = 7,
+  /** ERROR_REASON_PERMISSION_DENIED - PERMISSION_DENIED: valid credentials that do not allow the request. */
+  ERROR_REASON_PERMISSION_DENIED = 8,
+  /** ERROR_REASON_STORE_UNAVAILABLE - UNAVAILABLE: the store cannot answer; retry with the same key. */
+  ERROR_REASON_STORE_UNAVAILABLE = 9,
+  /** ERROR_REASON_RATE_LIMITED - RESOURCE_EXHAUSTED: the tenant is over an admission limit; RetryInfo says when to come back. */
+  ERROR_REASON_RATE_LIMITED = 10,
+  /** ERROR_REASON_KEEPALIVE_REPLACED - ABORTED: a newer KeepAlive stream for the same lease replaced this one; do not reopen it. */
+  ERROR_REASON_KEEPALIVE_REPLACED = 11,
+  /** ERROR_REASON_NOT_AWAITING_APPROVAL - FAILED_PRECONDITION: an approval decision on a record that does not await one. */
+  ERROR_REASON_NOT_AWAITING_APPROVAL = 12,
+  /** ERROR_REASON_UNSETTLED_AT_MOST_ONCE - FAILED_PRECONDITION: Purge of an unsettled at-most-once record without `force`. */
+  ERROR_REASON_UNSETTLED_AT_MOST_ONCE = 13,
+  /** ERROR_REASON_MISSING_SCOPE - PERMISSION_DENIED: the token lacks the scope the RPC needs (ErrorInfo metadata `scope`). */
+  ERROR_REASON_MISSING_SCOPE = 14,
+  /** ERROR_REASON_INTERNAL - INTERNAL: a stored record could not be read (a bug or damaged data; never expected). */
+  ERROR_REASON_INTERNAL = 15,
+  UNRECOGNIZED = -1,
+}
+
+export function errorReasonFromJSON(object: any): ErrorReason {
+  switch (object) {
+    case 0:
+    case "ERROR_REASON_UNSPECIFIED":
+      return ErrorReason.ERROR_REASON_UNSPECIFIED;
+    case 1:
+    case "ERROR_REASON_INVALID_FIELD":
+      return ErrorReason.ERROR_REASON_INVALID_FIELD;
+    case 2:
+    case "ERROR_REASON_TOO_LARGE":
+      return ErrorReason.ERROR_REASON_TOO_LARGE;
+    case 3:
+    case "ERROR_REASON_KEY_REUSED":
+      return ErrorReason.ERROR_REASON_KEY_REUSED;
+    case 4:
+    case "ERROR_REASON_LEASE_LOST":
+      return ErrorReason.ERROR_REASON_LEASE_LOST;
+    case 5:
+    case "ERROR_REASON_ALREADY_SETTLED":
+      return ErrorReason.ERROR_REASON_ALREADY_SETTLED;
+    case 6:
+    case "ERROR_REASON_NOT_FOUND":
+      return ErrorReason.ERROR_REASON_NOT_FOUND;
+    case 7:
+    case "ERROR_REASON_UNAUTHENTICATED":
+      return ErrorReason.ERROR_REASON_UNAUTHENTICATED;
+    case 8:
+    case "ERROR_REASON_PERMISSION_DENIED":
+      return ErrorReason.ERROR_REASON_PERMISSION_DENIED;
+    case 9:
+    case "ERROR_REASON_STORE_UNAVAILABLE":
+      return ErrorReason.ERROR_REASON_STORE_UNAVAILABLE;
+    case 10:
+    case "ERROR_REASON_RATE_LIMITED":
+      return ErrorReason.ERROR_REASON_RATE_LIMITED;
+    case 11:
+    case "ERROR_REASON_KEEPALIVE_REPLACED":
+      return ErrorReason.ERROR_REASON_KEEPALIVE_REPLACED;
+    case 12:
+    case "ERROR_REASON_NOT_AWAITING_APPROVAL":
+      return ErrorReason.ERROR_REASON_NOT_AWAITING_APPROVAL;
+    case 13:
+    case "ERROR_REASON_UNSETTLED_AT_MOST_ONCE":
+      return ErrorReason.ERROR_REASON_UNSETTLED_AT_MOST_ONCE;
+    case 14:
+    case "ERROR_REASON_MISSING_SCOPE":
+      return ErrorReason.ERROR_REASON_MISSING_SCOPE;
+    case 15:
+    case "ERROR_REASON_INTERNAL":
+      return ErrorReason.ERROR_REASON_INTERNAL;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ErrorReason.UNRECOGNIZED;
+  }
+}
+
+export function errorReasonToJSON(object: ErrorReason): string {
+  switch (object) {
+    case ErrorReason.ERROR_REASON_UNSPECIFIED:
+      return "ERROR_REASON_UNSPECIFIED";
+    case ErrorReason.ERROR_REASON_INVALID_FIELD:
+      return "ERROR_REASON_INVALID_FIELD";
+    case ErrorReason.ERROR_REASON_TOO_LARGE:
+      return "ERROR_REASON_TOO_LARGE";
+    case ErrorReason.ERROR_REASON_KEY_REUSED:
+      return "ERROR_REASON_KEY_REUSED";
+    case ErrorReason.ERROR_REASON_LEASE_LOST:
+      return "ERROR_REASON_LEASE_LOST";
+    case ErrorReason.ERROR_REASON_ALREADY_SETTLED:
+      return "ERROR_REASON_ALREADY_SETTLED";
+    case ErrorReason.ERROR_REASON_NOT_FOUND:
+      return "ERROR_REASON_NOT_FOUND";
+    case ErrorReason.ERROR_REASON_UNAUTHENTICATED:
+      return "ERROR_REASON_UNAUTHENTICATED";
+    case ErrorReason.ERROR_REASON_PERMISSION_DENIED:
+      return "ERROR_REASON_PERMISSION_DENIED";
+    case ErrorReason.ERROR_REASON_STORE_UNAVAILABLE:
+      return "ERROR_REASON_STORE_UNAVAILABLE";
+    case ErrorReason.ERROR_REASON_RATE_LIMITED:
+      return "ERROR_REASON_RATE_LIMITED";
+    case ErrorReason.ERROR_REASON_KEEPALIVE_REPLACED:
+      return "ERROR_REASON_KEEPALIVE_REPLACED";
+    case ErrorReason.ERROR_REASON_NOT_AWAITING_APPROVAL:
+      return "ERROR_REASON_NOT_AWAITING_APPROVAL";
+    case ErrorReason.ERROR_REASON_UNSETTLED_AT_MOST_ONCE:
+      return "ERROR_REASON_UNSETTLED_AT_MOST_ONCE";
+    case ErrorReason.ERROR_REASON_MISSING_SCOPE:
+      return "ERROR_REASON_MISSING_SCOPE";
+    case ErrorReason.ERROR_REASON_INTERNAL:
+      return "ERROR_REASON_INTERNAL";
+    case ErrorReason.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** Names another operation of the same tenant. */
 export interface OperationRef {
   /** The other operation's namespace. */
