@@ -71,3 +71,35 @@ fn floats_and_unicode_fingerprint_like_the_shared_vectors() {
         vector("raw UTF-8 kept")["sha256"].as_str().unwrap()
     );
 }
+
+#[test]
+fn an_id_beyond_2_pow_53_minus_1_is_refused_naming_its_path() {
+    #[derive(Serialize)]
+    struct Refund {
+        id: u64,
+    }
+    for (name, id) in [
+        ("an id beyond 2^53-1", 1_234_567_890_123_456_789u64),
+        (
+            "its neighbour, which a double cannot tell from it",
+            1_234_567_890_123_456_790,
+        ),
+    ] {
+        let path = vector(name)["refused_number"]["path"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let err = Client::fingerprint(&Refund { id }).unwrap_err().to_string();
+        assert!(err.contains(&path), "{err}");
+        assert!(err.contains("send it as a string"), "{err}");
+    }
+    // As a string it is an ordinary argument.
+    #[derive(Serialize)]
+    struct AsText {
+        id: &'static str,
+    }
+    assert!(Client::fingerprint(&AsText {
+        id: "1234567890123456789"
+    })
+    .is_ok());
+}

@@ -4,11 +4,17 @@
 //!
 //! Parsing follows I-JSON (RFC 7493) as RFC 8785 requires: duplicate object names, lone surrogates
 //! and numbers outside the IEEE 754 double range are refused. Every number is canonicalized as the
-//! double it denotes, printed the way ECMAScript's `Number.prototype.toString` prints it. Arrays
-//! and objects may nest `MAX_DEPTH` deep.
+//! double it denotes, printed the way ECMAScript's `Number.prototype.toString` prints it, and must
+//! be lossless (`exact`): a number the canonical form would change, or beyond ±(2^53−1), is
+//! refused with its JSON path. Arrays and objects may nest `MAX_DEPTH` deep.
 //!
-//! An error says what is wrong and where (line and column), never what the text holds: a payload
-//! is the caller's data, and error messages travel and get logged.
+//! An error says what is wrong and where (line and column, or a refused number's JSON path), never
+//! the values the text holds: a payload is the caller's data, and error messages travel and get
+//! logged.
+
+mod exact;
+
+pub use exact::{Inexact, MAX_EXACT};
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use sha2::{Digest, Sha256};
@@ -29,6 +35,14 @@ pub enum FingerprintError {
     /// The text is not JSON, or not I-JSON (duplicate names, out-of-range numbers).
     #[error("invalid JSON: {0}")]
     InvalidJson(String),
+    /// A number the canonical form cannot keep exactly (docs/api.md#numbers).
+    #[error("{path}: {why}; send it as a string")]
+    InexactNumber {
+        /// Where the number is, as a JSONPath from the document's root (`$.order.id`).
+        path: String,
+        /// What a double cannot hold of it.
+        why: Inexact,
+    },
 }
 
 /// A parsed JSON value whose objects keep every member, so that duplicates can be refused.
@@ -46,16 +60,25 @@ enum Json {
 /// Returns the RFC 8785 canonical form of a JSON text.
 pub fn canonicalize_json(text: &str) -> Result<String, FingerprintError> {
     let value = parse(text).map_err(|e| FingerprintError::InvalidJson(e.to_string()))?;
+    if let Some((path, why)) = exact::first_inexact(text, |n| {
+        let mut out = String::new();
+        write_number(n, &mut out);
+        out
+    }) {
+        return Err(FingerprintError::InexactNumber { path, why });
+    }
     let mut out = String::with_capacity(text.len());
     write_canonical(&value, &mut out);
     Ok(out)
 }
 
-/// Returns the RFC 8785 canonical form of a `serde_json::Value`.
-pub fn canonicalize_value(value: &serde_json::Value) -> String {
+/// Returns the RFC 8785 canonical form of a `serde_json::Value`; a number beyond ±(2^53−1) is
+/// refused with its path.
+pub fn canonicalize_value(value: &serde_json::Value) -> Result<String, FingerprintError> {
+    let json = Json::from_value(value, &mut exact::Path::default())?;
     let mut out = String::new();
-    write_canonical(&Json::from(value), &mut out);
-    out
+    write_canonical(&json, &mut out);
+    Ok(out)
 }
 
 /// Fingerprints a JSON text: SHA-256 of its canonical form.
@@ -69,7 +92,7 @@ pub fn fingerprint_of<T: serde::Serialize + ?Sized>(
 ) -> Result<Fingerprint, FingerprintError> {
     let value =
         serde_json::to_value(args).map_err(|e| FingerprintError::InvalidJson(e.to_string()))?;
-    Ok(sha256(canonicalize_value(&value).as_bytes()))
+    Ok(sha256(canonicalize_value(&value)?.as_bytes()))
 }
 
 /// Parses a whole JSON text. serde_json's own nesting limit (which refuses depth 128) is replaced
@@ -86,24 +109,51 @@ fn sha256(bytes: &[u8]) -> Fingerprint {
     Sha256::digest(bytes).into()
 }
 
-impl From<&serde_json::Value> for Json {
-    fn from(value: &serde_json::Value) -> Self {
+impl Json {
+    /// The value of a `serde_json::Value` at `path`, its numbers judged by `exact`.
+    fn from_value(
+        value: &serde_json::Value,
+        path: &mut exact::Path,
+    ) -> Result<Json, FingerprintError> {
         use serde_json::Value as V;
-        match value {
+        let refuse = |path: &exact::Path, why| FingerprintError::InexactNumber {
+            path: path.to_string(),
+            why,
+        };
+        Ok(match value {
             V::Null => Json::Null,
             V::Bool(b) => Json::Bool(*b),
-            V::Number(n) => Json::Number(n.as_f64().unwrap_or(0.0)),
+            V::Number(n) => {
+                let verdict = match (n.as_i64(), n.as_u64(), n.as_f64()) {
+                    (Some(i), _, _) => exact::check_integer(i.into()),
+                    (_, Some(u), _) => exact::check_integer(u.into()),
+                    (_, _, Some(f)) => exact::check_value(f),
+                    _ => Err(Inexact::Precision),
+                };
+                verdict.map_err(|why| refuse(path, why))?;
+                Json::Number(n.as_f64().unwrap_or_default())
+            }
             V::String(s) => Json::String(s.clone()),
-            V::Array(items) => Json::Array(items.iter().map(Json::from).collect()),
+            V::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    path.item(i);
+                    out.push(Json::from_value(item, path)?);
+                    path.pop();
+                }
+                Json::Array(out)
+            }
             V::Object(map) => {
-                let mut members: Vec<(String, Json)> = map
-                    .iter()
-                    .map(|(k, v)| (k.clone(), Json::from(v)))
-                    .collect();
+                let mut members = Vec::with_capacity(map.len());
+                for (name, member) in map {
+                    path.member(name);
+                    members.push((name.clone(), Json::from_value(member, path)?));
+                    path.pop();
+                }
                 members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
                 Json::Object(members)
             }
-        }
+        })
     }
 }
 

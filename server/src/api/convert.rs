@@ -136,8 +136,13 @@ pub fn claim_args(
                     format!("at most {} bytes", limits.max_payload_json_bytes),
                 ));
             }
-            fingerprint::fingerprint_json(json)
-                .map_err(|e| ApiError::invalid("payload_json", e.to_string()))?
+            fingerprint::fingerprint_json(json).map_err(|e| match e {
+                fingerprint::FingerprintError::InexactNumber { path, why } => ApiError::invalid(
+                    format!("payload_json.{path}"),
+                    format!("{why}; send it as a string"),
+                ),
+                other => ApiError::invalid("payload_json", other.to_string()),
+            })?
         }
         None => {
             return Err(ApiError::invalid(

@@ -208,3 +208,45 @@ async fn bad_input_names_the_field_and_changes_nothing() {
         Code::InvalidArgument
     );
 }
+
+#[tokio::test]
+async fn numbers_a_double_cannot_hold_are_refused_naming_their_path() {
+    let server = Server::start(&[]);
+    let mut c = server.client("acme").await;
+    // Two ids a double cannot tell apart: each refused, neither stored.
+    for payload in [
+        r#"{"id":1234567890123456789}"#,
+        r#"{"id":1234567890123456790}"#,
+    ] {
+        let err = c.claim(claim(NS, "ids", payload)).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert_eq!(
+            (reason(&err).as_str(), bad_field(&err).as_str()),
+            ("INVALID_FIELD", "payload_json.$.id")
+        );
+        assert!(err.message().contains("send it as a string"), "{err:?}");
+        assert!(!err.message().contains("123456789"), "{err:?}");
+    }
+    let err = c
+        .claim(claim(
+            NS,
+            "rate",
+            r#"{"order":[1,{"rate":0.1000000000000000055511151231257827}]}"#,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(bad_field(&err), "payload_json.$.order[1].rate");
+    for key in ["ids", "rate"] {
+        let absent = c.lookup(lookup(NS, key)).await.unwrap_err();
+        assert_eq!(absent.code(), Code::NotFound, "{key}: nothing was created");
+    }
+    // Sent as strings, as the error says, they are two intents: the second is KEY_REUSED.
+    c.claim(claim(NS, "ids", r#"{"id":"1234567890123456789"}"#))
+        .await
+        .unwrap();
+    let err = c
+        .claim(claim(NS, "ids", r#"{"id":"1234567890123456790"}"#))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "KEY_REUSED");
+}
