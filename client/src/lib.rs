@@ -74,6 +74,7 @@
 pub use oncekey_api as api;
 pub use oncekey_api::fingerprint;
 
+mod arguments;
 mod connect;
 mod error;
 mod key;
@@ -86,6 +87,7 @@ pub mod stack;
 pub mod transport;
 mod types;
 
+pub use arguments::{default_arguments, default_key};
 pub use connect::{
     Client, ClientError, ConnectOptions, Credentials, LedgerRpc, TlsOptions,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT,
