@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	oncekey "oncekey.dev/oncekey/client/go"
+	"github.com/oncekey/oncekey/client/go/oncekey"
 )
 
 var stdoutMu sync.Mutex

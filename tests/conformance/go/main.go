@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	oncekey "oncekey.dev/oncekey/client/go"
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	"github.com/oncekey/oncekey/client/go/oncekey"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 func args(order string) any {

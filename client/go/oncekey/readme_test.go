@@ -12,7 +12,7 @@ import (
 )
 
 func TestReadmeExampleRunsAsWritten(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestReadmeExampleRunsAsWritten(t *testing.T) {
 
 // TestReadmeApprovalExampleRunsAsWritten runs the approval-gate example the same way.
 func TestReadmeApprovalExampleRunsAsWritten(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestReadmeApprovalExampleRunsAsWritten(t *testing.T) {
 // scratchModule writes code as the main package of a new module that uses this client.
 func scratchModule(t *testing.T, code string) string {
 	t.Helper()
-	self, err := filepath.Abs(".")
+	self, err := filepath.Abs("..") // the module root
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func scratchModule(t *testing.T, code string) string {
 	}
 	for _, args := range [][]string{
 		{"mod", "init", "example.com/readme"},
-		{"mod", "edit", "-replace", "oncekey.dev/oncekey/client/go=" + self},
+		{"mod", "edit", "-replace", "github.com/oncekey/oncekey/client/go=" + self},
 		{"mod", "tidy"},
 	} {
 		goCmd(t, dir, args...)
@@ -74,9 +74,15 @@ func scratchModule(t *testing.T, code string) string {
 
 func goCmd(t *testing.T, dir string, args ...string) string {
 	t.Helper()
+	return goCmdEnv(t, dir, []string{"GOFLAGS=-mod=mod", "GOWORK=off"}, args...)
+}
+
+// goCmdEnv runs the go command in dir with more environment variables and returns its stdout.
+func goCmdEnv(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	cmd.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -7,7 +7,7 @@ import (
 	"log"
 	"os"
 
-	oncekey "oncekey.dev/oncekey/client/go"
+	"github.com/oncekey/oncekey/client/go/oncekey"
 )
 
 type Charge struct {

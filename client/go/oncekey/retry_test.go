@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 // flaky answers Complete with errs[0], errs[1], ... (with the pushback trailer when set), then OK.

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 // Lease is the lease an operation runs under; LeaseFrom gives it to the function Do runs.

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 type email struct {

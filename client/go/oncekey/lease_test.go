@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 // scripted acquires on the first Claim; KeepAlive streams end with ends[0], ends[1], ... after one

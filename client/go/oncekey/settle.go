@@ -15,7 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 // maxMessageBytes is the longest error message stored; longer ones are cut.

@@ -18,7 +18,7 @@ type vector struct {
 
 // TestVectors checks the shared RFC 8785 vectors (tests/vectors/fingerprint.json).
 func TestVectors(t *testing.T) {
-	raw, err := os.ReadFile("../../tests/vectors/fingerprint.json")
+	raw, err := os.ReadFile("../../../tests/vectors/fingerprint.json")
 	if err != nil {
 		t.Fatal(err)
 	}
