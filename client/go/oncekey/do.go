@@ -310,7 +310,7 @@ func (c *Client) releaseLapsed(ctx context.Context, key OperationKey, lease *Lea
 	}
 	remaining := time.Until(deadline)
 	if remaining <= 0 {
-		return &LeaseLostError{Token: lease.token}
+		return &LeaseLostError{Token: lease.token, Lapsed: true}
 	}
 	return sleep(ctx, min(remaining, lapsedPause))
 }

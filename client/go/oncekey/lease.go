@@ -112,7 +112,7 @@ func (c *Client) keepAlive(ctx context.Context, l *Lease, ttl time.Duration, los
 				return
 			case !reopenable(e):
 				c.log.Warn("oncekey: keep-alive stopped", slog.String("namespace", l.key.namespace),
-					slog.String("code", codeName(e.Code)), slog.String("reason", e.Reason))
+					slog.String("code", codeName(e.Code)), slog.String("reason", e.Reason.String()))
 				return
 			}
 		}

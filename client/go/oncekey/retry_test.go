@@ -126,7 +126,7 @@ func TestPushbackIsHonoured(t *testing.T) {
 
 func TestRetryInfoIsHonoured(t *testing.T) {
 	st, _ := status.New(codes.ResourceExhausted, "rate limited").WithDetails(
-		&errdetails.ErrorInfo{Reason: ReasonRateLimited, Domain: ErrorDomain},
+		&errdetails.ErrorInfo{Reason: ReasonRateLimited.String(), Domain: ErrorDomain},
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(300 * time.Millisecond)})
 	f := &flaky{errs: []error{st.Err()}}
 	started := time.Now()
@@ -184,7 +184,7 @@ func TestBreakerOpensAfterConsecutiveFailuresAndRefusesClaims(t *testing.T) {
 	}
 	// Settlements are never refused by the breaker: they are still sent (and fail on their own).
 	_, err = c.Complete(context.Background(), &oncekeyv1.CompleteRequest{Namespace: "n", Key: "k", LeaseToken: 1})
-	if err == nil || !errors.Is(err, ErrUnavailable) || Reason(err) != "" {
+	if err == nil || !errors.Is(err, ErrUnavailable) || Reason(err) != ReasonUnspecified {
 		t.Fatalf("complete: %v", err)
 	}
 	var e *Error

@@ -111,7 +111,7 @@ func acquired[T any](ctx context.Context, c *Client, key OperationKey, lease *Le
 		Namespace: key.namespace, Key: key.key, LeaseToken: lease.token, Result: raw.toProto(),
 	})
 	if err != nil {
-		return zero, settleError(settleCtx, lease, nil, err)
+		return zero, c.settleError(settleCtx, lease, nil, err)
 	}
 	return Result[T]{Value: value, Record: recordFromProto(res.GetRecord())}, nil
 }
@@ -142,19 +142,19 @@ func (c *Client) fail(ctx context.Context, key OperationKey, lease *Lease, fnErr
 		req.Error.Code, req.Error.Details = f.Code, f.Details
 	}
 	if _, err := c.Fail(ctx, req); err != nil {
-		return settleError(ctx, lease, fnErr, err)
+		return c.settleError(ctx, lease, fnErr, err)
 	}
 	return fnErr
 }
 
 // settleError is what a failed Complete or Fail means to the caller.
-func settleError(ctx context.Context, lease *Lease, fnErr, err error) error {
+func (c *Client) settleError(ctx context.Context, lease *Lease, fnErr, err error) error {
 	var e *Error
 	if errors.As(err, &e) && errors.Is(e, ErrLeaseLost) {
 		return &LeaseLostError{Token: lease.token, Err: fnErr, cause: e}
 	}
 	if ctx.Err() != nil {
-		err = fmt.Errorf("%w: the outcome was not recorded within the settle timeout (%v)", ErrUnavailable, ctx.Err())
+		err = &settleTimeoutError{timeout: c.settleTimeout}
 	}
 	return &UnsettledError{Err: err, FuncErr: fnErr}
 }
