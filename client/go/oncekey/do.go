@@ -228,7 +228,7 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, fp []byte,
 				}
 				continue
 			}
-			return acquired(ctx, c, key, lease, o.leaseTTL, fn)
+			return acquired(ctx, c, key, lease, &o, fn)
 		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_COMPLETED:
 			result := rawFromProto(res.GetRecord().GetResult())
 			if result == nil {
@@ -273,7 +273,7 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, fp []byte,
 					}
 					continue
 				}
-				return acquired(ctx, c, key, lease, o.leaseTTL, fn)
+				return acquired(ctx, c, key, lease, &o, fn)
 			}
 			retryAfter := res.GetRetryAfter().AsDuration()
 			remaining := time.Until(deadline)

@@ -43,6 +43,8 @@ func TestErrorMessagesSayTheirThingOnce(t *testing.T) {
 			"oncekey: the outcome could not be recorded: UNAVAILABLE: no connection to the server within 5s (connecting)"},
 		{&UnsettledError{Err: unavailable, FuncErr: errors.New("card declined")},
 			"card declined; oncekey: the failure could not be recorded: UNAVAILABLE: no connection to the server within 5s (connecting)"},
+		{&UnsettledError{Err: errLeftToReconciliation, FuncErr: context.Canceled},
+			"context canceled; oncekey: the cancelled at-most-once operation may have had its effect, so it was not released: it needs reconciliation once its lease runs out"},
 		{settleTimeout, "oncekey: the outcome could not be recorded: no answer within the settle timeout (1m0s)"},
 		{&OperationFailedError{Code: 403, Message: "checked by finance"}, "oncekey: operation failed (code 403): checked by finance"},
 		{&OperationFailedError{Message: "card declined"}, "oncekey: operation failed: card declined"},

@@ -129,10 +129,12 @@ func (e *LeaseLostError) GRPCStatus() *status.Status {
 	return status.New(codes.FailedPrecondition, "lease lost")
 }
 
-// UnsettledError: the function finished but its outcome could not be recorded (the server stayed
-// unreachable through every retry of the settle). The lease will run out and the operation will be
-// acquired again (at-least-once) or need reconciliation (at-most-once). errors.Is matches both the
-// function's error and the settle's (e.g. ErrUnavailable).
+// UnsettledError: the function finished but its outcome was not recorded: the server stayed
+// unreachable through every retry of the settle (errors.Is ErrUnavailable), or the caller cancelled
+// an at-most-once run whose function returned the cancellation, so its effect may have happened
+// (errors.Is ErrNeedsReconciliation). The lease will run out and the operation will be acquired
+// again (at-least-once) or need reconciliation (at-most-once). errors.Is matches both the
+// function's error and why the outcome was not recorded.
 type UnsettledError struct {
 	// Err is why the Complete or Fail failed.
 	Err error
@@ -141,11 +143,27 @@ type UnsettledError struct {
 }
 
 func (e *UnsettledError) Error() string {
+	if e.Err == errLeftToReconciliation {
+		return fmt.Sprintf("%v; %v", e.FuncErr, e.Err)
+	}
 	if e.FuncErr != nil {
 		return fmt.Sprintf("%v; oncekey: the failure could not be recorded: %s", e.FuncErr, unprefixed(e.Err))
 	}
 	return "oncekey: the outcome could not be recorded: " + unprefixed(e.Err)
 }
+
+// errLeftToReconciliation is why a cancelled at-most-once run is not released: it matches
+// ErrNeedsReconciliation, which later runs get once the lease has run out.
+var errLeftToReconciliation error = &leftToReconciliation{}
+
+type leftToReconciliation struct{}
+
+func (*leftToReconciliation) Error() string {
+	return "oncekey: the cancelled at-most-once operation may have had its effect, so it was not " +
+		"released: it needs reconciliation once its lease runs out"
+}
+
+func (*leftToReconciliation) Is(target error) bool { return target == ErrNeedsReconciliation }
 
 // settleTimeoutError: the outcome was not recorded within the client's settle timeout.
 type settleTimeoutError struct{ timeout time.Duration }
