@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncekey/oncekey/client/go/oncekey"
 	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
+	"github.com/oncekey/oncekey/client/go/oncekey"
 )
 
 func args(order string) any {
