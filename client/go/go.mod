@@ -1,6 +1,6 @@
-module oncekey.dev/oncekey/client/go
+module github.com/oncekey/oncekey/client/go
 
-go 1.22.0
+go 1.23.0
 
 require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250115164207-1a7da9e5054f

@@ -1,7 +1,7 @@
 // The code generators of client/go/gen, pinned: `go install tool` here installs them
 // (scripts/polyglot-setup does). A module of its own, so that the `tool` directive (Go 1.24+) and
 // the generators' requirements stay out of the client library's go.mod.
-module oncekey.dev/oncekey/client/go/tools
+module github.com/oncekey/oncekey/client/go/tools
 
 go 1.24.0
 

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	oncekey "oncekey.dev/oncekey/client/go"
+	"github.com/oncekey/oncekey/client/go/oncekey"
 )
 
 var stdoutMu sync.Mutex
@@ -143,8 +143,8 @@ func describe(err error) map[string]any {
 	if code := oncekey.CodeName(err); code != "" {
 		out["code"] = code
 	}
-	if reason := oncekey.Reason(err); reason != "" {
-		out["reason"] = reason
+	if reason := oncekey.Reason(err); reason != oncekey.ReasonUnspecified {
+		out["reason"] = reason.String()
 	}
 	return out
 }

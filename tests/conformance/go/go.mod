@@ -1,8 +1,8 @@
-module oncekey.dev/oncekey/tests/conformance/go
+module github.com/oncekey/oncekey/tests/conformance/go
 
-go 1.22.0
+go 1.23.0
 
-require oncekey.dev/oncekey/client/go v0.0.0
+require github.com/oncekey/oncekey/client/go v0.0.0
 
 require (
 	golang.org/x/net v0.34.0 // indirect
@@ -13,4 +13,4 @@ require (
 	google.golang.org/protobuf v1.36.6 // indirect
 )
 
-replace oncekey.dev/oncekey/client/go => ../../../client/go
+replace github.com/oncekey/oncekey/client/go => ../../../client/go

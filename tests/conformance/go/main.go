@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	oncekey "oncekey.dev/oncekey/client/go"
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
+	"github.com/oncekey/oncekey/client/go/oncekey"
 )
 
 func args(order string) any {
@@ -92,7 +92,7 @@ func scenario(ctx context.Context, c *oncekey.Client, ns, key string, body []byt
 	out["fn_called_on_replay"] = called
 
 	if _, err := claim(ctx, c, ns, key, otherArgs, ""); err != nil {
-		out["reuse"] = map[string]any{"code": codeName(err), "reason": oncekey.Reason(err)}
+		out["reuse"] = map[string]any{"code": codeName(err), "reason": oncekey.Reason(err).String()}
 	} else {
 		out["reuse"] = map[string]any{"code": "OK", "reason": nil}
 	}
@@ -113,7 +113,7 @@ func race(ctx context.Context, c *oncekey.Client, ns, key string, n int) map[str
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, codeName(err)+" "+oncekey.Reason(err))
+				errs = append(errs, codeName(err)+" "+oncekey.Reason(err).String())
 			} else {
 				outcomes = append(outcomes, r.GetOutcome().String())
 			}

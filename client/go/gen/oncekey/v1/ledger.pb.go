@@ -2691,8 +2691,8 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\aApprove\x12\x1a.oncekey.v1.ApproveRequest\x1a\x1b.oncekey.v1.ApproveResponse\x12?\n" +
 	"\x06Reject\x12\x19.oncekey.v1.RejectRequest\x1a\x1a.oncekey.v1.RejectResponse\x12<\n" +
 	"\x05Purge\x12\x18.oncekey.v1.PurgeRequest\x1a\x19.oncekey.v1.PurgeResponse\x12N\n" +
-	"\vListRecords\x12\x1e.oncekey.v1.ListRecordsRequest\x1a\x1f.oncekey.v1.ListRecordsResponseBJ\n" +
-	"\x0edev.oncekey.v1P\x01Z6oncekey.dev/oncekey/client/go/gen/oncekey/v1;oncekeyv1b\x06proto3"
+	"\vListRecords\x12\x1e.oncekey.v1.ListRecordsRequest\x1a\x1f.oncekey.v1.ListRecordsResponseBQ\n" +
+	"\x0edev.oncekey.v1P\x01Z=github.com/oncekey/oncekey/client/go/gen/oncekey/v1;oncekeyv1b\x06proto3"
 
 var (
 	file_oncekey_v1_ledger_proto_rawDescOnce sync.Once

@@ -11,11 +11,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 // maxMessageBytes is the longest error message stored; longer ones are cut.
@@ -66,7 +66,7 @@ func Abandon(err error) error {
 }
 
 // acquired runs fn under lease, keeping it alive, then records the outcome.
-func acquired[T any](ctx context.Context, c *Client, key OperationKey, lease *Lease, ttl time.Duration,
+func acquired[T any](ctx context.Context, c *Client, key OperationKey, lease *Lease, o *runOptions,
 	fn func(context.Context) (T, error)) (Result[T], error) {
 	var zero Result[T]
 	runCtx, cancel := context.WithCancelCause(context.WithValue(ctx, leaseKey{}, lease))
@@ -79,7 +79,7 @@ func acquired[T any](ctx context.Context, c *Client, key OperationKey, lease *Le
 	var lost atomic.Pointer[Error]
 	go func() {
 		defer close(kaDone)
-		c.keepAlive(kaCtx, lease, ttl, func(e *Error) {
+		c.keepAlive(kaCtx, lease, o.leaseTTL, func(e *Error) {
 			lost.Store(e)
 			lease.markLost()
 			cancel(ErrLeaseLost)
@@ -92,6 +92,14 @@ func acquired[T any](ctx context.Context, c *Client, key OperationKey, lease *Le
 	if e := lost.Load(); e != nil {
 		// The server already refused this lease; a settle would only be refused again.
 		return zero, &LeaseLostError{Token: lease.token, Err: fnErr, cause: e}
+	}
+	if o.semantics == SemanticsAtMostOnce && panicked == nil && callerCancelled(ctx, fnErr) {
+		// The function may have reached the remote side before it stopped, and cannot say: the
+		// key is not released (the next run would repeat the effect). Its lease runs out and the
+		// operation then needs reconciliation.
+		c.log.Warn("oncekey: an at-most-once run was cancelled by its caller; its outcome is left to reconciliation",
+			slog.String("namespace", key.namespace), slog.Uint64("token", lease.token))
+		return zero, &UnsettledError{Err: errLeftToReconciliation, FuncErr: fnErr}
 	}
 	settleCtx, cancelSettle := context.WithTimeout(context.WithoutCancel(ctx), c.settleTimeout)
 	defer cancelSettle()
@@ -111,9 +119,17 @@ func acquired[T any](ctx context.Context, c *Client, key OperationKey, lease *Le
 		Namespace: key.namespace, Key: key.key, LeaseToken: lease.token, Result: raw.toProto(),
 	})
 	if err != nil {
-		return zero, settleError(settleCtx, lease, nil, err)
+		return zero, c.settleError(settleCtx, lease, nil, err)
 	}
 	return Result[T]{Value: value, Record: recordFromProto(res.GetRecord())}, nil
+}
+
+// callerCancelled: the caller's context ended and the function returned that as a plain error
+// (not a *FailureError, which says how to settle).
+func callerCancelled(ctx context.Context, fnErr error) bool {
+	var f *FailureError
+	return ctx.Err() != nil && fnErr != nil && !errors.As(fnErr, &f) &&
+		(errors.Is(fnErr, context.Canceled) || errors.Is(fnErr, context.DeadlineExceeded))
 }
 
 // invoke calls fn, turning a panic into an error (re-raised once the key is released).
@@ -142,19 +158,19 @@ func (c *Client) fail(ctx context.Context, key OperationKey, lease *Lease, fnErr
 		req.Error.Code, req.Error.Details = f.Code, f.Details
 	}
 	if _, err := c.Fail(ctx, req); err != nil {
-		return settleError(ctx, lease, fnErr, err)
+		return c.settleError(ctx, lease, fnErr, err)
 	}
 	return fnErr
 }
 
 // settleError is what a failed Complete or Fail means to the caller.
-func settleError(ctx context.Context, lease *Lease, fnErr, err error) error {
+func (c *Client) settleError(ctx context.Context, lease *Lease, fnErr, err error) error {
 	var e *Error
 	if errors.As(err, &e) && errors.Is(e, ErrLeaseLost) {
 		return &LeaseLostError{Token: lease.token, Err: fnErr, cause: e}
 	}
 	if ctx.Err() != nil {
-		err = fmt.Errorf("%w: the outcome was not recorded within the settle timeout (%v)", ErrUnavailable, ctx.Err())
+		err = &settleTimeoutError{timeout: c.settleTimeout}
 	}
 	return &UnsettledError{Err: err, FuncErr: fnErr}
 }

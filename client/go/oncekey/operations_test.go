@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 func uniqueKey(t *testing.T, ns, prefix string) OperationKey {

@@ -6,7 +6,6 @@ package oncekey
 // still work on it.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -18,27 +17,6 @@ import (
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of every Oncekey error.
 const ErrorDomain = "oncekey"
-
-// The ErrorInfo reasons of Oncekey errors.
-const (
-	ReasonInvalidField      = "INVALID_FIELD"
-	ReasonTooLarge          = "TOO_LARGE"
-	ReasonKeyReused         = "KEY_REUSED"
-	ReasonLeaseLost         = "LEASE_LOST"
-	ReasonAlreadySettled    = "ALREADY_SETTLED"
-	ReasonNotFound          = "NOT_FOUND"
-	ReasonUnauthenticated   = "UNAUTHENTICATED"
-	ReasonPermissionDenied  = "PERMISSION_DENIED"
-	ReasonStoreUnavailable  = "STORE_UNAVAILABLE"
-	ReasonRateLimited       = "RATE_LIMITED"
-	ReasonKeepAliveReplaced = "KEEPALIVE_REPLACED"
-	// ReasonNotAwaitingApproval: an Approve or Reject of an operation that does not await approval.
-	ReasonNotAwaitingApproval = "NOT_AWAITING_APPROVAL"
-	// ReasonUnsettledAtMostOnce: a Purge of an unsettled at-most-once operation without force.
-	ReasonUnsettledAtMostOnce = "UNSETTLED_AT_MOST_ONCE"
-	// ReasonMissingScope: the token lacks the scope the RPC needs.
-	ReasonMissingScope = "MISSING_SCOPE"
-)
 
 // Sentinels for errors.Is.
 var (
@@ -66,8 +44,10 @@ var (
 	ErrNotFound = errors.New("oncekey: no such record")
 	// ErrInvalidKey: an OperationKey could not be built (bad namespace, empty part, too long).
 	ErrInvalidKey = errors.New("oncekey: invalid key")
-	// ErrInvalidArgument: an option or argument the server would refuse (an attempt cap out of
-	// range, a note too long); nothing was sent.
+	// ErrInvalidArgument: an option or argument the server refuses (INVALID_ARGUMENT:
+	// INVALID_FIELD or TOO_LARGE, Error.Field names it), or would refuse (an attempt cap out of
+	// range, a note too long, a list page size over MaxPageSize: then nothing was sent). Nothing
+	// changed; the same request fails again.
 	ErrInvalidArgument = errors.New("oncekey: invalid argument")
 	// ErrAwaitingApproval: the operation waits for an approval that did not come within the wait;
 	// nothing ran. errors.As into *AwaitingApprovalError for the record. Run it again once someone
@@ -84,6 +64,18 @@ var (
 	// `approve` for Approve and Reject, `admin` for Purge, `ledger` for the rest; the message names
 	// it. Never retried.
 	ErrMissingScope = errors.New("oncekey: the token lacks the scope this call needs")
+	// ErrUnauthenticated: the server does not know the token (UNAUTHENTICATED): missing, unknown
+	// or revoked. Never retried.
+	ErrUnauthenticated = errors.New("oncekey: unauthenticated")
+	// ErrPermissionDenied: the credentials do not allow the request (PERMISSION_DENIED, which
+	// includes ErrMissingScope). Never retried.
+	ErrPermissionDenied = errors.New("oncekey: permission denied")
+	// ErrRateLimited: the tenant stayed over the server's admission limits through every retry
+	// (RESOURCE_EXHAUSTED RATE_LIMITED); nothing changed. Error.Pushback says when to come back.
+	ErrRateLimited = errors.New("oncekey: rate limited")
+	// ErrInternal: the server failed in a way it should not (INTERNAL: a bug or a damaged stored
+	// record). Never retried; report it.
+	ErrInternal = errors.New("oncekey: internal server error")
 )
 
 // Error is a failed RPC: the server's (or the transport's) gRPC status, with the ErrorInfo reason
@@ -91,8 +83,9 @@ var (
 type Error struct {
 	// Code is the gRPC code.
 	Code codes.Code
-	// Reason is the ErrorInfo reason, e.g. ReasonKeyReused; "" when the status carries none.
-	Reason string
+	// Reason is the ErrorInfo reason, e.g. ReasonKeyReused; ReasonUnspecified when the status
+	// carries none or one this client does not know (the message names it).
+	Reason ErrorReason
 	// Field is the field a BadRequest names (INVALID_ARGUMENT only).
 	Field string
 	// Message is the status message.
@@ -101,12 +94,15 @@ type Error struct {
 	// google.rpc.RetryInfo); negative when it asked not to retry; zero when it said nothing.
 	Pushback time.Duration
 
-	st *status.Status
+	st        *status.Status
+	rawReason string // the reason as sent
 }
 
+// Error is "oncekey: CODE REASON: message", the reason left out when it says what the code does
+// (NOT_FOUND NOT_FOUND).
 func (e *Error) Error() string {
-	if e.Reason != "" {
-		return fmt.Sprintf("oncekey: %s %s: %s", codeName(e.Code), e.Reason, e.Message)
+	if code := codeName(e.Code); e.rawReason != "" && e.rawReason != code {
+		return fmt.Sprintf("oncekey: %s %s: %s", code, e.rawReason, e.Message)
 	}
 	return fmt.Sprintf("oncekey: %s: %s", codeName(e.Code), e.Message)
 }
@@ -114,23 +110,26 @@ func (e *Error) Error() string {
 // GRPCStatus lets status.FromError and status.Code read the status.
 func (e *Error) GRPCStatus() *status.Status { return e.st }
 
-// Is matches the sentinel the status stands for.
+// Is matches the sentinel the status stands for: its reason's (see ErrorReason), or its code's.
 func (e *Error) Is(target error) bool {
+	if s := reasonSentinels[e.Reason]; s != nil && s == target {
+		return true
+	}
 	switch target {
-	case ErrKeyReused:
-		return e.Reason == ReasonKeyReused
-	case ErrLeaseLost:
-		return e.Reason == ReasonLeaseLost || e.Reason == ReasonAlreadySettled
 	case ErrUnavailable:
 		return e.Code == codes.Unavailable || e.Code == codes.DeadlineExceeded
 	case ErrNotFound:
 		return e.Code == codes.NotFound
-	case ErrNotAwaitingApproval:
-		return e.Reason == ReasonNotAwaitingApproval
-	case ErrUnsettledAtMostOnce:
-		return e.Reason == ReasonUnsettledAtMostOnce
-	case ErrMissingScope:
-		return e.Reason == ReasonMissingScope
+	case ErrInvalidArgument:
+		return e.Code == codes.InvalidArgument
+	case ErrUnauthenticated:
+		return e.Code == codes.Unauthenticated
+	case ErrPermissionDenied:
+		return e.Code == codes.PermissionDenied
+	case ErrRateLimited:
+		return e.Code == codes.ResourceExhausted
+	case ErrInternal:
+		return e.Code == codes.Internal
 	}
 	return false
 }
@@ -153,7 +152,8 @@ func fromStatus(st *status.Status) *Error {
 		switch d := d.(type) {
 		case *errdetails.ErrorInfo:
 			if d.GetDomain() == ErrorDomain || d.GetDomain() == "" {
-				e.Reason = d.GetReason()
+				e.rawReason = d.GetReason()
+				e.Reason = parseReason(e.rawReason)
 			}
 		case *errdetails.BadRequest:
 			if v := d.GetFieldViolations(); len(v) > 0 {
@@ -180,8 +180,9 @@ func asError(err error) error {
 	return err
 }
 
-// Reason returns the ErrorInfo reason of err (e.g. ReasonKeyReused), or "" when it has none.
-func Reason(err error) string {
+// Reason returns the ErrorInfo reason of err (e.g. ReasonKeyReused), or ReasonUnspecified when it
+// has none.
+func Reason(err error) ErrorReason {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Reason
@@ -189,147 +190,8 @@ func Reason(err error) string {
 	if st, ok := status.FromError(err); ok {
 		return fromStatus(st).Reason
 	}
-	return ""
+	return ReasonUnspecified
 }
-
-// InProgressError: another holder is performing the operation (errors.Is ErrInProgress).
-type InProgressError struct {
-	// RetryAfter is how long the server suggested waiting before claiming again.
-	RetryAfter time.Duration
-	// Record is the record at the last Claim.
-	Record *Record
-}
-
-func (e *InProgressError) Error() string {
-	return fmt.Sprintf("%v (retry after %v)", ErrInProgress, e.RetryAfter)
-}
-
-// Is matches ErrInProgress.
-func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
-
-// NeedsReconciliationError: the at-most-once operation's outcome is unknown (errors.Is
-// ErrNeedsReconciliation).
-type NeedsReconciliationError struct {
-	// Record is the record (status StatusUnknown).
-	Record *Record
-}
-
-func (e *NeedsReconciliationError) Error() string { return ErrNeedsReconciliation.Error() }
-
-// Is matches ErrNeedsReconciliation.
-func (e *NeedsReconciliationError) Is(target error) bool { return target == ErrNeedsReconciliation }
-
-// AwaitingApprovalError: the operation awaits an approval that did not come within the wait
-// (errors.Is ErrAwaitingApproval); the function did not run.
-type AwaitingApprovalError struct {
-	// Record is the record (status StatusAwaitingApproval).
-	Record *Record
-}
-
-func (e *AwaitingApprovalError) Error() string { return ErrAwaitingApproval.Error() }
-
-// Is matches ErrAwaitingApproval.
-func (e *AwaitingApprovalError) Is(target error) bool { return target == ErrAwaitingApproval }
-
-// OperationFailedError is the stored error of an operation that failed for good, replayed to every
-// later run of its key (errors.Is ErrOperationFailed).
-type OperationFailedError struct {
-	// Code is the caller's own error code.
-	Code int32
-	// Message is the stored message.
-	Message string
-	// Details are the stored opaque details.
-	Details []byte
-}
-
-func (e *OperationFailedError) Error() string {
-	return fmt.Sprintf("%v: %d %s", ErrOperationFailed, e.Code, e.Message)
-}
-
-// Is matches ErrOperationFailed.
-func (e *OperationFailedError) Is(target error) bool { return target == ErrOperationFailed }
-
-// LeaseLostError: the lease was lost while the function ran or before its outcome was recorded
-// (errors.Is ErrLeaseLost). The side effect may have happened; the fencing token tells downstream
-// systems the holders apart. Also returned, with Err nil, when every lease acquired within the wait
-// timeout had run out (on this machine's clock) before its Claim's answer arrived: the function
-// then never ran, and each such lease was released for a retry.
-type LeaseLostError struct {
-	// Token is the fencing token of the lost lease.
-	Token uint64
-	// Err is the function's own error, if it failed.
-	Err error
-	// cause is the server's answer (LEASE_LOST or ALREADY_SETTLED).
-	cause *Error
-}
-
-func (e *LeaseLostError) Error() string {
-	msg := fmt.Sprintf("oncekey: the lease (token %d) was lost before the outcome was recorded", e.Token)
-	if e.Err != nil && !errors.Is(e.Err, context.Canceled) {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
-
-// Is matches ErrLeaseLost.
-func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
-
-// Unwrap gives the function's own error, unless it is only the cancellation the loss caused.
-func (e *LeaseLostError) Unwrap() error {
-	if errors.Is(e.Err, context.Canceled) {
-		return nil
-	}
-	return e.Err
-}
-
-// GRPCStatus is the server's LEASE_LOST (or ALREADY_SETTLED) status.
-func (e *LeaseLostError) GRPCStatus() *status.Status {
-	if e.cause != nil {
-		return e.cause.st
-	}
-	return status.New(codes.FailedPrecondition, "lease lost")
-}
-
-// UnsettledError: the function finished but its outcome could not be recorded (the server stayed
-// unreachable through every retry of the settle). The lease will run out and the operation will be
-// acquired again (at-least-once) or need reconciliation (at-most-once). errors.Is matches both the
-// function's error and the settle's (e.g. ErrUnavailable).
-type UnsettledError struct {
-	// Err is why the Complete or Fail failed.
-	Err error
-	// FuncErr is the function's own error, if it failed.
-	FuncErr error
-}
-
-func (e *UnsettledError) Error() string {
-	if e.FuncErr != nil {
-		return fmt.Sprintf("%v (and the failure could not be recorded: %v)", e.FuncErr, e.Err)
-	}
-	return fmt.Sprintf("oncekey: the outcome could not be recorded: %v", e.Err)
-}
-
-// Unwrap gives both errors, the function's first.
-func (e *UnsettledError) Unwrap() []error {
-	if e.FuncErr != nil {
-		return []error{e.FuncErr, e.Err}
-	}
-	return []error{e.Err}
-}
-
-// DecodeError: the operation succeeded earlier, but its stored result is not JSON of the expected
-// type.
-type DecodeError struct {
-	// Err is why decoding failed.
-	Err error
-	// Result is the stored result.
-	Result Raw
-}
-
-func (e *DecodeError) Error() string {
-	return fmt.Sprintf("oncekey: the stored result (%s) cannot be decoded: %v", e.Result.ContentType, e.Err)
-}
-
-func (e *DecodeError) Unwrap() error { return e.Err }
 
 // codeName spells a gRPC code the canonical way (FAILED_PRECONDITION, not FailedPrecondition).
 func codeName(c codes.Code) string {

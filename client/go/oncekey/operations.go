@@ -16,7 +16,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 // MaxNoteBytes is the longest note of an Approve or Reject the server accepts.

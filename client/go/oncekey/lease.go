@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 // Lease is the lease an operation runs under; LeaseFrom gives it to the function Do runs.
@@ -112,7 +112,7 @@ func (c *Client) keepAlive(ctx context.Context, l *Lease, ttl time.Duration, los
 				return
 			case !reopenable(e):
 				c.log.Warn("oncekey: keep-alive stopped", slog.String("namespace", l.key.namespace),
-					slog.String("code", codeName(e.Code)), slog.String("reason", e.Reason))
+					slog.String("code", codeName(e.Code)), slog.String("reason", e.Reason.String()))
 				return
 			}
 		}

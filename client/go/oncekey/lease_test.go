@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 // scripted acquires on the first Claim; KeepAlive streams end with ends[0], ends[1], ... after one
@@ -135,9 +135,9 @@ func TestKeepAliveEnds(t *testing.T) {
 		cancelled bool
 	}{
 		{"reopened after transport errors", []error{status.Error(codes.Unavailable, "restart"), status.Error(codes.Internal, "reset")}, 3, false},
-		{"replaced stops without reopening", []error{reasonError(codes.Aborted, ReasonKeepAliveReplaced)}, 1, false},
-		{"lease lost", []error{reasonError(codes.FailedPrecondition, ReasonLeaseLost)}, 1, true},
-		{"already settled is lost too", []error{reasonError(codes.FailedPrecondition, ReasonAlreadySettled)}, 1, true},
+		{"replaced stops without reopening", []error{reasonError(codes.Aborted, ReasonKeepAliveReplaced.String())}, 1, false},
+		{"lease lost", []error{reasonError(codes.FailedPrecondition, ReasonLeaseLost.String())}, 1, true},
+		{"already settled is lost too", []error{reasonError(codes.FailedPrecondition, ReasonAlreadySettled.String())}, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &scripted{ends: tc.ends}

@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 // DefaultWaitTimeout is how long Do waits, by default, for an operation another holder is
@@ -154,7 +154,14 @@ func Do[T any](ctx context.Context, c *Client, key OperationKey, args any, fn fu
 
 // Run is Do, also telling whether the value was replayed and giving the record.
 func Run[T any](ctx context.Context, c *Client, key OperationKey, args any, fn func(context.Context) (T, error), opts ...RunOption) (Result[T], error) {
-	return execute(ctx, c, key, args, false, fn, opts)
+	if key.err != nil {
+		return Result[T]{}, key.err
+	}
+	fp, err := Fingerprint(args)
+	if err != nil {
+		return Result[T]{}, err
+	}
+	return execute(ctx, c, key, fp, false, fn, opts)
 }
 
 // Reconcile settles an at-most-once operation whose outcome is unknown: it claims the key with
@@ -163,19 +170,20 @@ func Run[T any](ctx context.Context, c *Client, key OperationKey, args any, fn f
 // and may run again, Final when it failed, Abandon to forget the key. If the operation settled
 // meanwhile, its outcome is returned as Run would.
 func Reconcile[T any](ctx context.Context, c *Client, key OperationKey, args any, fn func(context.Context) (T, error), opts ...RunOption) (Result[T], error) {
-	return execute(ctx, c, key, args, true, fn, opts)
-}
-
-func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, reconcile bool,
-	fn func(context.Context) (T, error), opts []RunOption) (Result[T], error) {
-	var zero Result[T]
 	if key.err != nil {
-		return zero, key.err
+		return Result[T]{}, key.err
 	}
 	fp, err := Fingerprint(args)
 	if err != nil {
-		return zero, err
+		return Result[T]{}, err
 	}
+	return execute(ctx, c, key, fp, true, fn, opts)
+}
+
+// execute claims key (valid) with fingerprint fp and runs fn when the claim acquires it.
+func execute[T any](ctx context.Context, c *Client, key OperationKey, fp []byte, reconcile bool,
+	fn func(context.Context) (T, error), opts []RunOption) (Result[T], error) {
+	var zero Result[T]
 	o := runOptions{wait: DefaultWaitTimeout, semantics: SemanticsAtLeastOnce, owner: c.owner}
 	for _, opt := range opts {
 		opt(&o)
@@ -220,7 +228,7 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, 
 				}
 				continue
 			}
-			return acquired(ctx, c, key, lease, o.leaseTTL, fn)
+			return acquired(ctx, c, key, lease, &o, fn)
 		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_COMPLETED:
 			result := rawFromProto(res.GetRecord().GetResult())
 			if result == nil {
@@ -265,7 +273,7 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, args any, 
 					}
 					continue
 				}
-				return acquired(ctx, c, key, lease, o.leaseTTL, fn)
+				return acquired(ctx, c, key, lease, &o, fn)
 			}
 			retryAfter := res.GetRetryAfter().AsDuration()
 			remaining := time.Until(deadline)
@@ -310,7 +318,7 @@ func (c *Client) releaseLapsed(ctx context.Context, key OperationKey, lease *Lea
 	}
 	remaining := time.Until(deadline)
 	if remaining <= 0 {
-		return &LeaseLostError{Token: lease.token}
+		return &LeaseLostError{Token: lease.token, Lapsed: true}
 	}
 	return sleep(ctx, min(remaining, lapsedPause))
 }

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 type email struct {
@@ -272,7 +272,7 @@ func TestLeaseLostCancelsTheFunction(t *testing.T) {
 		return "", ctx.Err()
 	}, LeaseTTL(time.Second))
 	var lost *LeaseLostError
-	if !errors.Is(err, ErrLeaseLost) || !errors.As(err, &lost) || lost.Token != 1 || errors.Is(err, context.Canceled) {
+	if !errors.Is(err, ErrLeaseLost) || !errors.As(err, &lost) || lost.Token != 1 || lost.Lapsed || errors.Is(err, context.Canceled) {
 		t.Fatalf("want a lost lease, got %v", err)
 	}
 	if cause != ErrLeaseLost {
@@ -302,7 +302,7 @@ func TestALeaseThatRanOutBeforeTheAnswerArrivedRunsNothing(t *testing.T) {
 		t.Fatalf("the function ran %d times under a lapsed lease", n)
 	}
 	var lost *LeaseLostError
-	if !errors.Is(err, ErrLeaseLost) || !errors.As(err, &lost) || lost.Token < 1 || lost.Err != nil {
+	if !errors.Is(err, ErrLeaseLost) || !errors.As(err, &lost) || lost.Token < 1 || lost.Err != nil || !lost.Lapsed {
 		t.Fatalf("want a lost lease with no function error, got %v", err)
 	}
 	rec, err := c.Lookup(ctx, key)

@@ -7,7 +7,7 @@ import (
 	"log"
 	"os"
 
-	oncekey "oncekey.dev/oncekey/client/go"
+	"github.com/oncekey/oncekey/client/go/oncekey"
 )
 
 type Charge struct {
@@ -65,4 +65,30 @@ func ExampleFinal() {
 	// Output:
 	// card declined
 	// true card declined
+}
+
+// MakeIdempotent wraps a function once; every call site then runs it once per key. By default the
+// key is derived from the argument (the convention every Oncekey client library shares), so equal
+// arguments are one operation, in any language.
+func ExampleMakeIdempotent() {
+	client, err := oncekey.Dial(os.Getenv("ONCEKEY_EXAMPLE_ADDR"), oncekey.WithTenant("example-wrap"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	charge := oncekey.MakeIdempotent(client, "payments.charge", func(ctx context.Context, c Charge) (Receipt, error) {
+		fmt.Println("charging", c.Amount, "for", c.Order)
+		return Receipt{ID: "rcpt-" + c.Order}, nil
+	})
+	for attempt := 1; attempt <= 2; attempt++ {
+		receipt, err := charge(context.Background(), Charge{Order: "order-11", Amount: 1250})
+		fmt.Println(attempt, receipt.ID, err)
+	}
+	key, _ := oncekey.CallKey(Charge{Order: "order-11", Amount: 1250})
+	fmt.Println(key)
+	// Output:
+	// charging 1250 for order-11
+	// 1 rcpt-order-11 <nil>
+	// 2 rcpt-order-11 <nil>
+	// sha256:674fe090f4cfdd126bd7ff8cf8f66dd771dbe406cd2f509f52e73b0c3546066f
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 // The server dies between the effect and the Complete: the Complete is retried until it is back.

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	oncekeyv1 "oncekey.dev/oncekey/client/go/gen/oncekey/v1"
+	oncekeyv1 "github.com/oncekey/oncekey/client/go/gen/oncekey/v1"
 )
 
 // flaky answers Complete with errs[0], errs[1], ... (with the pushback trailer when set), then OK.
@@ -126,7 +126,7 @@ func TestPushbackIsHonoured(t *testing.T) {
 
 func TestRetryInfoIsHonoured(t *testing.T) {
 	st, _ := status.New(codes.ResourceExhausted, "rate limited").WithDetails(
-		&errdetails.ErrorInfo{Reason: ReasonRateLimited, Domain: ErrorDomain},
+		&errdetails.ErrorInfo{Reason: ReasonRateLimited.String(), Domain: ErrorDomain},
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(300 * time.Millisecond)})
 	f := &flaky{errs: []error{st.Err()}}
 	started := time.Now()
@@ -184,7 +184,7 @@ func TestBreakerOpensAfterConsecutiveFailuresAndRefusesClaims(t *testing.T) {
 	}
 	// Settlements are never refused by the breaker: they are still sent (and fail on their own).
 	_, err = c.Complete(context.Background(), &oncekeyv1.CompleteRequest{Namespace: "n", Key: "k", LeaseToken: 1})
-	if err == nil || !errors.Is(err, ErrUnavailable) || Reason(err) != "" {
+	if err == nil || !errors.Is(err, ErrUnavailable) || Reason(err) != ReasonUnspecified {
 		t.Fatalf("complete: %v", err)
 	}
 	var e *Error

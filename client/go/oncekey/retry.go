@@ -102,7 +102,7 @@ func (c *Client) call(ctx context.Context, method string, extra time.Duration, g
 			delay = c.retry.Backoff(attempt)
 		}
 		c.log.Debug("oncekey: retrying", slog.String("method", method), slog.Int("attempt", attempt+1),
-			slog.Duration("delay", delay), slog.String("code", codeName(e.Code)), slog.String("reason", e.Reason))
+			slog.Duration("delay", delay), slog.String("code", codeName(e.Code)), slog.String("reason", e.Reason.String()))
 		if err := sleep(ctx, delay); err != nil {
 			return err
 		}

@@ -1,66 +1,18 @@
 package oncekey
 
+// A strict RFC 8259 parser for Canonicalize: it keeps what RFC 8785 needs (numbers as float64,
+// objects as member lists so that duplicate names are caught, strings checked for lone
+// surrogates), and notes the first number, in text order, that the canonical form cannot keep
+// exactly (numbers.go), with its JSON path.
+
 import (
-	"crypto/sha256"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
-
-// FingerprintLen is the length in bytes of a fingerprint.
-const FingerprintLen = sha256.Size
-
-// ErrInvalidJSON is wrapped by every error of Canonicalize and FingerprintJSON: the text is not
-// JSON, or not I-JSON (RFC 7493: duplicate member names, lone surrogates, numbers out of the
-// IEEE 754 double range).
-var ErrInvalidJSON = errors.New("invalid JSON")
-
-// Fingerprint returns the SHA-256 of the RFC 8785 canonical JSON of args, the operation's
-// significant arguments. args is anything encoding/json marshals (structs, maps, slices, numbers);
-// attempt numbers, timestamps and trace ids must stay out of it.
-func Fingerprint(args any) ([]byte, error) {
-	text, err := json.Marshal(args)
-	if err != nil {
-		return nil, fmt.Errorf("oncekey: fingerprint: %w", err)
-	}
-	return FingerprintJSON(string(text))
-}
-
-// FingerprintJSON returns the SHA-256 of the RFC 8785 canonical form of a JSON text: the same 32
-// bytes the server computes from ClaimRequest.payload_json.
-func FingerprintJSON(text string) ([]byte, error) {
-	canonical, err := Canonicalize(text)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256([]byte(canonical))
-	return sum[:], nil
-}
-
-// Canonicalize returns the RFC 8785 (JCS) canonical form of a JSON text.
-func Canonicalize(text string) (string, error) {
-	p := parser{text: text}
-	p.space()
-	v, err := p.value()
-	if err == nil {
-		p.space()
-		if p.pos != len(p.text) {
-			err = p.errorf("trailing characters")
-		}
-	}
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	writeValue(&b, v)
-	return b.String(), nil
-}
 
 type member struct {
 	name  string
@@ -72,6 +24,10 @@ type member struct {
 type parser struct {
 	text string
 	pos  int
+	// path is where the parser is: member names (string) and array indexes (int).
+	path []any
+	// inexact is the first number the canonical form cannot keep exactly, if any.
+	inexact *InexactNumberError
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -139,7 +95,9 @@ func (p *parser) object() (any, error) {
 		}
 		p.pos++
 		p.space()
+		p.path = append(p.path, name)
 		v, err := p.value()
+		p.path = p.path[:len(p.path)-1]
 		if err != nil {
 			return nil, err
 		}
@@ -167,7 +125,9 @@ func (p *parser) array() (any, error) {
 	}
 	for {
 		p.space()
+		p.path = append(p.path, len(items))
 		v, err := p.value()
+		p.path = p.path[:len(p.path)-1]
 		if err != nil {
 			return nil, err
 		}
@@ -286,126 +246,15 @@ func (p *parser) number() (any, error) {
 			return nil, p.errorf("invalid number")
 		}
 	}
-	f, err := strconv.ParseFloat(p.text[start:p.pos], 64)
+	literal := p.text[start:p.pos]
+	f, err := strconv.ParseFloat(literal, 64)
 	if err != nil || math.IsInf(f, 0) {
 		return nil, p.errorf("number out of the double range")
 	}
+	if p.inexact == nil {
+		if why, ok := inexactLiteral(literal, f); !ok {
+			p.inexact = &InexactNumberError{Path: jsonPath(p.path), Why: why}
+		}
+	}
 	return f, nil
-}
-
-func writeValue(b *strings.Builder, v any) {
-	switch v := v.(type) {
-	case nil:
-		b.WriteString("null")
-	case bool:
-		b.WriteString(strconv.FormatBool(v))
-	case float64:
-		b.WriteString(formatNumber(v))
-	case string:
-		writeString(b, v)
-	case []any:
-		b.WriteByte('[')
-		for i, item := range v {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeValue(b, item)
-		}
-		b.WriteByte(']')
-	case []member:
-		sort.Slice(v, func(i, j int) bool { return lessUTF16(v[i].name, v[j].name) })
-		b.WriteByte('{')
-		for i, m := range v {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeString(b, m.name)
-			b.WriteByte(':')
-			writeValue(b, m.value)
-		}
-		b.WriteByte('}')
-	}
-}
-
-// lessUTF16 orders member names by their UTF-16 code units (RFC 8785 §3.2.3).
-func lessUTF16(a, b string) bool {
-	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
-	for i := 0; i < len(ua) && i < len(ub); i++ {
-		if ua[i] != ub[i] {
-			return ua[i] < ub[i]
-		}
-	}
-	return len(ua) < len(ub)
-}
-
-// writeString escapes only '"', '\' and control characters, with JSON's short forms where they
-// exist and lowercase \u00xx otherwise (RFC 8785 §3.2.2.2).
-func writeString(b *strings.Builder, s string) {
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if r < 0x20 {
-				fmt.Fprintf(b, `\u%04x`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
-}
-
-// formatNumber prints a double the way ECMAScript's Number.prototype.toString does
-// (RFC 8785 §3.2.2.3): shortest round-trip digits, exponent form below 1e-6 and from 1e21.
-func formatNumber(f float64) string {
-	if f == 0 {
-		return "0" // also -0
-	}
-	sign := ""
-	if f < 0 {
-		sign, f = "-", -f
-	}
-	// Shortest digits d1.d2...dk and exponent: f = 0.d1d2...dk × 10^n.
-	mantissa, exp, _ := strings.Cut(strconv.FormatFloat(f, 'e', -1, 64), "e")
-	digits := strings.Replace(mantissa, ".", "", 1)
-	e, _ := strconv.Atoi(exp)
-	k, n := len(digits), e+1
-	switch {
-	case k <= n && n <= 21:
-		return sign + digits + strings.Repeat("0", n-k)
-	case 0 < n && n <= 21:
-		return sign + digits[:n] + "." + digits[n:]
-	case -6 < n && n <= 0:
-		return sign + "0." + strings.Repeat("0", -n) + digits
-	}
-	expSign := "+"
-	if n-1 < 0 {
-		expSign = "-"
-	}
-	out := digits[:1]
-	if k > 1 {
-		out += "." + digits[1:]
-	}
-	return sign + out + "e" + expSign + strconv.Itoa(abs(n-1))
-}
-
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
 }
