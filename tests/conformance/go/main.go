@@ -23,11 +23,11 @@ func args(order string) any {
 			"currency": "EUR", "\u20ac": "euro", "\U0001F600": "emoji", "\u00e9": "e-acute", "\ufb01": "ligature",
 			"text": "line\nbreak \"q\" \\ \u0001 </> \u2028",
 		},
-		map[string]any{"amount": 1250, "rate": 0.1, "big": 1e21, "tiny": 5e-324, "neg": -12.5, "small": 1e-7},
+		map[string]any{"amount": 1250, "rate": 0.1, "big": 9007199254740991, "tiny": 5e-324, "neg": -12.5, "small": 1e-7},
 		[]bool{true, false},
 		nil,
 		order,
-		uint64(18446744073709551615),
+		"18446744073709551615",
 	}
 }
 

@@ -12,9 +12,9 @@ const STRINGS = {
   currency: "EUR", "\u20ac": "euro", "\u{1F600}": "emoji", "\u00e9": "e-acute", "\ufb01": "ligature",
   text: "line\nbreak \"q\" \\ \u0001 </> \u2028",
 };
-const NUMBERS = { amount: 1250, rate: 0.1, big: 1e21, tiny: 5e-324, neg: -12.5, small: 1e-7 };
-const ARGS = [STRINGS, NUMBERS, [true, false], null, "order-481", 18446744073709551615n];
-const OTHER_ARGS = [STRINGS, NUMBERS, [true, false], null, "order-482", 18446744073709551615n];
+const NUMBERS = { amount: 1250, rate: 0.1, big: 9007199254740991, tiny: 5e-324, neg: -12.5, small: 1e-7 };
+const ARGS = [STRINGS, NUMBERS, [true, false], null, "order-481", "18446744073709551615"];
+const OTHER_ARGS = [STRINGS, NUMBERS, [true, false], null, "order-482", "18446744073709551615"];
 
 const outcomeName = (claimed) => `CLAIM_OUTCOME_${claimed.outcome}`;
 const errorCode = (e) => codeName(e.grpcCode ?? e.code) ?? String(e.grpcCode ?? e.code);
