@@ -228,7 +228,7 @@ def test_at_most_once_needs_reconciliation_after_a_lost_holder(server, tenant):
     with oncekey.Client(server.target, tenant=tenant) as client:
         key = OperationKey.of("payments.charge", "order-7", "v1")
         # A holder that vanished: acquired, never settled, lease run out.
-        claimed = client.claim(key, {"order": "order-7"}, semantics=oncekey.Semantics.AT_MOST_ONCE, lease_ttl=1.0)
+        claimed = client.claim(key, ["order-7"], semantics=oncekey.Semantics.AT_MOST_ONCE, lease_ttl=1.0)
         assert claimed.outcome is oncekey.Outcome.ACQUIRED
         threading.Event().wait(1.5)
 

@@ -114,7 +114,7 @@ def test_async_run_waits_for_the_approval_then_runs_once(server, tenant):
             # A run that waits (wait=30) is held by the server until the approval comes.
             key = send.key_of(to)
             waiting = asyncio.ensure_future(
-                client.run(key, {"to": to}, lambda lease: send.__wrapped__(to), require_approval=True, wait=30)
+                client.run(key, [to], lambda lease: send.__wrapped__(to), require_approval=True, wait=30)
             )
             for _ in range(200):  # until the waiting run's Claim is in (its dedup hit is counted)
                 if (await client.lookup(key)).dedup_hits >= 2:

@@ -41,7 +41,7 @@ from oncekey.errors import (
     error_info,
     reason,
 )
-from oncekey.fingerprint import InvalidJSON, canonicalize, canonicalize_json, fingerprint, fingerprint_json
+from oncekey.fingerprint import InexactNumber, InvalidJSON, canonicalize, canonicalize_json, fingerprint, fingerprint_json
 from oncekey.key import InvalidKey, OperationKey
 from oncekey.lease import Lease, current_lease
 from oncekey.retry import BreakerPolicy, RetryPolicy
@@ -76,6 +76,7 @@ __all__ = [
     "Error",
     "FinalError",
     "InProgress",
+    "InexactNumber",
     "InvalidJSON",
     "InvalidKey",
     "KeyReused",

@@ -19,7 +19,7 @@ import grpc
 from oncekey import _core
 from oncekey._connect import Settings
 from oncekey._core import Done, Options
-from oncekey._wrap import Binder, KeySpec, wrap_async
+from oncekey._wrap import AsyncIdempotentDecorator, KeySpec
 from oncekey.codec import encode_result
 from oncekey.errors import EncodeError, Error, LeaseLost, Unavailable, classify, is_transient
 from oncekey.fingerprint import fingerprint as fingerprint_of
@@ -208,20 +208,13 @@ class AsyncClient:
         """As ``Client.run``, with an async ``fn``; it is cancelled if the lease is lost
         (``LeaseLost``), and the key is settled even when the caller is cancelled. A lease that had
         already run out when the Claim's answer arrived runs nothing, as with ``Client.run``."""
-        return await self._run(key, args, fn, Options(**options), returns, reconcile)
+        return await self._run(key, fingerprint_of(args), fn, Options(**options), returns, reconcile)
 
     def idempotent(
         self, namespace: str, *, key: KeySpec = None, arguments: KeySpec = None, **options: Any
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> AsyncIdempotentDecorator:
         """As ``Client.idempotent``, for ``async def`` functions."""
-        opts = Options(**options)
-
-        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            if not inspect.iscoroutinefunction(fn):
-                raise TypeError(f"AsyncClient.idempotent wraps async functions; use oncekey.Client for {fn.__name__}")
-            return wrap_async(lambda: self, fn, Binder(namespace, fn, key, arguments), opts)
-
-        return decorate
+        return AsyncIdempotentDecorator(self, namespace, key, arguments, Options(**options))
 
     # Internals.
 
@@ -280,8 +273,7 @@ class AsyncClient:
                 await asyncio.wait({task})
             raise
 
-    async def _run(self, key: OperationKey, args: Any, fn: Callable[[Lease], Awaitable[Any]], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
-        fp = fingerprint_of(args)
+    async def _run(self, key: OperationKey, fp: bytes, fn: Callable[[Lease], Awaitable[Any]], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
         owner = _core.run_owner(options, self._owner)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + options.wait

@@ -21,7 +21,7 @@ import grpc
 from oncekey import _core
 from oncekey._connect import Settings
 from oncekey._core import Done, Options
-from oncekey._wrap import Binder, KeySpec, wrap_async, wrap_sync
+from oncekey._wrap import IdempotentDecorator, KeySpec
 from oncekey.codec import encode_result
 from oncekey.errors import EncodeError, Error, LeaseLost, Unavailable, classify, is_transient
 from oncekey.fingerprint import fingerprint as fingerprint_of
@@ -218,7 +218,7 @@ class Client:
         Options: ``lease_ttl``, ``retention``, ``semantics``, ``wait``, ``owner``, ``final``,
         ``abandon``, ``require_approval``, ``max_attempts`` (see ``oncekey.Options``).
         """
-        return self._run(key, args, fn, Options(**options), returns, reconcile)
+        return self._run(key, fingerprint_of(args), fn, Options(**options), returns, reconcile)
 
     def idempotent(
         self,
@@ -227,7 +227,7 @@ class Client:
         key: KeySpec = None,
         arguments: KeySpec = None,
         **options: Any,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> IdempotentDecorator:
         """Makes a function's side effect happen once per key, in one line::
 
             @client.idempotent("email.send", key=lambda to, subject: f"{to}:{subject}")
@@ -239,15 +239,7 @@ class Client:
         async functions; the rest is as ``run`` (``lease_ttl``, ``semantics``, ``wait``, ...). The
         running operation's lease is ``oncekey.current_lease()``.
         """
-        opts = Options(**options)
-
-        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            binder = Binder(namespace, fn, key, arguments)
-            if inspect.iscoroutinefunction(fn):
-                return wrap_async(self._aio, fn, binder, opts)
-            return wrap_sync(self, fn, binder, opts)
-
-        return decorate
+        return IdempotentDecorator(self, namespace, key, arguments, Options(**options))
 
     # Internals.
 
@@ -307,8 +299,7 @@ class Client:
                 if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
                     return  # an answer, even an error, means the connection is up
 
-    def _run(self, key: OperationKey, args: Any, fn: Callable[[Lease], Any], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
-        fp = fingerprint_of(args)
+    def _run(self, key: OperationKey, fp: bytes, fn: Callable[[Lease], Any], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
         owner = _core.run_owner(options, self._owner)
         deadline = time.monotonic() + options.wait
         while True:
