@@ -20,14 +20,14 @@ from typing import Any, Callable
 
 import grpc
 
-from oncekey.errors import TRANSIENT_CODES, reason
+from oncekey.errors import TRANSIENT_CODES, reason, reason_value
 from oncekey.key import OperationKey
 from oncekey.types import LeaseGrant, duration
 from oncekey.v1 import ledger_pb2 as pb
 
 log = logging.getLogger("oncekey")
 
-_LOST_REASONS = ("LEASE_LOST", "ALREADY_SETTLED")
+_LOST_REASONS = (pb.ERROR_REASON_LEASE_LOST, pb.ERROR_REASON_ALREADY_SETTLED)
 _REOPENABLE = TRANSIENT_CODES | {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.CANCELLED}
 
 _current: contextvars.ContextVar[Lease | None] = contextvars.ContextVar("oncekey_lease", default=None)
@@ -80,12 +80,12 @@ def _request(key: OperationKey, token: int, lease_ttl: float | None) -> pb.KeepA
 
 def _verdict(error: grpc.RpcError) -> str:
     """What a stream error means: ``lost``, ``stop`` or ``reopen``."""
-    why = reason(error)
+    why = reason_value(reason(error))
     if why in _LOST_REASONS:
         return "lost"
     if error.code() in _REOPENABLE:
         return "reopen"
-    if why == "KEEPALIVE_REPLACED":
+    if why == pb.ERROR_REASON_KEEPALIVE_REPLACED:
         log.info("oncekey: keep-alive replaced by a newer stream of the same lease")
     else:
         log.warning("oncekey: keep-alive stopped: %s", error.code().name)
