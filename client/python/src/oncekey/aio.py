@@ -369,7 +369,9 @@ class AsyncClient:
             raise cancelled
         exc = work.exception()
         if exc is not None:
-            if cancelled_for_loss:
+            if isinstance(exc, LeaseLost) and exc.token == lease.token:
+                raise exc
+            if cancelled_for_loss or lease.lost.is_set():
                 raise LeaseLost(lease.token, operation_error=exc) from exc
             await self._settle_failure(lease, exc, options)
             raise exc

@@ -337,6 +337,12 @@ class Client:
             value = fn(lease)
         except BaseException as exc:
             keep_alive.stop()
+            if lease.lost.is_set() and isinstance(exc, Exception):
+                # The function stopped because the lease was lost (README: check lease.lost, raise):
+                # nothing can be recorded under this token any more.
+                if isinstance(exc, LeaseLost) and exc.token == lease.token:
+                    raise
+                raise LeaseLost(lease.token, operation_error=exc) from exc
             self._settle_failure(lease, exc, options)
             raise
         finally:

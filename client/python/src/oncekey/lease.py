@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import grpc
 
-from oncekey.errors import TRANSIENT_CODES, reason, reason_value
+from oncekey.errors import TRANSIENT_CODES, LeaseLost, reason, reason_value
 from oncekey.key import OperationKey
 from oncekey.types import LeaseGrant, duration
 from oncekey.v1 import ledger_pb2 as pb
@@ -44,8 +44,9 @@ class Lease:
 
     ``token`` is the fencing token: pass it to downstream systems that can fence. ``lost`` is a
     ``threading.Event`` set when the server says the lease is lost (another holder took the
-    operation over): long sync functions should check it (``lease.lost.is_set()``) or wait on it,
-    and stop. Async functions are cancelled when it is lost.
+    operation over): long sync functions should check it (``lease.raise_if_lost()``, or
+    ``lease.lost.is_set()`` and raise) and stop; the call then raises ``LeaseLost``. Async
+    functions are cancelled when it is lost.
     """
 
     def __init__(self, key: OperationKey, grant: LeaseGrant):
@@ -60,6 +61,12 @@ class Lease:
     def fencing_token(self) -> int:
         """The fencing token (same as ``token``)."""
         return self.token
+
+    def raise_if_lost(self) -> None:
+        """Raises ``oncekey.LeaseLost`` once the lease is lost: call it between the steps of a long
+        sync function (an async one is cancelled instead)."""
+        if self.lost.is_set():
+            raise LeaseLost(self.token)
 
     def _renewed(self, lease: pb.Lease) -> None:
         self.expires_at = LeaseGrant.from_wire(lease).expires_at
