@@ -13,11 +13,13 @@ backoff and full jitter; the lease is kept alive by the server while the functio
 is recorded with the client's own deadlines, also when the caller is cancelled. Errors are
 ``oncekey.Error`` subclasses: ``KeyReused``, ``LeaseLost``, ``InProgress``,
 ``NeedsReconciliation``, ``OperationFailed``, ``AwaitingApproval``, ``Unavailable``, ``RpcError``
-(and its ``NotAwaitingApproval``, ``UnsettledAtMostOnce``, ``MissingScope``). Operators decide
-on gated operations with ``approve`` / ``reject`` and remove records with ``purge``.
+(and its ``NotAwaitingApproval``, ``UnsettledAtMostOnce``, ``MissingScope``, ...). Operators list
+records with ``list_records``, reconcile them with ``reconcile``, decide on gated operations with
+``approve`` / ``reject`` and remove records with ``purge``.
 """
 
 from oncekey._core import Done, Options
+from oncekey._wrap import AsyncIdempotent, Idempotent
 from oncekey.aio import AsyncClient
 from oncekey.client import Client
 from oncekey.errors import (
@@ -49,6 +51,7 @@ from oncekey.errors import (
 from oncekey.fingerprint import InexactNumber, InvalidJSON, canonicalize, canonicalize_json, fingerprint, fingerprint_json
 from oncekey.key import InvalidKey, OperationKey
 from oncekey.lease import Lease, current_lease
+from oncekey.listing import RecordPage
 from oncekey.retry import BreakerPolicy, RetryPolicy
 from oncekey.types import (
     Approval,
@@ -69,6 +72,7 @@ __all__ = [
     "Abandon",
     "Approval",
     "AsyncClient",
+    "AsyncIdempotent",
     "AwaitingApproval",
     "BreakerPolicy",
     "Claimed",
@@ -80,6 +84,7 @@ __all__ = [
     "EncodeError",
     "Error",
     "FinalError",
+    "Idempotent",
     "InProgress",
     "InexactNumber",
     "InvalidArgument",
@@ -100,6 +105,7 @@ __all__ = [
     "PermissionDenied",
     "RateLimited",
     "Record",
+    "RecordPage",
     "RecordStatus",
     "RetryPolicy",
     "RpcError",

@@ -27,6 +27,7 @@ from oncekey.errors import EncodeError, Error, LeaseLost, Unavailable, classify,
 from oncekey.fingerprint import fingerprint as fingerprint_of
 from oncekey.key import OperationKey
 from oncekey.lease import Lease, SyncKeepAlive, _current
+from oncekey.operations import Operations
 from oncekey.retry import Breaker, BreakerPolicy, CircuitOpen, RetryPolicy
 from oncekey.types import Claimed, Disposition, LeaseGrant, Record, Semantics, StoredError, StoredResult
 from oncekey.v1 import ledger_pb2_grpc
@@ -36,7 +37,7 @@ log = logging.getLogger("oncekey")
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 
 
-class Client:
+class Client(Operations):
     """A connection to an Oncekey server (sync API).
 
     ``target`` is ``host:port`` (or ``http://host:port``; ``https://`` uses TLS). ``token`` is the
@@ -148,45 +149,6 @@ class Client:
             if e.code == grpc.StatusCode.NOT_FOUND:
                 return None
             raise
-
-    # The operator's calls: approval decisions and purging.
-
-    def approve(
-        self, namespace: str | OperationKey, key: str | None = None, note: str = "", *, fingerprint: bytes | None = None
-    ) -> Record:
-        """``Approve``: the operation awaiting approval becomes APPROVED and the next Claim acquires
-        it; returns the record. Pass ``(namespace, key, note)`` or ``(operation_key, note)``. ``note`` (at most
-        1 KiB) is kept with the decision; ``fingerprint`` (32 bytes, ``oncekey.fingerprint(args)``)
-        pins the decision to the arguments the approver saw (another stored one: ``KeyReused``).
-        The same decision again is OK. Raises ``NotAwaitingApproval`` when the operation does not
-        await approval (anymore), ``MissingScope`` without the ``approve`` scope, ``RpcError``
-        NOT_FOUND when there is no record."""
-        request = _core.approve_request(*_core.decision_target(namespace, key, note), fingerprint)
-        return Record.from_wire((self._call("Approve", request)).record)
-
-    def reject(
-        self, namespace: str | OperationKey, key: str | None = None, note: str = "", *, fingerprint: bytes | None = None
-    ) -> Record:
-        """``Reject``: the operation awaiting approval fails for good with error ``{403, note}``,
-        which every later run gets as ``OperationFailed``; returns the FAILED record. Arguments and
-        errors as ``approve``."""
-        request = _core.reject_request(*_core.decision_target(namespace, key, note), fingerprint)
-        return Record.from_wire((self._call("Reject", request)).record)
-
-    def purge(self, namespace: str | OperationKey, key: str | None = None, *, force: bool = False) -> bool:
-        """``Purge``: removes the record and its history, in any state (needs the ``admin``
-        scope); the fencing sequence goes on, so the old holder's Complete, Fail and Renew get
-        ``LeaseLost``. An unsettled at-most-once operation needs ``force=True`` (its effect may then
-        run again; without it: ``UnsettledAtMostOnce``). True when this call purged it, False when
-        there was no record (never was, expired, or purged by an earlier attempt of this call)."""
-        request = _core.purge_request(_core.operation_key(namespace, key), force)
-        try:
-            self._call("Purge", request)
-        except Error as e:
-            if e.code == grpc.StatusCode.NOT_FOUND:
-                return False
-            raise
-        return True
 
     # Running an operation once.
 

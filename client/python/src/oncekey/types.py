@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf import duration_pb2
 
+from oncekey.key import OperationKey
 from oncekey.v1 import ledger_pb2 as pb
 
 
@@ -61,6 +62,9 @@ class RecordStatus(str, enum.Enum):
     def from_wire(cls, value: int) -> RecordStatus:
         name = pb.RecordStatus.Name(value).removeprefix("RECORD_STATUS_") if value in pb.RecordStatus.values() else ""
         return cls.__members__.get(name, cls.UNSPECIFIED)
+
+    def wire(self) -> int:
+        return pb.RecordStatus.Value(f"RECORD_STATUS_{self.value}")
 
 
 class Outcome(str, enum.Enum):
@@ -188,6 +192,13 @@ class Record:
     """The most acquisitions allowed, reconciliations not counted (0: no cap)."""
     approval: Approval | None = None
     """The approval decision, once made."""
+
+    @property
+    def operation_key(self) -> OperationKey:
+        """The record's operation (namespace, key and parent), e.g. to reconcile, approve or purge
+        a listed record."""
+        parent = OperationKey(*self.parent) if self.parent is not None else None
+        return OperationKey(self.namespace, self.key, parent)
 
     @classmethod
     def from_wire(cls, r: pb.Record) -> Record:
