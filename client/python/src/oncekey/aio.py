@@ -2,8 +2,10 @@
 
 A wrapped coroutine runs as its own task: when its lease is lost it is cancelled and the caller
 gets ``LeaseLost``. When the caller is cancelled (``task.cancel()``, ``asyncio.timeout``), the
-function is cancelled too, and the key is still settled with the client's own deadlines before the
-cancellation propagates: released for a retry (or completed, if the function finished anyway).
+function is cancelled too (unless it is waiting on a thread: then it is left to finish), and the
+key is settled with the client's own deadlines before the cancellation propagates: released for a
+retry once the function has stopped, completed if it finished, left to run out if it may still be
+running (``oncekey._cancel``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import grpc
 
 from oncekey import _core
 from oncekey._connect import Settings
+from oncekey._cancel import after_cancel, track_threads
 from oncekey._core import Done, Options
 from oncekey._wrap import AsyncIdempotentDecorator, KeySpec
 from oncekey.codec import encode_result
@@ -292,6 +295,7 @@ class AsyncClient(AsyncOperations):
 
     async def _acquired(self, key: OperationKey, grant: LeaseGrant, fn: Callable[[Lease], Awaitable[Any]], options: Options) -> Done[Any]:
         lease = Lease(key, grant)
+        tracked = track_threads(asyncio.get_running_loop())
         keep_alive = AsyncKeepAlive(self, lease, options.lease_ttl)
         lost = asyncio.Event()
         lease._on_lost.append(lost.set)
@@ -308,9 +312,10 @@ class AsyncClient(AsyncOperations):
         try:
             await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
-            work.cancel()
+            # The caller is cancelled: stop the function, or let it finish while a thread runs for
+            # it, and never release the key while it may still be running (oncekey._cancel).
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await self._protect(self._conclude(lease, keep_alive, work, options, False))
+                await self._protect(after_cancel(self, lease, keep_alive, work, lost, options, tracked))
             raise
         finally:
             watcher.cancel()
@@ -326,7 +331,10 @@ class AsyncClient(AsyncOperations):
         if work.cancelled():
             if cancelled_for_loss or lease.lost.is_set():
                 raise LeaseLost(lease.token)
-            cancelled = asyncio.CancelledError("cancelled by the caller")
+            cancelled = asyncio.CancelledError("cancelled")
+            if lease._running_threads():
+                log.warning("oncekey: %s was cancelled while a thread runs for it: its lease is left to run out", lease.key.namespace)
+                raise cancelled
             await self._settle_failure(lease, cancelled, options)
             raise cancelled
         exc = work.exception()

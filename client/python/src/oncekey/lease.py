@@ -11,6 +11,7 @@ renewal stops the moment the operation ends, so a caller that goes away lets the
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import datetime as dt
 import logging
@@ -56,11 +57,28 @@ class Lease:
         self.expires_at: dt.datetime | None = grant.expires_at
         self.lost = threading.Event()
         self._on_lost: list[Callable[[], None]] = []
+        self._threads: set[concurrent.futures.Future[Any]] = set()
+        self._threads_lock = threading.Lock()
 
     @property
     def fencing_token(self) -> int:
         """The fencing token (same as ``token``)."""
         return self.token
+
+    def _track(self, future: concurrent.futures.Future[Any]) -> None:
+        """Records a call running in a thread for this operation (``oncekey._cancel``)."""
+        with self._threads_lock:
+            self._threads.add(future)
+        future.add_done_callback(self._untrack)
+
+    def _untrack(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._threads_lock:
+            self._threads.discard(future)
+
+    def _running_threads(self) -> list[concurrent.futures.Future[Any]]:
+        """The calls still running (or queued) in a thread for this operation."""
+        with self._threads_lock:
+            return [f for f in self._threads if not f.done()]
 
     def raise_if_lost(self) -> None:
         """Raises ``oncekey.LeaseLost`` once the lease is lost: call it between the steps of a long
