@@ -16,7 +16,7 @@ import asyncio
 import functools
 import inspect
 import typing
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Concatenate, Coroutine, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Concatenate, Coroutine, Generic, ParamSpec, TypeVar, cast, overload
 
 from oncekey._core import Done, Options
 from oncekey.fingerprint import fingerprint
@@ -125,7 +125,7 @@ class _Wrapper:
 
     def __init__(self, fn: Callable[..., Any], binder: Binder, options: Options, receiver: tuple[Any, ...]):
         shown = fn.__get__(receiver[0], type(receiver[0])) if receiver else fn
-        functools.update_wrapper(self, shown)
+        functools.update_wrapper(cast(Any, self), shown)
         self._fn = fn
         self._binder = binder
         self._options = options
@@ -198,8 +198,9 @@ class AsyncIdempotent(_Wrapper, Generic[P, R]):
         # Tells asyncio.iscoroutinefunction (and inspect's, from Python 3.12) that calling it
         # returns a coroutine, as frameworks that register tools check.
         self._is_coroutine = getattr(asyncio.coroutines, "_is_coroutine", None)
-        if hasattr(inspect, "markcoroutinefunction"):
-            inspect.markcoroutinefunction(self)
+        mark = getattr(inspect, "markcoroutinefunction", None)  # Python 3.12+
+        if mark is not None:
+            mark(self)
 
     @overload
     def __get__(self, obj: None, owner: type | None = None) -> AsyncIdempotent[P, R]: ...

@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Sequence
 import grpc
 
 from oncekey import _core
-from oncekey._connect import Settings
+from oncekey._connect import Settings, new_stub
 from oncekey._cancel import after_cancel, track_threads
 from oncekey._core import Done, Options
 from oncekey._wrap import AsyncIdempotentDecorator, KeySpec
@@ -31,7 +31,6 @@ from oncekey.lease import AsyncKeepAlive, Lease, _current
 from oncekey.operations import AsyncOperations
 from oncekey.retry import Breaker, BreakerPolicy, CircuitOpen, RetryPolicy
 from oncekey.types import Claimed, Disposition, LeaseGrant, Outcome, Record, Semantics, StoredError, StoredResult
-from oncekey.v1 import ledger_pb2_grpc
 
 log = logging.getLogger("oncekey")
 
@@ -87,7 +86,7 @@ class AsyncClient(AsyncOperations):
             self._channel = (
                 grpc.aio.insecure_channel(address, opts) if creds is None else grpc.aio.secure_channel(address, creds, opts)
             )
-            self._stub_ = ledger_pb2_grpc.LedgerStub(self._channel)
+            self._stub_ = new_stub(self._channel)
         return self._stub_
 
     async def close(self) -> None:
@@ -322,7 +321,8 @@ class AsyncClient(AsyncOperations):
         cancelled_for_loss = not work.done()
         if cancelled_for_loss:
             work.cancel()
-        return await self._protect(self._conclude(lease, keep_alive, work, options, cancelled_for_loss))
+        done: Done[Any] = await self._protect(self._conclude(lease, keep_alive, work, options, cancelled_for_loss))
+        return done
 
     async def _conclude(self, lease: Lease, keep_alive: AsyncKeepAlive, work: asyncio.Future[Any], options: Options, cancelled_for_loss: bool) -> Done[Any]:
         """Waits for the function to stop, stops the keep-alive, then records what happened."""

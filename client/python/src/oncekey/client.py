@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import grpc
 
 from oncekey import _core
-from oncekey._connect import Settings
+from oncekey._connect import Settings, new_stub
 from oncekey._core import Done, Options
 from oncekey._wrap import IdempotentDecorator, KeySpec
 from oncekey.codec import encode_result
@@ -30,7 +30,6 @@ from oncekey.lease import Lease, SyncKeepAlive, _current
 from oncekey.operations import Operations
 from oncekey.retry import Breaker, BreakerPolicy, CircuitOpen, RetryPolicy
 from oncekey.types import Claimed, Disposition, LeaseGrant, Record, Semantics, StoredError, StoredResult
-from oncekey.v1 import ledger_pb2_grpc
 
 log = logging.getLogger("oncekey")
 
@@ -68,7 +67,7 @@ class Client(Operations):
         address, creds = self._settings.address()
         opts = self._settings.channel_options()
         self._channel = grpc.insecure_channel(address, opts) if creds is None else grpc.secure_channel(address, creds, opts)
-        self._stub = ledger_pb2_grpc.LedgerStub(self._channel)
+        self._stub: Any = new_stub(self._channel)
         self._probe = self._channel.unary_unary(HEALTH_CHECK, request_serializer=bytes, response_deserializer=bytes)
         self._metadata = self._settings.metadata()
         self._breaker = Breaker(self._settings.breaker)

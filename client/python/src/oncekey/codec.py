@@ -110,7 +110,7 @@ def _pydantic_adapter(annotation: Any) -> Any:
         return None
 
 
-def _dataclass(cls: type, value: dict) -> Any:
+def _dataclass(cls: type, value: dict[str, Any]) -> Any:
     import typing
 
     hints = typing.get_type_hints(cls)

@@ -305,7 +305,8 @@ def classify(error: grpc.RpcError) -> Error:
 
 def _code(error: BaseException) -> grpc.StatusCode | None:
     try:
-        return error.code()  # type: ignore[attr-defined]
+        code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
+        return code
     except Exception:
         return None
 

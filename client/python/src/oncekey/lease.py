@@ -17,7 +17,7 @@ import datetime as dt
 import logging
 import random
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import grpc
 
@@ -30,6 +30,8 @@ log = logging.getLogger("oncekey")
 
 _LOST_REASONS = (pb.ERROR_REASON_LEASE_LOST, pb.ERROR_REASON_ALREADY_SETTLED)
 _REOPENABLE = TRANSIENT_CODES | {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.CANCELLED}
+
+_EOF: Any = getattr(grpc.aio, "EOF")  # the end of a stream's reads (missing from grpc's type stubs)
 
 _current: contextvars.ContextVar[Lease | None] = contextvars.ContextVar("oncekey_lease", default=None)
 
@@ -149,7 +151,7 @@ class SyncKeepAlive:
         while not self._stopped.is_set():
             done = threading.Event()
 
-            def requests(first: pb.KeepAliveRequest = self._request, done: threading.Event = done):
+            def requests(first: pb.KeepAliveRequest = self._request, done: threading.Event = done) -> Iterator[pb.KeepAliveRequest]:
                 yield first
                 done.wait()
 
@@ -202,7 +204,7 @@ class AsyncKeepAlive:
                 await call.write(self._request)
                 while True:
                     lease = await call.read()
-                    if lease is grpc.aio.EOF:
+                    if lease is _EOF:
                         break
                     self._backoff.reset()
                     self._lease._renewed(lease)

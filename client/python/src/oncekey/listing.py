@@ -67,7 +67,7 @@ def page_of(response: pb.ListRecordsResponse) -> RecordPage:
     return RecordPage([Record.from_wire(r) for r in response.records], response.next_page_token or None)
 
 
-def _status(status: RecordStatus | str) -> int:
+def _status(status: RecordStatus | str) -> pb.RecordStatus:
     try:
         value = RecordStatus(status)
     except ValueError:

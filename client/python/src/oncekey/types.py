@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 from dataclasses import dataclass, field
+from typing import cast
 
 from google.protobuf import duration_pb2
 
@@ -24,7 +25,7 @@ class Semantics(str, enum.Enum):
     AT_MOST_ONCE = "at_most_once"
     """Never run twice: a lease that ran out makes the outcome unknown until reconciled."""
 
-    def wire(self) -> int:
+    def wire(self) -> pb.Semantics:
         return pb.SEMANTICS_AT_MOST_ONCE if self is Semantics.AT_MOST_ONCE else pb.SEMANTICS_AT_LEAST_ONCE
 
 
@@ -38,7 +39,7 @@ class Disposition(str, enum.Enum):
     ABANDON = "abandon"
     """Forgotten: nothing happened outside; the key may be claimed again, even with other arguments."""
 
-    def wire(self) -> int:
+    def wire(self) -> pb.Disposition:
         return {
             Disposition.RETRYABLE: pb.DISPOSITION_RETRYABLE,
             Disposition.FINAL: pb.DISPOSITION_FINAL,
@@ -63,8 +64,8 @@ class RecordStatus(str, enum.Enum):
         name = pb.RecordStatus.Name(value).removeprefix("RECORD_STATUS_") if value in pb.RecordStatus.values() else ""
         return cls.__members__.get(name, cls.UNSPECIFIED)
 
-    def wire(self) -> int:
-        return pb.RecordStatus.Value(f"RECORD_STATUS_{self.value}")
+    def wire(self) -> pb.RecordStatus:
+        return cast(pb.RecordStatus, pb.RecordStatus.Value(f"RECORD_STATUS_{self.value}"))
 
 
 class Outcome(str, enum.Enum):
@@ -263,4 +264,5 @@ def duration(seconds: float | None) -> duration_pb2.Duration | None:
 def _time(message: object, name: str) -> dt.datetime | None:
     if not message.HasField(name):  # type: ignore[attr-defined]
         return None
-    return getattr(message, name).ToDatetime(tzinfo=dt.timezone.utc)
+    value: dt.datetime = getattr(message, name).ToDatetime(tzinfo=dt.timezone.utc)
+    return value
