@@ -20,6 +20,7 @@ records with ``list_records``, reconcile them with ``reconcile``, decide on gate
 
 from oncekey._core import Done, Options
 from oncekey._wrap import AsyncIdempotent, Idempotent
+from oncekey.agents import explain
 from oncekey.aio import AsyncClient
 from oncekey.client import Client
 from oncekey.errors import (
@@ -119,6 +120,7 @@ __all__ = [
     "canonicalize_json",
     "current_lease",
     "error_info",
+    "explain",
     "fingerprint",
     "fingerprint_json",
     "reason",
