@@ -6,6 +6,10 @@ A listing may lag a change by a few seconds (docs/api.md, "Listing"): tests wait
 what they wrote shows."""
 
 import asyncio
+import os
+import pathlib
+import subprocess
+import sys
 import time
 
 import grpc
@@ -177,3 +181,24 @@ def test_list_records_is_retried_and_its_errors_are_typed():
         assert list(sent.statuses) == [pb.RECORD_STATUS_UNKNOWN, pb.RECORD_STATUS_PROCESSING]
         with pytest.raises(oncekey.InvalidArgument):
             client.list_page(page_token="forged")
+
+
+def test_the_readme_reconciliation_example_runs_as_written(server, tenant, tmp_path):
+    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    code = readme.split("## Listing and reconciliation", 1)[1].split("```python\n", 1)[1].split("```\n", 1)[0]
+    assert 'oncekey.Client("127.0.0.1:50051", tenant="demo")' in code
+    with oncekey.Client(server.target, tenant=tenant) as client:
+        for order in ("order-1", "order-2"):  # two at-most-once holders that vanished mid-charge
+            client.claim(OperationKey("payments.charge", order), [order], semantics=Semantics.AT_MOST_ONCE, lease_ttl=1.0)
+        client.claim(OperationKey("payments.refund", "refund-1"), [900], require_approval=True)
+        listed = eventually(lambda: keys(client.list_records(statuses=[RecordStatus.UNKNOWN, RecordStatus.AWAITING_APPROVAL])), ["order-1", "order-2", "refund-1"])
+        assert listed == ["order-1", "order-2", "refund-1"]
+    script = tmp_path / "reconcile.py"
+    script.write_text(code.replace('"127.0.0.1:50051", tenant="demo"', f'"{server.target}", tenant="{tenant}"'))
+    src = str(pathlib.Path(__file__).parents[1] / "src")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": src})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["reconciled order-1", "released order-2", "awaiting approval: payments.refund refund-1"]
+    with oncekey.Client(server.target, tenant=tenant) as client:
+        assert client.lookup(OperationKey("payments.charge", "order-1")).status is RecordStatus.SUCCEEDED
+        assert client.lookup(OperationKey("payments.charge", "order-2")) is None
