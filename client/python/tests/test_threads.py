@@ -66,6 +66,33 @@ def test_a_cancelled_call_whose_thread_is_sending_is_not_sent_again_on_retry(ser
     assert record.status is RecordStatus.SUCCEEDED and record.fencing_token == 1
 
 
+def test_a_cancel_that_comes_after_the_thread_sent_but_before_the_function_saw_it(server, tenant):
+    """The thread has sent, its result is on its way to the function, and the cancellation comes
+    first (the event loop is held, so neither has been processed): the function still gets its
+    result and the outcome is recorded."""
+    outbox = Outbox()
+
+    async def main():
+        async with oncekey.AsyncClient(server.target, tenant=tenant) as client:
+
+            @client.idempotent("email.send", key=lambda to: to)
+            async def send_email(to: str) -> str:
+                return await asyncio.to_thread(outbox.send, to)
+
+            call = asyncio.ensure_future(send_email("di@example.com"))
+            await asyncio.to_thread(outbox.started.wait, 30)
+            outbox.release.set()
+            outbox.wait_idle()  # blocks the event loop: the thread's result is not delivered yet
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            return await send_email.detailed("di@example.com")
+
+    retried = asyncio.run(main())
+    assert outbox.sent == ["di@example.com"], "one effect"
+    assert (retried.value, retried.replayed) == ("sent to di@example.com", True)
+
+
 def test_a_thread_that_outlasts_the_grace_leaves_the_operation_unknown_never_released(server, tenant):
     """The function is left one lease length to finish; its thread is still sending then, so the
     lease is left to run out: an at-most-once operation becomes UNKNOWN (not RETRY), and the

@@ -8,13 +8,14 @@ loop's default executor (``TrackingExecutor``: the same threads and shutdown, on
 call submitted from inside a wrapped function (its lease is in the context) is recorded on the
 lease. On the caller's cancellation:
 
-- a function that is not waiting on such a thread is cancelled at once; once it has stopped, the
-  key is released for a retry (Fail RETRYABLE);
-- a function that is waiting on one is not cancelled: it is left to finish, its lease kept alive,
-  for at most one lease length (``lease_ttl``, default 30 s), and its outcome is recorded as usual
-  (a value: Complete, so a retry replays it);
-- a function still running after that (or cancelled then while its thread runs, or that had a thread
-  running when it was cancelled) is not settled: the lease is no longer renewed and runs out, so an
+- a function that has not called into such a thread is cancelled at once; once it has stopped,
+  the key is released for a retry (Fail RETRYABLE);
+- a function that has (even one whose thread is done: its result may not have reached the
+  function yet) is not cancelled: it is left to finish, its lease kept alive, for at most one lease
+  length (``lease_ttl``, default 30 s), and its outcome is recorded as usual (a value: Complete, so
+  a retry replays it; an exception: Fail as it says);
+- a function still running after that is cancelled, and neither it nor one that ends cancelled
+  after calling into a thread is settled: the lease is no longer renewed and runs out, so an
   at-least-once operation may be taken over (and run again) and an at-most-once one becomes
   ``UNKNOWN`` for reconciliation. Never Fail RETRYABLE while the effect may still be under way.
 
@@ -90,9 +91,8 @@ async def after_cancel(
     loop = asyncio.get_running_loop()
     grace = options.lease_ttl or DEFAULT_LEASE_TTL
     deadline = loop.time() + grace
-    in_thread = bool(lease._running_threads())
-    if in_thread:
-        log.info("oncekey: cancelled while a thread runs for %s: letting it finish (at most %.0f s)", lease.key.namespace, grace)
+    if lease._used_threads():
+        log.info("oncekey: %s was cancelled after calling into a thread: letting it finish (at most %.0f s)", lease.key.namespace, grace)
     else:
         work.cancel()
     watcher = asyncio.ensure_future(lost.wait())
@@ -106,7 +106,7 @@ async def after_cancel(
     await keep_alive.stop()
     if lease.lost.is_set():
         return  # another holder has it: nothing to record under this token
-    unsure = not work.done() or bool(lease._running_threads()) or (work.cancelled() and (in_thread or not tracked))
+    unsure = not work.done() or bool(lease._running_threads()) or (work.cancelled() and (lease._used_threads() or not tracked))
     if unsure:
         log.warning(
             "oncekey: %s was cancelled while its function may still be running (a thread, or it did not stop): "

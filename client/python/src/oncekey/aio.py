@@ -332,8 +332,8 @@ class AsyncClient(AsyncOperations):
             if cancelled_for_loss or lease.lost.is_set():
                 raise LeaseLost(lease.token)
             cancelled = asyncio.CancelledError("cancelled")
-            if lease._running_threads():
-                log.warning("oncekey: %s was cancelled while a thread runs for it: its lease is left to run out", lease.key.namespace)
+            if lease._used_threads():
+                log.warning("oncekey: %s was cancelled after calling into a thread: its lease is left to run out", lease.key.namespace)
                 raise cancelled
             await self._settle_failure(lease, cancelled, options)
             raise cancelled

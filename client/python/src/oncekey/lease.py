@@ -61,6 +61,7 @@ class Lease:
         self._on_lost: list[Callable[[], None]] = []
         self._threads: set[concurrent.futures.Future[Any]] = set()
         self._threads_lock = threading.Lock()
+        self._thread_calls = 0
 
     @property
     def fencing_token(self) -> int:
@@ -71,6 +72,7 @@ class Lease:
         """Records a call running in a thread for this operation (``oncekey._cancel``)."""
         with self._threads_lock:
             self._threads.add(future)
+            self._thread_calls += 1
         future.add_done_callback(self._untrack)
 
     def _untrack(self, future: concurrent.futures.Future[Any]) -> None:
@@ -81,6 +83,12 @@ class Lease:
         """The calls still running (or queued) in a thread for this operation."""
         with self._threads_lock:
             return [f for f in self._threads if not f.done()]
+
+    def _used_threads(self) -> bool:
+        """Whether the operation has called into a thread so far (its result may not have reached
+        the function yet, even when the thread is done)."""
+        with self._threads_lock:
+            return self._thread_calls > 0
 
     def raise_if_lost(self) -> None:
         """Raises ``oncekey.LeaseLost`` once the lease is lost: call it between the steps of a long
