@@ -1,6 +1,8 @@
-"""A cancelled async function whose side effect runs in a thread (``asyncio.to_thread``), against the
-real server: cancelling the caller does not stop the thread, so the client never releases the key
-while it runs. The effect happens once, however the agent retries: counted in the thread."""
+"""What a cancelled async call settles, against the real server. A function whose side effect runs
+in a thread (``asyncio.to_thread``): cancelling the caller does not stop the thread, so the client
+never releases the key while it runs, and the effect happens once however the agent retries
+(counted in the thread). A function on asyncio alone is released for a retry, unless it is
+at-most-once (its request may have gone out): then it is left to reconciliation."""
 
 import asyncio
 import threading
@@ -122,6 +124,32 @@ def test_a_thread_that_outlasts_the_grace_leaves_the_operation_unknown_never_rel
     outbox.wait_idle()
     assert outbox.sent == ["bo@example.com"], "one effect"
     assert record.status is RecordStatus.UNKNOWN
+
+
+def test_a_cancelled_at_most_once_call_is_left_to_reconciliation(server, tenant):
+    runs = []
+
+    async def main():
+        async with oncekey.AsyncClient(server.target, tenant=tenant) as client:
+
+            @client.idempotent("payments.charge", key=lambda order: order, semantics=Semantics.AT_MOST_ONCE, lease_ttl=1.0)
+            async def charge(order: str) -> str:
+                runs.append(order)
+                await asyncio.sleep(60)  # the request is out; the answer has not come
+                return "charged"
+
+            call = asyncio.ensure_future(charge("order-5"))
+            while not runs:
+                await asyncio.sleep(0.01)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            assert (await client.lookup(charge.key_of("order-5"))).status is not RecordStatus.RETRY
+            with pytest.raises(oncekey.NeedsReconciliation):
+                await charge("order-5")  # waits for the lease to run out, then: reconcile
+            return runs
+
+    assert asyncio.run(main()) == ["order-5"], "never charged twice"
 
 
 def test_a_cancelled_call_without_a_thread_is_still_released_at_once(server, tenant):

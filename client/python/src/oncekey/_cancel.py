@@ -9,7 +9,10 @@ call submitted from inside a wrapped function (its lease is in the context) is r
 lease. On the caller's cancellation:
 
 - a function that has not called into such a thread is cancelled at once; once it has stopped,
-  the key is released for a retry (Fail RETRYABLE);
+  the key is released for a retry (Fail RETRYABLE), except an at-most-once one: a request it sent
+  before the cancellation may have reached the other side, so it is left to run out and
+  reconciliation (a function that knows nothing went out catches ``CancelledError`` and raises an
+  exception of its own, which releases the key as usual);
 - a function that has (even one whose thread is done: its result may not have reached the
   function yet) is not cancelled: it is left to finish, its lease kept alive, for at most one lease
   length (``lease_ttl``, default 30 s), and its outcome is recorded as usual (a value: Complete, so
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from oncekey._core import DEFAULT_LEASE_TTL, Options
 from oncekey.lease import AsyncKeepAlive, Lease, current_lease
+from oncekey.types import Semantics
 
 if TYPE_CHECKING:
     from oncekey.aio import AsyncClient
@@ -77,6 +81,12 @@ def track_threads(loop: asyncio.AbstractEventLoop) -> bool:
     return True
 
 
+def released_when_cancelled(lease: Lease, options: Options, tracked: bool) -> bool:
+    """Whether a function that ended cancelled certainly stopped without leaving an effect under
+    way: no thread was ever called (or seen), and its operation may run again (at-least-once)."""
+    return tracked and not lease._used_threads() and options.semantics is not Semantics.AT_MOST_ONCE
+
+
 async def after_cancel(
     client: AsyncClient,
     lease: Lease,
@@ -106,7 +116,7 @@ async def after_cancel(
     await keep_alive.stop()
     if lease.lost.is_set():
         return  # another holder has it: nothing to record under this token
-    unsure = not work.done() or bool(lease._running_threads()) or (work.cancelled() and (lease._used_threads() or not tracked))
+    unsure = not work.done() or bool(lease._running_threads()) or (work.cancelled() and not released_when_cancelled(lease, options, tracked))
     if unsure:
         log.warning(
             "oncekey: %s was cancelled while its function may still be running (a thread, or it did not stop): "

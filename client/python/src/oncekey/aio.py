@@ -20,7 +20,7 @@ import grpc
 
 from oncekey import _core
 from oncekey._connect import Settings, new_stub
-from oncekey._cancel import after_cancel, track_threads
+from oncekey._cancel import released_when_cancelled, after_cancel, track_threads
 from oncekey._core import Done, Options
 from oncekey._wrap import AsyncIdempotentDecorator, KeySpec
 from oncekey.codec import encode_result
@@ -332,8 +332,8 @@ class AsyncClient(AsyncOperations):
             if cancelled_for_loss or lease.lost.is_set():
                 raise LeaseLost(lease.token)
             cancelled = asyncio.CancelledError("cancelled")
-            if lease._used_threads():
-                log.warning("oncekey: %s was cancelled after calling into a thread: its lease is left to run out", lease.key.namespace)
+            if not released_when_cancelled(lease, options, True):
+                log.warning("oncekey: %s was cancelled mid-effect: its lease is left to run out", lease.key.namespace)
                 raise cancelled
             await self._settle_failure(lease, cancelled, options)
             raise cancelled
