@@ -195,9 +195,11 @@ class Client(Operations):
             def send_email(to: str, subject: str, body: str) -> dict: ...
 
         ``key`` receives the parameters it names and returns a str, a tuple of parts or an
-        ``OperationKey`` (default: a hash of the arguments). ``arguments`` likewise returns the
-        significant arguments to fingerprint (default: every parameter by name). Works on sync and
-        async functions; the rest is as ``run`` (``lease_ttl``, ``semantics``, ``wait``, ...). The
+        ``OperationKey`` (default: ``sha256:`` and the arguments' fingerprint). ``arguments``
+        likewise returns the significant arguments to fingerprint (default: the call's arguments as
+        a JSON array in parameter order, the same in every language: docs/api.md "Default arguments
+        and key"). Works on sync functions (``Idempotent``) and async ones (``AsyncIdempotent``),
+        methods included; the rest is as ``run`` (``lease_ttl``, ``semantics``, ``wait``, ...). The
         running operation's lease is ``oncekey.current_lease()``.
         """
         return IdempotentDecorator(self, namespace, key, arguments, Options(**options))
