@@ -6,7 +6,8 @@ ends the await at once, but not the thread: ``send`` goes on, and its side effec
 happen. Releasing the key then would let a retry send a second time. So the client wraps the event
 loop's default executor (``TrackingExecutor``: the same threads and shutdown, only watched): every
 call submitted from inside a wrapped function (its lease is in the context) is recorded on the
-lease. On the caller's cancellation:
+lease, except the name lookups asyncio itself runs there (``loop.getaddrinfo``), which have no
+effect. On the caller's cancellation:
 
 - a function that has not called into such a thread is cancelled at once; once it has stopped,
   the key is released for a retry (Fail RETRYABLE), except an at-most-once one: a request it sent
@@ -30,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import socket
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from oncekey._core import DEFAULT_LEASE_TTL, Options
@@ -46,6 +48,8 @@ T = TypeVar("T")
 _STOP = 1.0
 """Seconds a function cancelled after the grace period gets to stop."""
 _MISSING = object()
+_LOOKUPS: tuple[Callable[..., Any], ...] = (socket.getaddrinfo, socket.getnameinfo)
+"""What asyncio runs in the default executor for ``loop.getaddrinfo`` / ``getnameinfo``."""
 
 
 class TrackingExecutor(concurrent.futures.ThreadPoolExecutor):
@@ -59,7 +63,7 @@ class TrackingExecutor(concurrent.futures.ThreadPoolExecutor):
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
         future = self._inner.submit(fn, *args, **kwargs)
         lease = current_lease()
-        if lease is not None:
+        if lease is not None and fn not in _LOOKUPS:
             lease._track(future)
         return future
 
