@@ -66,7 +66,7 @@ def test_every_ledger_answer_an_agent_can_get_is_explained():
     anything was done and what to do next."""
     record = None
     cases = {
-        oncekey.KeyReused("reused"): ("Nothing was done", "Do not retry this call as it is"),
+        oncekey.KeyReused("reused"): ("Nothing was done", "Do not retry it with changed arguments", "ask the user"),
         oncekey.InProgress(2.4, record): ("Nothing was done", "Call again with the same arguments in about 2 s"),
         oncekey.LeaseLost(3): ("LEASE_LOST", "Call again with the same arguments"),
         oncekey.NeedsReconciliation("unknown", record): ("Nothing was done", "Do not retry"),

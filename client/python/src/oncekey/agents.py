@@ -26,10 +26,9 @@ def explain(error: Error) -> str:
     """What ``error`` means for the caller of an idempotent tool, and what to do next."""
     if isinstance(error, KeyReused):
         return (
-            "Nothing was done: this operation's key was already used by an earlier call with other "
-            "arguments (KEY_REUSED). Do not retry this call as it is. To get the earlier call's result, "
-            "call again with exactly its arguments; for a new, different request, change what the key "
-            "is made of."
+            "Nothing was done: this action was already taken by an earlier call with other arguments "
+            "(KEY_REUSED). Do not retry it with changed arguments: ask the user how to proceed. Calling "
+            "again with exactly the earlier call's arguments returns its result."
         )
     if isinstance(error, InProgress):
         return (
