@@ -66,6 +66,9 @@ class FakeLedger(ledger_pb2_grpc.LedgerServicer):
     def Lookup(self, request, context):
         return self._handle("Lookup", request, context)
 
+    def ListRecords(self, request, context):
+        return self._handle("ListRecords", request, context)
+
     def KeepAlive(self, request_iterator, context):
         first = next(request_iterator)
         return self._handle("KeepAlive", first, context)

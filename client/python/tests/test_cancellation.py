@@ -97,11 +97,11 @@ def test_a_claim_cancelled_in_flight_releases_what_it_acquired(server, tenant):
     assert record.status is RecordStatus.RETRY and record.fencing_token == 2, record
 
 
-def settle_behind_its_back(target, tenant, key, token):
+def settle_behind_its_back(target, tenant, key, token, args=None):
     """Someone settles the lease's record with its own token: the lease is gone."""
     with oncekey.Client(target, tenant=tenant) as other:
         other.fail(key, token, "settled elsewhere", Disposition.RETRYABLE)
-        assert other.claim(key, {}).outcome is oncekey.Outcome.ACQUIRED
+        assert other.claim(key, {} if args is None else args).outcome is oncekey.Outcome.ACQUIRED
 
 
 def test_a_lost_lease_cancels_the_async_function(server, tenant):
@@ -139,6 +139,38 @@ def test_a_lost_lease_is_signalled_to_a_sync_function(server, tenant):
 
         with pytest.raises(oncekey.LeaseLost):
             client.run(key, {}, effect, lease_ttl=1.0)
+
+
+def test_a_sync_function_that_stops_on_a_lost_lease_raises_lease_lost(server, tenant):
+    """The README's pattern (check ``lease.lost``, raise) gives the typed ``LeaseLost``, as asyncio
+    does, with the function's own exception as ``operation_error``."""
+    with oncekey.Client(server.target, tenant=tenant) as client:
+        key = OperationKey("reports.build", "lost-sync-raise")
+
+        def effect(lease):
+            settle_behind_its_back(server.target, tenant, key, lease.token)
+            assert lease.lost.wait(30), "lease.lost is set"
+            if lease.lost.is_set():
+                raise RuntimeError("lease lost: another worker took over")
+            return "must not get here"
+
+        with pytest.raises(oncekey.LeaseLost) as lost:
+            client.run(key, {}, effect, lease_ttl=1.0)
+        assert lost.value.token == 1 and lost.value.reason == "LEASE_LOST"
+        assert isinstance(lost.value.operation_error, RuntimeError)
+        assert client.lookup(key).fencing_token == 2, "the new holder's record is untouched"
+
+        @client.idempotent("reports.build", key=lambda report: report, lease_ttl=1.0)
+        def build(report: str) -> str:
+            lease = oncekey.current_lease()
+            settle_behind_its_back(server.target, tenant, build.key_of(report), lease.token, [report])
+            assert lease.lost.wait(30)
+            lease.raise_if_lost()
+            return "must not get here"
+
+        with pytest.raises(oncekey.LeaseLost) as lost:
+            build("r-1")
+        assert lost.value.token == 1 and lost.value.operation_error is None
 
 
 def test_a_lease_that_ran_out_before_the_answer_arrived_runs_nothing(tmp_path, tenant):

@@ -228,7 +228,7 @@ def test_at_most_once_needs_reconciliation_after_a_lost_holder(server, tenant):
     with oncekey.Client(server.target, tenant=tenant) as client:
         key = OperationKey.of("payments.charge", "order-7", "v1")
         # A holder that vanished: acquired, never settled, lease run out.
-        claimed = client.claim(key, {"order": "order-7"}, semantics=oncekey.Semantics.AT_MOST_ONCE, lease_ttl=1.0)
+        claimed = client.claim(key, ["order-7"], semantics=oncekey.Semantics.AT_MOST_ONCE, lease_ttl=1.0)
         assert claimed.outcome is oncekey.Outcome.ACQUIRED
         threading.Event().wait(1.5)
 
@@ -263,3 +263,33 @@ def test_bad_input_is_refused_with_the_field(server, tenant):
             OperationKey("Bad Namespace", "k")
         with pytest.raises(oncekey.EncodeError):
             client.run(OperationKey("a.b", "k"), {"when": object()}, lambda lease: 1)
+
+
+def test_frameworks_see_the_original_signature_and_an_async_callable():
+    """MCP servers, FastAPI and agent tool registries read the signature and await async tools."""
+    import inspect
+
+    from mcp.server.mcpserver import MCPServer
+
+    client = oncekey.Client("127.0.0.1:1")
+
+    @client.idempotent("email.send", key=lambda to: to)
+    async def send(to: str, subject: str, body: str = "") -> dict:
+        """Sends an email."""
+        return {}
+
+    @client.idempotent("email.send", key=lambda to: to)
+    def send_sync(to: str, cc: list[str] | None = None) -> dict:
+        return {}
+
+    assert str(inspect.signature(send)) == "(to: str, subject: str, body: str = '') -> dict"
+    assert str(inspect.signature(send_sync)) == "(to: str, cc: list[str] | None = None) -> dict"
+    assert (send.__name__, send.__doc__) == ("send", "Sends an email.")
+    assert asyncio.iscoroutinefunction(send) and not asyncio.iscoroutinefunction(send_sync)
+    assert isinstance(send, oncekey.AsyncIdempotent) and isinstance(send_sync, oncekey.Idempotent)
+
+    server = MCPServer("t")
+    server.tool()(send)
+    tools = asyncio.run(server.list_tools())
+    assert set(tools[0].input_schema["properties"]) == {"to", "subject", "body"}
+    client.close()

@@ -9,6 +9,7 @@ import pathlib
 import subprocess
 import sys
 import hashlib
+import time
 import uuid
 
 import pytest
@@ -114,7 +115,7 @@ def test_async_run_waits_for_the_approval_then_runs_once(server, tenant):
             # A run that waits (wait=30) is held by the server until the approval comes.
             key = send.key_of(to)
             waiting = asyncio.ensure_future(
-                client.run(key, {"to": to}, lambda lease: send.__wrapped__(to), require_approval=True, wait=30)
+                client.run(key, [to], lambda lease: send.__wrapped__(to), require_approval=True, wait=30)
             )
             for _ in range(200):  # until the waiting run's Claim is in (its dedup hit is counted)
                 if (await client.lookup(key)).dedup_hits >= 2:
@@ -251,8 +252,19 @@ def test_missing_scopes_are_typed_and_not_retried(tmp_path):
             with pytest.raises(oncekey.MissingScope) as missing:
                 worker.approve(key, note="self-approved")
             assert missing.value.code.name == "PERMISSION_DENIED" and "approve" in missing.value.message
+            with pytest.raises(oncekey.MissingScope) as missing:
+                worker.reject(key, note="self-rejected")
+            assert isinstance(missing.value, oncekey.PermissionDenied)
             with pytest.raises(oncekey.MissingScope):
                 alice.purge(key)
+            with pytest.raises(oncekey.MissingScope) as missing:
+                alice.claim(OperationKey("payments.refund", unique("not-hers")), {})
+            assert "ledger" in missing.value.message
+            # Every scope may list: the approver finds what awaits her decision.
+            deadline = time.monotonic() + 30
+            while not [r for r in alice.list_records(statuses=[RecordStatus.AWAITING_APPROVAL]) if r.key == key.key]:
+                assert time.monotonic() < deadline, "the gated record is listed"
+                time.sleep(0.25)
             approved = alice.approve(key, note="checked")
             assert approved.approval.decided_by == "alice"
             assert worker.run(key, {"cents": 5}, lambda lease: lease.token).value == 1

@@ -14,6 +14,8 @@ STRINGS = {
     "currency": "EUR", "\u20ac": "euro", "\U0001F600": "emoji", "\u00e9": "e-acute", "\ufb01": "ligature",
     "text": "line\nbreak \"q\" \\ \u0001 </> \u2028",
 }
+# Numbers are lossless or refused (docs/api.md#numbers): 2^53-1 is the largest a fingerprint keeps,
+# and 2^64-1 travels as a string (as in the Go driver).
 NUMBERS = {"amount": 1250, "rate": 0.1, "big": 9007199254740991, "tiny": 5e-324, "neg": -12.5, "small": 1e-7}
 ARGS = [STRINGS, NUMBERS, [True, False], None, "order-481", "18446744073709551615"]
 OTHER_ARGS = [STRINGS, NUMBERS, [True, False], None, "order-482", "18446744073709551615"]

@@ -13,11 +13,14 @@ backoff and full jitter; the lease is kept alive by the server while the functio
 is recorded with the client's own deadlines, also when the caller is cancelled. Errors are
 ``oncekey.Error`` subclasses: ``KeyReused``, ``LeaseLost``, ``InProgress``,
 ``NeedsReconciliation``, ``OperationFailed``, ``AwaitingApproval``, ``Unavailable``, ``RpcError``
-(and its ``NotAwaitingApproval``, ``UnsettledAtMostOnce``, ``MissingScope``). Operators decide
-on gated operations with ``approve`` / ``reject`` and remove records with ``purge``.
+(and its ``NotAwaitingApproval``, ``UnsettledAtMostOnce``, ``MissingScope``, ...). Operators list
+records with ``list_records``, reconcile them with ``reconcile``, decide on gated operations with
+``approve`` / ``reject`` and remove records with ``purge``.
 """
 
 from oncekey._core import Done, Options
+from oncekey._wrap import AsyncIdempotent, Idempotent
+from oncekey.agents import explain
 from oncekey.aio import AsyncClient
 from oncekey.client import Client
 from oncekey.errors import (
@@ -29,21 +32,27 @@ from oncekey.errors import (
     Error,
     FinalError,
     InProgress,
+    InvalidArgument,
     KeyReused,
     LeaseLost,
     MissingScope,
     NeedsReconciliation,
     NotAwaitingApproval,
+    NotFound,
     OperationFailed,
+    PermissionDenied,
+    RateLimited,
     RpcError,
+    Unauthenticated,
     UnsettledAtMostOnce,
     Unavailable,
     error_info,
     reason,
 )
-from oncekey.fingerprint import InvalidJSON, canonicalize, canonicalize_json, fingerprint, fingerprint_json
+from oncekey.fingerprint import InexactNumber, InvalidJSON, canonicalize, canonicalize_json, fingerprint, fingerprint_json
 from oncekey.key import InvalidKey, OperationKey
 from oncekey.lease import Lease, current_lease
+from oncekey.listing import RecordPage
 from oncekey.retry import BreakerPolicy, RetryPolicy
 from oncekey.types import (
     Approval,
@@ -64,6 +73,7 @@ __all__ = [
     "Abandon",
     "Approval",
     "AsyncClient",
+    "AsyncIdempotent",
     "AwaitingApproval",
     "BreakerPolicy",
     "Claimed",
@@ -75,7 +85,10 @@ __all__ = [
     "EncodeError",
     "Error",
     "FinalError",
+    "Idempotent",
     "InProgress",
+    "InexactNumber",
+    "InvalidArgument",
     "InvalidJSON",
     "InvalidKey",
     "KeyReused",
@@ -85,23 +98,29 @@ __all__ = [
     "MissingScope",
     "NeedsReconciliation",
     "NotAwaitingApproval",
+    "NotFound",
     "OperationFailed",
     "OperationKey",
     "Options",
     "Outcome",
+    "PermissionDenied",
+    "RateLimited",
     "Record",
+    "RecordPage",
     "RecordStatus",
     "RetryPolicy",
     "RpcError",
     "Semantics",
     "StoredError",
     "StoredResult",
+    "Unauthenticated",
     "Unavailable",
     "UnsettledAtMostOnce",
     "canonicalize",
     "canonicalize_json",
     "current_lease",
     "error_info",
+    "explain",
     "fingerprint",
     "fingerprint_json",
     "reason",

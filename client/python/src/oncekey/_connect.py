@@ -7,11 +7,15 @@ Nothing here sends a request.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import grpc
 
 from oncekey.retry import BreakerPolicy, RetryPolicy
+from oncekey.v1 import ledger_pb2_grpc
+
+new_stub = cast(Callable[[grpc.Channel | grpc.aio.Channel], Any], ledger_pb2_grpc.LedgerStub)
+"""The generated ``oncekey.v1.Ledger`` stub of a channel (the generated code is not typed)."""
 
 TENANT_HEADER = "x-oncekey-tenant"
 

@@ -33,6 +33,8 @@ T = TypeVar("T")
 
 MAX_WAIT = 60.0
 """The longest ``wait`` the server honours per Claim, in seconds."""
+DEFAULT_LEASE_TTL = 30.0
+"""The server's default lease length, in seconds (a ``lease_ttl`` of None asks for it)."""
 DEFAULT_WAIT = 60.0
 """How long a run waits, by default, for an operation another holder is performing."""
 MAX_MESSAGE_BYTES = 16 * 1024

@@ -2,8 +2,10 @@
 
 A wrapped coroutine runs as its own task: when its lease is lost it is cancelled and the caller
 gets ``LeaseLost``. When the caller is cancelled (``task.cancel()``, ``asyncio.timeout``), the
-function is cancelled too, and the key is still settled with the client's own deadlines before the
-cancellation propagates: released for a retry (or completed, if the function finished anyway).
+function is cancelled too (unless it is waiting on a thread: then it is left to finish), and the
+key is settled with the client's own deadlines before the cancellation propagates: released for a
+retry once the function has stopped, completed if it finished, left to run out if it may still be
+running (``oncekey._cancel``).
 """
 
 from __future__ import annotations
@@ -17,22 +19,23 @@ from typing import Any, Awaitable, Callable, Coroutine, Sequence
 import grpc
 
 from oncekey import _core
-from oncekey._connect import Settings
+from oncekey._connect import Settings, new_stub
+from oncekey._cancel import released_when_cancelled, after_cancel, track_threads
 from oncekey._core import Done, Options
-from oncekey._wrap import Binder, KeySpec, wrap_async
+from oncekey._wrap import AsyncIdempotentDecorator, KeySpec
 from oncekey.codec import encode_result
 from oncekey.errors import EncodeError, Error, LeaseLost, Unavailable, classify, is_transient
 from oncekey.fingerprint import fingerprint as fingerprint_of
 from oncekey.key import OperationKey
 from oncekey.lease import AsyncKeepAlive, Lease, _current
+from oncekey.operations import AsyncOperations
 from oncekey.retry import Breaker, BreakerPolicy, CircuitOpen, RetryPolicy
 from oncekey.types import Claimed, Disposition, LeaseGrant, Outcome, Record, Semantics, StoredError, StoredResult
-from oncekey.v1 import ledger_pb2_grpc
 
 log = logging.getLogger("oncekey")
 
 
-class AsyncClient:
+class AsyncClient(AsyncOperations):
     """A connection to an Oncekey server (asyncio API); arguments as for ``oncekey.Client``.
 
     The channel is opened on first use inside the running event loop; ``await client.close()``
@@ -83,7 +86,7 @@ class AsyncClient:
             self._channel = (
                 grpc.aio.insecure_channel(address, opts) if creds is None else grpc.aio.secure_channel(address, creds, opts)
             )
-            self._stub_ = ledger_pb2_grpc.LedgerStub(self._channel)
+            self._stub_ = new_stub(self._channel)
         return self._stub_
 
     async def close(self) -> None:
@@ -154,45 +157,6 @@ class AsyncClient:
                 return None
             raise
 
-    # The operator's calls: approval decisions and purging.
-
-    async def approve(
-        self, namespace: str | OperationKey, key: str | None = None, note: str = "", *, fingerprint: bytes | None = None
-    ) -> Record:
-        """``Approve``: the operation awaiting approval becomes APPROVED and the next Claim acquires
-        it; returns the record. Pass ``(namespace, key, note)`` or ``(operation_key, note)``. ``note`` (at most
-        1 KiB) is kept with the decision; ``fingerprint`` (32 bytes, ``oncekey.fingerprint(args)``)
-        pins the decision to the arguments the approver saw (another stored one: ``KeyReused``).
-        The same decision again is OK. Raises ``NotAwaitingApproval`` when the operation does not
-        await approval (anymore), ``MissingScope`` without the ``approve`` scope, ``RpcError``
-        NOT_FOUND when there is no record."""
-        request = _core.approve_request(*_core.decision_target(namespace, key, note), fingerprint)
-        return Record.from_wire((await self._call("Approve", request)).record)
-
-    async def reject(
-        self, namespace: str | OperationKey, key: str | None = None, note: str = "", *, fingerprint: bytes | None = None
-    ) -> Record:
-        """``Reject``: the operation awaiting approval fails for good with error ``{403, note}``,
-        which every later run gets as ``OperationFailed``; returns the FAILED record. Arguments and
-        errors as ``approve``."""
-        request = _core.reject_request(*_core.decision_target(namespace, key, note), fingerprint)
-        return Record.from_wire((await self._call("Reject", request)).record)
-
-    async def purge(self, namespace: str | OperationKey, key: str | None = None, *, force: bool = False) -> bool:
-        """``Purge``: removes the record and its history, in any state (needs the ``admin``
-        scope); the fencing sequence goes on, so the old holder's Complete, Fail and Renew get
-        ``LeaseLost``. An unsettled at-most-once operation needs ``force=True`` (its effect may then
-        run again; without it: ``UnsettledAtMostOnce``). True when this call purged it, False when
-        there was no record (never was, expired, or purged by an earlier attempt of this call)."""
-        request = _core.purge_request(_core.operation_key(namespace, key), force)
-        try:
-            await self._call("Purge", request)
-        except Error as e:
-            if e.code == grpc.StatusCode.NOT_FOUND:
-                return False
-            raise
-        return True
-
     # Running an operation once.
 
     async def run(
@@ -208,20 +172,13 @@ class AsyncClient:
         """As ``Client.run``, with an async ``fn``; it is cancelled if the lease is lost
         (``LeaseLost``), and the key is settled even when the caller is cancelled. A lease that had
         already run out when the Claim's answer arrived runs nothing, as with ``Client.run``."""
-        return await self._run(key, args, fn, Options(**options), returns, reconcile)
+        return await self._run(key, fingerprint_of(args), fn, Options(**options), returns, reconcile)
 
     def idempotent(
         self, namespace: str, *, key: KeySpec = None, arguments: KeySpec = None, **options: Any
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> AsyncIdempotentDecorator:
         """As ``Client.idempotent``, for ``async def`` functions."""
-        opts = Options(**options)
-
-        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            if not inspect.iscoroutinefunction(fn):
-                raise TypeError(f"AsyncClient.idempotent wraps async functions; use oncekey.Client for {fn.__name__}")
-            return wrap_async(lambda: self, fn, Binder(namespace, fn, key, arguments), opts)
-
-        return decorate
+        return AsyncIdempotentDecorator(self, namespace, key, arguments, Options(**options))
 
     # Internals.
 
@@ -280,8 +237,7 @@ class AsyncClient:
                 await asyncio.wait({task})
             raise
 
-    async def _run(self, key: OperationKey, args: Any, fn: Callable[[Lease], Awaitable[Any]], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
-        fp = fingerprint_of(args)
+    async def _run(self, key: OperationKey, fp: bytes, fn: Callable[[Lease], Awaitable[Any]], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
         owner = _core.run_owner(options, self._owner)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + options.wait
@@ -338,6 +294,7 @@ class AsyncClient:
 
     async def _acquired(self, key: OperationKey, grant: LeaseGrant, fn: Callable[[Lease], Awaitable[Any]], options: Options) -> Done[Any]:
         lease = Lease(key, grant)
+        tracked = track_threads(asyncio.get_running_loop())
         keep_alive = AsyncKeepAlive(self, lease, options.lease_ttl)
         lost = asyncio.Event()
         lease._on_lost.append(lost.set)
@@ -354,16 +311,18 @@ class AsyncClient:
         try:
             await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
-            work.cancel()
+            # The caller is cancelled: stop the function, or let it finish while a thread runs for
+            # it, and never release the key while it may still be running (oncekey._cancel).
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await self._protect(self._conclude(lease, keep_alive, work, options, False))
+                await self._protect(after_cancel(self, lease, keep_alive, work, lost, options, tracked))
             raise
         finally:
             watcher.cancel()
         cancelled_for_loss = not work.done()
         if cancelled_for_loss:
             work.cancel()
-        return await self._protect(self._conclude(lease, keep_alive, work, options, cancelled_for_loss))
+        done: Done[Any] = await self._protect(self._conclude(lease, keep_alive, work, options, cancelled_for_loss))
+        return done
 
     async def _conclude(self, lease: Lease, keep_alive: AsyncKeepAlive, work: asyncio.Future[Any], options: Options, cancelled_for_loss: bool) -> Done[Any]:
         """Waits for the function to stop, stops the keep-alive, then records what happened."""
@@ -372,12 +331,17 @@ class AsyncClient:
         if work.cancelled():
             if cancelled_for_loss or lease.lost.is_set():
                 raise LeaseLost(lease.token)
-            cancelled = asyncio.CancelledError("cancelled by the caller")
+            cancelled = asyncio.CancelledError("cancelled")
+            if not released_when_cancelled(lease, options, True):
+                log.warning("oncekey: %s was cancelled mid-effect: its lease is left to run out", lease.key.namespace)
+                raise cancelled
             await self._settle_failure(lease, cancelled, options)
             raise cancelled
         exc = work.exception()
         if exc is not None:
-            if cancelled_for_loss:
+            if isinstance(exc, LeaseLost) and exc.token == lease.token:
+                raise exc
+            if cancelled_for_loss or lease.lost.is_set():
                 raise LeaseLost(lease.token, operation_error=exc) from exc
             await self._settle_failure(lease, exc, options)
             raise exc

@@ -19,24 +19,24 @@ from typing import Any, Callable, Sequence
 import grpc
 
 from oncekey import _core
-from oncekey._connect import Settings
+from oncekey._connect import Settings, new_stub
 from oncekey._core import Done, Options
-from oncekey._wrap import Binder, KeySpec, wrap_async, wrap_sync
+from oncekey._wrap import IdempotentDecorator, KeySpec
 from oncekey.codec import encode_result
 from oncekey.errors import EncodeError, Error, LeaseLost, Unavailable, classify, is_transient
 from oncekey.fingerprint import fingerprint as fingerprint_of
 from oncekey.key import OperationKey
 from oncekey.lease import Lease, SyncKeepAlive, _current
+from oncekey.operations import Operations
 from oncekey.retry import Breaker, BreakerPolicy, CircuitOpen, RetryPolicy
 from oncekey.types import Claimed, Disposition, LeaseGrant, Record, Semantics, StoredError, StoredResult
-from oncekey.v1 import ledger_pb2_grpc
 
 log = logging.getLogger("oncekey")
 
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 
 
-class Client:
+class Client(Operations):
     """A connection to an Oncekey server (sync API).
 
     ``target`` is ``host:port`` (or ``http://host:port``; ``https://`` uses TLS). ``token`` is the
@@ -67,7 +67,7 @@ class Client:
         address, creds = self._settings.address()
         opts = self._settings.channel_options()
         self._channel = grpc.insecure_channel(address, opts) if creds is None else grpc.secure_channel(address, creds, opts)
-        self._stub = ledger_pb2_grpc.LedgerStub(self._channel)
+        self._stub: Any = new_stub(self._channel)
         self._probe = self._channel.unary_unary(HEALTH_CHECK, request_serializer=bytes, response_deserializer=bytes)
         self._metadata = self._settings.metadata()
         self._breaker = Breaker(self._settings.breaker)
@@ -149,45 +149,6 @@ class Client:
                 return None
             raise
 
-    # The operator's calls: approval decisions and purging.
-
-    def approve(
-        self, namespace: str | OperationKey, key: str | None = None, note: str = "", *, fingerprint: bytes | None = None
-    ) -> Record:
-        """``Approve``: the operation awaiting approval becomes APPROVED and the next Claim acquires
-        it; returns the record. Pass ``(namespace, key, note)`` or ``(operation_key, note)``. ``note`` (at most
-        1 KiB) is kept with the decision; ``fingerprint`` (32 bytes, ``oncekey.fingerprint(args)``)
-        pins the decision to the arguments the approver saw (another stored one: ``KeyReused``).
-        The same decision again is OK. Raises ``NotAwaitingApproval`` when the operation does not
-        await approval (anymore), ``MissingScope`` without the ``approve`` scope, ``RpcError``
-        NOT_FOUND when there is no record."""
-        request = _core.approve_request(*_core.decision_target(namespace, key, note), fingerprint)
-        return Record.from_wire((self._call("Approve", request)).record)
-
-    def reject(
-        self, namespace: str | OperationKey, key: str | None = None, note: str = "", *, fingerprint: bytes | None = None
-    ) -> Record:
-        """``Reject``: the operation awaiting approval fails for good with error ``{403, note}``,
-        which every later run gets as ``OperationFailed``; returns the FAILED record. Arguments and
-        errors as ``approve``."""
-        request = _core.reject_request(*_core.decision_target(namespace, key, note), fingerprint)
-        return Record.from_wire((self._call("Reject", request)).record)
-
-    def purge(self, namespace: str | OperationKey, key: str | None = None, *, force: bool = False) -> bool:
-        """``Purge``: removes the record and its history, in any state (needs the ``admin``
-        scope); the fencing sequence goes on, so the old holder's Complete, Fail and Renew get
-        ``LeaseLost``. An unsettled at-most-once operation needs ``force=True`` (its effect may then
-        run again; without it: ``UnsettledAtMostOnce``). True when this call purged it, False when
-        there was no record (never was, expired, or purged by an earlier attempt of this call)."""
-        request = _core.purge_request(_core.operation_key(namespace, key), force)
-        try:
-            self._call("Purge", request)
-        except Error as e:
-            if e.code == grpc.StatusCode.NOT_FOUND:
-                return False
-            raise
-        return True
-
     # Running an operation once.
 
     def run(
@@ -218,7 +179,7 @@ class Client:
         Options: ``lease_ttl``, ``retention``, ``semantics``, ``wait``, ``owner``, ``final``,
         ``abandon``, ``require_approval``, ``max_attempts`` (see ``oncekey.Options``).
         """
-        return self._run(key, args, fn, Options(**options), returns, reconcile)
+        return self._run(key, fingerprint_of(args), fn, Options(**options), returns, reconcile)
 
     def idempotent(
         self,
@@ -227,27 +188,21 @@ class Client:
         key: KeySpec = None,
         arguments: KeySpec = None,
         **options: Any,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> IdempotentDecorator:
         """Makes a function's side effect happen once per key, in one line::
 
             @client.idempotent("email.send", key=lambda to, subject: f"{to}:{subject}")
             def send_email(to: str, subject: str, body: str) -> dict: ...
 
         ``key`` receives the parameters it names and returns a str, a tuple of parts or an
-        ``OperationKey`` (default: a hash of the arguments). ``arguments`` likewise returns the
-        significant arguments to fingerprint (default: every parameter by name). Works on sync and
-        async functions; the rest is as ``run`` (``lease_ttl``, ``semantics``, ``wait``, ...). The
+        ``OperationKey`` (default: ``sha256:`` and the arguments' fingerprint). ``arguments``
+        likewise returns the significant arguments to fingerprint (default: the call's arguments as
+        a JSON array in parameter order, the same in every language: docs/api.md "Default arguments
+        and key"). Works on sync functions (``Idempotent``) and async ones (``AsyncIdempotent``),
+        methods included; the rest is as ``run`` (``lease_ttl``, ``semantics``, ``wait``, ...). The
         running operation's lease is ``oncekey.current_lease()``.
         """
-        opts = Options(**options)
-
-        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            binder = Binder(namespace, fn, key, arguments)
-            if inspect.iscoroutinefunction(fn):
-                return wrap_async(self._aio, fn, binder, opts)
-            return wrap_sync(self, fn, binder, opts)
-
-        return decorate
+        return IdempotentDecorator(self, namespace, key, arguments, Options(**options))
 
     # Internals.
 
@@ -307,8 +262,7 @@ class Client:
                 if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
                     return  # an answer, even an error, means the connection is up
 
-    def _run(self, key: OperationKey, args: Any, fn: Callable[[Lease], Any], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
-        fp = fingerprint_of(args)
+    def _run(self, key: OperationKey, fp: bytes, fn: Callable[[Lease], Any], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
         owner = _core.run_owner(options, self._owner)
         deadline = time.monotonic() + options.wait
         while True:
@@ -346,6 +300,12 @@ class Client:
             value = fn(lease)
         except BaseException as exc:
             keep_alive.stop()
+            if lease.lost.is_set() and isinstance(exc, Exception):
+                # The function stopped because the lease was lost (README: check lease.lost, raise):
+                # nothing can be recorded under this token any more.
+                if isinstance(exc, LeaseLost) and exc.token == lease.token:
+                    raise
+                raise LeaseLost(lease.token, operation_error=exc) from exc
             self._settle_failure(lease, exc, options)
             raise
         finally:

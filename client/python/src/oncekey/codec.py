@@ -7,6 +7,7 @@ Plain data only: no I/O here.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime as dt
 import decimal
@@ -19,8 +20,11 @@ from oncekey.errors import DecodeError, EncodeError
 from oncekey.types import JSON_CONTENT_TYPE, StoredResult
 
 
-def to_json_value(value: Any) -> Any:
-    """``value`` as plain JSON data (dict, list, str, int, float, bool, None)."""
+def to_json_value(value: Any, *, binary: bool = False) -> Any:
+    """``value`` as plain JSON data (dict, list, str, int, float, bool, None). A ``Decimal`` becomes
+    its exact text (a string: a JSON number would round it to a double). Byte strings are refused
+    unless ``binary``, which turns them into standard base64 text with padding (how fingerprinted
+    arguments carry them: docs/api.md, "Default arguments and key")."""
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, dict):
@@ -30,27 +34,29 @@ def to_json_value(value: Any) -> Any:
                 name = name.value
             if not isinstance(name, str):
                 raise EncodeError(f"member name {name!r} is not a string")
-            out[name] = to_json_value(item)
+            out[name] = to_json_value(item, binary=binary)
         return out
     if isinstance(value, (list, tuple)):
-        return [to_json_value(item) for item in value]
+        return [to_json_value(item, binary=binary) for item in value]
     if isinstance(value, (set, frozenset)):
-        items = [to_json_value(item) for item in value]
+        items = [to_json_value(item, binary=binary) for item in value]
         return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
     dump = getattr(value, "model_dump", None)
     if callable(dump) and hasattr(type(value), "model_fields"):  # a pydantic v2 model
-        return to_json_value(dump(mode="json"))
+        return to_json_value(dump(mode="json"), binary=binary)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: to_json_value(getattr(value, f.name), binary=binary) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):
-        return to_json_value(value.value)
+        return to_json_value(value.value, binary=binary)
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, decimal.Decimal):
         return str(value)
-    if isinstance(value, bytes):
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        if binary:
+            return base64.b64encode(bytes(value)).decode("ascii")
         raise EncodeError("bytes are not JSON: return oncekey.StoredResult(body=...) to store raw bytes")
     raise EncodeError(f"{type(value).__name__} is not JSON")
 
@@ -104,7 +110,7 @@ def _pydantic_adapter(annotation: Any) -> Any:
         return None
 
 
-def _dataclass(cls: type, value: dict) -> Any:
+def _dataclass(cls: type, value: dict[str, Any]) -> Any:
     import typing
 
     hints = typing.get_type_hints(cls)

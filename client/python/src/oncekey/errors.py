@@ -14,12 +14,33 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
+from oncekey.v1 import ledger_pb2 as pb
+
 if TYPE_CHECKING:
     from oncekey.types import Record, StoredError
 
 ERROR_DOMAIN = "oncekey"
+_REASON_PREFIX = "ERROR_REASON_"
 RETRY_PUSHBACK_HEADER = "grpc-retry-pushback-ms"
 _STATUS_DETAILS_HEADER = "grpc-status-details-bin"
+
+
+def reason_value(name: str | None) -> int | None:
+    """The ``ErrorReason`` of a wire reason string (``"KEY_REUSED"`` →
+    ``ERROR_REASON_KEY_REUSED``), or None for a reason this version does not know."""
+    if not name:
+        return None
+    try:
+        value = pb.ErrorReason.Value(_REASON_PREFIX + name)
+    except ValueError:
+        return None
+    return None if value == pb.ERROR_REASON_UNSPECIFIED else value
+
+
+def reason_name(value: int) -> str:
+    """The wire reason string of an ``ErrorReason`` (``ERROR_REASON_KEY_REUSED`` → ``"KEY_REUSED"``)."""
+    return pb.ErrorReason.Name(value).removeprefix(_REASON_PREFIX)
+
 
 # Codes after which resending the identical request may work.
 TRANSIENT_CODES = frozenset(
@@ -36,8 +57,10 @@ class Error(Exception):
 
 
 class RpcError(Error):
-    """A server error without a more specific class: e.g. INVALID_ARGUMENT (``field`` names the
-    offending request field), UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND."""
+    """A server error the client does not retry: ``code``, ``message``, ``reason`` and, for
+    INVALID_ARGUMENT, ``field`` (the offending request field). Subclasses name the reasons:
+    ``InvalidArgument``, ``NotFound``, ``Unauthenticated``, ``PermissionDenied`` (and its
+    ``MissingScope``), ``NotAwaitingApproval``, ``UnsettledAtMostOnce``."""
 
     def __init__(self, code: grpc.StatusCode, message: str, reason: str | None = None, field: str | None = None):
         super().__init__(f"{code.name} {reason or ''}: {message}".replace("  ", " "))
@@ -45,6 +68,24 @@ class RpcError(Error):
         self.message = message
         self.reason = reason
         self.field = field
+
+
+class InvalidArgument(RpcError):
+    """The server refused a malformed request (INVALID_ARGUMENT ``INVALID_FIELD`` or ``TOO_LARGE``);
+    ``field`` names the offending request field. Nothing changed; do not retry it as it is."""
+
+
+class NotFound(RpcError):
+    """No such record: absent or expired (NOT_FOUND ``NOT_FOUND``)."""
+
+
+class Unauthenticated(RpcError):
+    """A missing, unknown or revoked bearer token (UNAUTHENTICATED ``UNAUTHENTICATED``)."""
+
+
+class PermissionDenied(RpcError):
+    """Valid credentials that do not allow the request (PERMISSION_DENIED), e.g. a tenant header
+    naming another tenant than the token's."""
 
 
 class Unavailable(Error):
@@ -58,12 +99,17 @@ class Unavailable(Error):
         self.reason = reason
 
 
+class RateLimited(Unavailable):
+    """The tenant is over an admission limit (RESOURCE_EXHAUSTED ``RATE_LIMITED``), even after the
+    retries, which waited as the server asked. Safe to retry later with the same key."""
+
+
 class KeyReused(Error):
     """The key was first claimed with other arguments (FAILED_PRECONDITION ``KEY_REUSED``): the
     key is not stable for one intent, or the arguments include something that changes per attempt."""
 
     code = grpc.StatusCode.FAILED_PRECONDITION
-    reason = "KEY_REUSED"
+    reason = reason_name(pb.ERROR_REASON_KEY_REUSED)
 
 
 class LeaseLost(Error):
@@ -73,10 +119,10 @@ class LeaseLost(Error):
 
     code = grpc.StatusCode.FAILED_PRECONDITION
 
-    def __init__(self, token: int | None, reason: str = "LEASE_LOST", operation_error: BaseException | None = None):
+    def __init__(self, token: int | None, reason: str | None = None, operation_error: BaseException | None = None):
         super().__init__(f"the lease (token {token}) was lost before the outcome was recorded")
         self.token = token
-        self.reason = reason
+        self.reason = reason or reason_name(pb.ERROR_REASON_LEASE_LOST)
         self.operation_error = operation_error
 
 
@@ -128,16 +174,33 @@ class UnsettledAtMostOnce(RpcError):
     ``UNSETTLED_AT_MOST_ONCE``): purging it would let its effect run again."""
 
 
-class MissingScope(RpcError):
+class MissingScope(PermissionDenied):
     """The token lacks the scope the call needs (PERMISSION_DENIED ``MISSING_SCOPE``): ``approve``
     for Approve and Reject, ``admin`` for Purge, ``ledger`` for the rest; the message names it."""
 
 
-_TYPED_REASONS: dict[str, type[RpcError]] = {
-    "NOT_AWAITING_APPROVAL": NotAwaitingApproval,
-    "UNSETTLED_AT_MOST_ONCE": UnsettledAtMostOnce,
-    "MISSING_SCOPE": MissingScope,
+REASON_ERRORS: dict[int, type[Error]] = {
+    pb.ERROR_REASON_INVALID_FIELD: InvalidArgument,
+    pb.ERROR_REASON_TOO_LARGE: InvalidArgument,
+    pb.ERROR_REASON_KEY_REUSED: KeyReused,
+    pb.ERROR_REASON_LEASE_LOST: LeaseLost,
+    pb.ERROR_REASON_ALREADY_SETTLED: LeaseLost,
+    pb.ERROR_REASON_NOT_FOUND: NotFound,
+    pb.ERROR_REASON_UNAUTHENTICATED: Unauthenticated,
+    pb.ERROR_REASON_PERMISSION_DENIED: PermissionDenied,
+    pb.ERROR_REASON_STORE_UNAVAILABLE: Unavailable,
+    pb.ERROR_REASON_RATE_LIMITED: RateLimited,
+    # Only ever on a KeepAlive stream, which the lease handles (it stops renewing, the lease is
+    # not lost); never raised to the caller.
+    pb.ERROR_REASON_KEEPALIVE_REPLACED: RpcError,
+    pb.ERROR_REASON_NOT_AWAITING_APPROVAL: NotAwaitingApproval,
+    pb.ERROR_REASON_UNSETTLED_AT_MOST_ONCE: UnsettledAtMostOnce,
+    pb.ERROR_REASON_MISSING_SCOPE: MissingScope,
+    # The server could not read a stored record: a bug or damaged data, reported as it is.
+    pb.ERROR_REASON_INTERNAL: RpcError,
 }
+"""The exception class of each ErrorInfo reason, by the proto's ``ErrorReason`` (the one list of
+reasons, docs/api.md "Errors"); every reason but ``ERROR_REASON_UNSPECIFIED`` is here."""
 
 
 class EncodeError(Error):
@@ -220,24 +283,30 @@ def is_transient(error: BaseException) -> bool:
 
 
 def classify(error: grpc.RpcError) -> Error:
-    """The typed exception for a gRPC error the client gives up on."""
+    """The typed exception for a gRPC error the client gives up on: by its ErrorInfo reason
+    (``REASON_ERRORS``), else by its code (transient codes: ``Unavailable``; others: ``RpcError``)."""
     code = _code(error) or grpc.StatusCode.UNKNOWN
     message = _message(error)
     why = reason(error)
-    if why == "KEY_REUSED":
+    kind = REASON_ERRORS.get(reason_value(why) or pb.ERROR_REASON_UNSPECIFIED)
+    if kind is KeyReused:
         return KeyReused(message)
-    if why in ("LEASE_LOST", "ALREADY_SETTLED"):
+    if kind is LeaseLost:
         return LeaseLost(None, why)
-    if code in TRANSIENT_CODES:
+    if kind is RateLimited:
+        return RateLimited(f"{code.name} {why}: {message}", code, why)
+    if (kind is not None and issubclass(kind, Unavailable)) or code in TRANSIENT_CODES:
         return Unavailable(f"{code.name}: {message}", code, why)
     bad = _detail(error, error_details_pb2.BadRequest)
     field = bad.field_violations[0].field if bad is not None and bad.field_violations else None
-    return _TYPED_REASONS.get(why or "", RpcError)(code, message, why, field)
+    rpc_kind = kind if kind is not None and issubclass(kind, RpcError) else RpcError
+    return rpc_kind(code, message, why, field)
 
 
 def _code(error: BaseException) -> grpc.StatusCode | None:
     try:
-        return error.code()  # type: ignore[attr-defined]
+        code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
+        return code
     except Exception:
         return None
 

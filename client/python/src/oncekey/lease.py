@@ -11,24 +11,27 @@ renewal stops the moment the operation ends, so a caller that goes away lets the
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import datetime as dt
 import logging
 import random
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import grpc
 
-from oncekey.errors import TRANSIENT_CODES, reason
+from oncekey.errors import TRANSIENT_CODES, LeaseLost, reason, reason_value
 from oncekey.key import OperationKey
 from oncekey.types import LeaseGrant, duration
 from oncekey.v1 import ledger_pb2 as pb
 
 log = logging.getLogger("oncekey")
 
-_LOST_REASONS = ("LEASE_LOST", "ALREADY_SETTLED")
+_LOST_REASONS = (pb.ERROR_REASON_LEASE_LOST, pb.ERROR_REASON_ALREADY_SETTLED)
 _REOPENABLE = TRANSIENT_CODES | {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.CANCELLED}
+
+_EOF: Any = getattr(grpc.aio, "EOF")  # the end of a stream's reads (missing from grpc's type stubs)
 
 _current: contextvars.ContextVar[Lease | None] = contextvars.ContextVar("oncekey_lease", default=None)
 
@@ -44,8 +47,9 @@ class Lease:
 
     ``token`` is the fencing token: pass it to downstream systems that can fence. ``lost`` is a
     ``threading.Event`` set when the server says the lease is lost (another holder took the
-    operation over): long sync functions should check it (``lease.lost.is_set()``) or wait on it,
-    and stop. Async functions are cancelled when it is lost.
+    operation over): long sync functions should check it (``lease.raise_if_lost()``, or
+    ``lease.lost.is_set()`` and raise) and stop; the call then raises ``LeaseLost``. Async
+    functions are cancelled when it is lost.
     """
 
     def __init__(self, key: OperationKey, grant: LeaseGrant):
@@ -55,11 +59,42 @@ class Lease:
         self.expires_at: dt.datetime | None = grant.expires_at
         self.lost = threading.Event()
         self._on_lost: list[Callable[[], None]] = []
+        self._threads: set[concurrent.futures.Future[Any]] = set()
+        self._threads_lock = threading.Lock()
+        self._thread_calls = 0
 
     @property
     def fencing_token(self) -> int:
         """The fencing token (same as ``token``)."""
         return self.token
+
+    def _track(self, future: concurrent.futures.Future[Any]) -> None:
+        """Records a call running in a thread for this operation (``oncekey._cancel``)."""
+        with self._threads_lock:
+            self._threads.add(future)
+            self._thread_calls += 1
+        future.add_done_callback(self._untrack)
+
+    def _untrack(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._threads_lock:
+            self._threads.discard(future)
+
+    def _running_threads(self) -> list[concurrent.futures.Future[Any]]:
+        """The calls still running (or queued) in a thread for this operation."""
+        with self._threads_lock:
+            return [f for f in self._threads if not f.done()]
+
+    def _used_threads(self) -> bool:
+        """Whether the operation has called into a thread so far (its result may not have reached
+        the function yet, even when the thread is done)."""
+        with self._threads_lock:
+            return self._thread_calls > 0
+
+    def raise_if_lost(self) -> None:
+        """Raises ``oncekey.LeaseLost`` once the lease is lost: call it between the steps of a long
+        sync function (an async one is cancelled instead)."""
+        if self.lost.is_set():
+            raise LeaseLost(self.token)
 
     def _renewed(self, lease: pb.Lease) -> None:
         self.expires_at = LeaseGrant.from_wire(lease).expires_at
@@ -80,12 +115,12 @@ def _request(key: OperationKey, token: int, lease_ttl: float | None) -> pb.KeepA
 
 def _verdict(error: grpc.RpcError) -> str:
     """What a stream error means: ``lost``, ``stop`` or ``reopen``."""
-    why = reason(error)
+    why = reason_value(reason(error))
     if why in _LOST_REASONS:
         return "lost"
     if error.code() in _REOPENABLE:
         return "reopen"
-    if why == "KEEPALIVE_REPLACED":
+    if why == pb.ERROR_REASON_KEEPALIVE_REPLACED:
         log.info("oncekey: keep-alive replaced by a newer stream of the same lease")
     else:
         log.warning("oncekey: keep-alive stopped: %s", error.code().name)
@@ -124,7 +159,7 @@ class SyncKeepAlive:
         while not self._stopped.is_set():
             done = threading.Event()
 
-            def requests(first: pb.KeepAliveRequest = self._request, done: threading.Event = done):
+            def requests(first: pb.KeepAliveRequest = self._request, done: threading.Event = done) -> Iterator[pb.KeepAliveRequest]:
                 yield first
                 done.wait()
 
@@ -177,7 +212,7 @@ class AsyncKeepAlive:
                 await call.write(self._request)
                 while True:
                     lease = await call.read()
-                    if lease is grpc.aio.EOF:
+                    if lease is _EOF:
                         break
                     self._backoff.reset()
                     self._lease._renewed(lease)

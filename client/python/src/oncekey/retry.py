@@ -37,7 +37,7 @@ class RetryPolicy:
 
     def ceiling(self, retry: int) -> float:
         """The backoff ceiling before retry number ``retry`` (1-based), capped."""
-        return min(self.max_backoff, self.initial_backoff * 2 ** min(max(retry - 1, 0), 62))
+        return min(self.max_backoff, self.initial_backoff * float(2 ** min(max(retry - 1, 0), 62)))
 
     def backoff(self, retry: int) -> float:
         """A full-jitter backoff before retry number ``retry``: uniform in ``[0, ceiling]``."""

@@ -9,9 +9,11 @@ from __future__ import annotations
 import datetime as dt
 import enum
 from dataclasses import dataclass, field
+from typing import cast
 
 from google.protobuf import duration_pb2
 
+from oncekey.key import OperationKey
 from oncekey.v1 import ledger_pb2 as pb
 
 
@@ -23,7 +25,7 @@ class Semantics(str, enum.Enum):
     AT_MOST_ONCE = "at_most_once"
     """Never run twice: a lease that ran out makes the outcome unknown until reconciled."""
 
-    def wire(self) -> int:
+    def wire(self) -> pb.Semantics:
         return pb.SEMANTICS_AT_MOST_ONCE if self is Semantics.AT_MOST_ONCE else pb.SEMANTICS_AT_LEAST_ONCE
 
 
@@ -37,7 +39,7 @@ class Disposition(str, enum.Enum):
     ABANDON = "abandon"
     """Forgotten: nothing happened outside; the key may be claimed again, even with other arguments."""
 
-    def wire(self) -> int:
+    def wire(self) -> pb.Disposition:
         return {
             Disposition.RETRYABLE: pb.DISPOSITION_RETRYABLE,
             Disposition.FINAL: pb.DISPOSITION_FINAL,
@@ -61,6 +63,9 @@ class RecordStatus(str, enum.Enum):
     def from_wire(cls, value: int) -> RecordStatus:
         name = pb.RecordStatus.Name(value).removeprefix("RECORD_STATUS_") if value in pb.RecordStatus.values() else ""
         return cls.__members__.get(name, cls.UNSPECIFIED)
+
+    def wire(self) -> pb.RecordStatus:
+        return cast(pb.RecordStatus, pb.RecordStatus.Value(f"RECORD_STATUS_{self.value}"))
 
 
 class Outcome(str, enum.Enum):
@@ -189,6 +194,13 @@ class Record:
     approval: Approval | None = None
     """The approval decision, once made."""
 
+    @property
+    def operation_key(self) -> OperationKey:
+        """The record's operation (namespace, key and parent), e.g. to reconcile, approve or purge
+        a listed record."""
+        parent = OperationKey(*self.parent) if self.parent is not None else None
+        return OperationKey(self.namespace, self.key, parent)
+
     @classmethod
     def from_wire(cls, r: pb.Record) -> Record:
         return cls(
@@ -252,4 +264,5 @@ def duration(seconds: float | None) -> duration_pb2.Duration | None:
 def _time(message: object, name: str) -> dt.datetime | None:
     if not message.HasField(name):  # type: ignore[attr-defined]
         return None
-    return getattr(message, name).ToDatetime(tzinfo=dt.timezone.utc)
+    value: dt.datetime = getattr(message, name).ToDatetime(tzinfo=dt.timezone.utc)
+    return value

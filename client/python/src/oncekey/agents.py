@@ -1,0 +1,71 @@
+"""Words for agents: what an ``oncekey.Error`` means and what to do next, as one short text a model
+can act on (an MCP tool result, an agent framework's tool message), instead of a stack trace.
+
+Every text says whether anything was done by this call and whether to call again, with the same
+arguments or not at all. Nothing here sends a request.
+"""
+
+from __future__ import annotations
+
+from oncekey.errors import (
+    AwaitingApproval,
+    Error,
+    InProgress,
+    KeyReused,
+    LeaseLost,
+    MissingScope,
+    NeedsReconciliation,
+    OperationFailed,
+    Unavailable,
+)
+
+__all__ = ["explain"]
+
+
+def explain(error: Error) -> str:
+    """What ``error`` means for the caller of an idempotent tool, and what to do next."""
+    if isinstance(error, KeyReused):
+        return (
+            "Nothing was done: this action was already taken by an earlier call with other arguments "
+            "(KEY_REUSED). Do not retry it with changed arguments: ask the user how to proceed. Calling "
+            "again with exactly the earlier call's arguments returns its result."
+        )
+    if isinstance(error, InProgress):
+        return (
+            "Nothing was done by this call: the same operation is being performed by another call right "
+            f"now (IN_PROGRESS). Call again with the same arguments in about {max(error.retry_after, 1.0):.0f} s "
+            "to get its result; do not change the arguments."
+        )
+    if isinstance(error, LeaseLost):
+        ran = "" if error.operation_error is None else " It may have taken effect."
+        return (
+            "This call lost its hold on the operation (LEASE_LOST): another worker has taken it over, "
+            f"so this call's outcome was not recorded.{ran} Call again with the same arguments to get the "
+            "recorded outcome; it will not be performed twice by this ledger."
+        )
+    if isinstance(error, NeedsReconciliation):
+        return (
+            "Nothing was done now: an earlier attempt of this operation was interrupted and its outcome "
+            "is unknown (NEEDS_RECONCILIATION). Do not retry: it must not happen twice, so a person or "
+            "a reconciliation job has to check whether it happened. Tell the user it is pending "
+            "verification."
+        )
+    if isinstance(error, AwaitingApproval):
+        return (
+            "Nothing was done yet: this operation waits for a person's approval (AWAITING_APPROVAL). "
+            "Do not retry it in a loop. Tell the user it awaits approval, and call again with the same "
+            "arguments once it has been approved."
+        )
+    if isinstance(error, OperationFailed):
+        return (
+            f"This operation had already failed for good: {error.error.code} {error.error.message}. "
+            "Calling again with the same arguments gives the same answer; do not retry it."
+        )
+    if isinstance(error, MissingScope):
+        return f"Nothing was done: the ledger refused the call for lack of permission ({error.message}). Do not retry."
+    if isinstance(error, Unavailable):
+        return (
+            "Nothing was done: the idempotency ledger could not be reached. Retry later with the same "
+            "arguments; it is safe (the operation will not be performed twice)."
+        )
+    return f"The call failed: {error}. Do not retry it as it is."
