@@ -99,6 +99,23 @@ func scenario(ctx context.Context, c *oncekey.Client, ns, key string, body []byt
 	return out
 }
 
+// call sends send_email(to, subject) with the default key and arguments of a two-value call
+// (oncekey.CallKey, oncekey.CallArguments), appending "go" to effectFile when it runs.
+func call(ctx context.Context, c *oncekey.Client, ns, to, subject, effectFile string) map[string]any {
+	key := must(oncekey.CallKey(to, subject))
+	args := must(oncekey.CallArguments(to, subject))
+	got := must(oncekey.Run(ctx, c, oncekey.RawKey(ns, key), args, func(context.Context) (map[string]string, error) {
+		f, err := os.OpenFile(effectFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		_, err = f.WriteString("go\n")
+		return map[string]string{"sent_by": "go"}, err
+	}))
+	return map[string]any{"replayed": got.Replayed, "value": got.Value, "key": key}
+}
+
 func race(ctx context.Context, c *oncekey.Client, ns, key string, n int) map[string]any {
 	fmt.Println("ready")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
@@ -138,6 +155,8 @@ func main() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		switch argv[0] {
+		case "call":
+			out = call(ctx, c, ns, argv[4], argv[5], argv[6])
 		case "scenario":
 			out = scenario(ctx, c, ns, key, must(hex.DecodeString(argv[5])))
 		case "complete":

@@ -150,10 +150,27 @@ def fault_main(argv):
     emit(report)
 
 
+def call(client, ns, to, subject, effect_file):
+    """send_email(to, subject) through the wrapper with its defaults: no key, no arguments given."""
+
+    @client.idempotent(ns)
+    def send_email(to, subject):
+        with open(effect_file, "a", encoding="utf-8") as effects:
+            effects.write("python\n")
+        return {"sent_by": "python"}
+
+    done = send_email.detailed(to, subject)
+    return {"replayed": done.replayed, "value": done.value, "key": send_email.key_of(to, subject).key}
+
+
 def main(argv):
     command = argv[0]
     if command == "fingerprint":
         return {"fingerprint": oncekey.fingerprint(ARGS).hex()}
+    if command == "call":
+        target, tenant, ns, to, subject, effect_file = argv[1:7]
+        with oncekey.Client(target, tenant=tenant) as client:
+            return call(client, ns, to, subject, effect_file)
     target, tenant, ns, key = argv[1], argv[2], argv[3], argv[4]
     with oncekey.Client(target, tenant=tenant) as client:
         if command == "scenario":
