@@ -298,11 +298,22 @@ export class OncekeyClient {
   }
 
   /**
-   * Wraps `fn` so that each logical call runs once: `client.makeIdempotent(sendEmail, {namespace:
-   * "email.send", key: (to, subject) => ...})` returns a function with `fn`'s parameters.
+   * Wraps `fn` so that each logical call runs once: `client.idempotent(sendEmail, {namespace:
+   * "email.send", key: (to, subject) => ...})` returns a function with `fn`'s parameters and
+   * return type, plus `.detailed(...args)` (the value and whether it was replayed) and
+   * `.with({signal, timeout})`. Without `key` and `args`, a call's arguments and key are derived
+   * as in every client library (docs/api.md#default-arguments-and-key).
+   *
+   * The parameters are `fn`'s alone (`Parameters<F>`): a `key` or `args` callback naming fewer of
+   * them must not shorten the wrapper's parameter list, as inferring them from every callback would.
    */
-  makeIdempotent<A extends unknown[], R>(fn: (...args: A) => R | Promise<R>, options: IdempotentOptions<A>): Idempotent<A, Awaited<R>> {
-    return makeIdempotent(this, fn, options);
+  idempotent<F extends (...args: never[]) => unknown>(fn: F, options: IdempotentOptions<Parameters<F>>): Idempotent<Parameters<F>, Awaited<ReturnType<F>>> {
+    return makeIdempotent(this, fn as (...args: Parameters<F>) => ReturnType<F>, options);
+  }
+
+  /** The same as `idempotent` (the name AWS Powertools users know). */
+  makeIdempotent<F extends (...args: never[]) => unknown>(fn: F, options: IdempotentOptions<Parameters<F>>): Idempotent<Parameters<F>, Awaited<ReturnType<F>>> {
+    return makeIdempotent(this, fn as (...args: Parameters<F>) => ReturnType<F>, options);
   }
 
   /** @internal Keeps `settling` (a background settle) counted until it ends, for `close`. */

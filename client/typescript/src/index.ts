@@ -54,5 +54,16 @@ export type {
   StoredError,
   StoredResult,
 } from "./types";
-export { canonicalize, canonicalizeJson, fingerprint, fingerprintJson, InvalidJsonError } from "./fingerprint";
+export {
+  canonicalize,
+  canonicalizeJson,
+  defaultArguments,
+  defaultKey,
+  fingerprint,
+  fingerprintJson,
+  InexactNumberError,
+  InvalidJsonError,
+  MAX_EXACT,
+} from "./fingerprint";
+export type { Inexact } from "./fingerprint";
 export * as v1 from "./gen/oncekey/v1/ledger";

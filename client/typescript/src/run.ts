@@ -85,6 +85,11 @@ export interface Done<T> {
   value: T;
   /** True when the value is a stored result replayed from an earlier run (the function did not run). */
   replayed: boolean;
+  /**
+   * The Claim outcome the value came from: `ACQUIRED` (the function ran in this call) or
+   * `COMPLETED` (an earlier run's stored result, replayed).
+   */
+  outcome: "ACQUIRED" | "COMPLETED";
   /** The SUCCEEDED record. */
   record: OperationRecord;
 }
@@ -158,7 +163,7 @@ export async function execute<T>(
         }
         return acquired(client, key, claimed.lease, fn, options, signal);
       case "COMPLETED":
-        return { value: decode<T>(record?.result, options.raw), replayed: true, record: record! };
+        return { value: decode<T>(record?.result, options.raw), replayed: true, outcome: "COMPLETED", record: record! };
       case "FAILED":
         throw new OperationFailedError(record?.error ?? { code: 0, message: "", details: Buffer.alloc(0) });
       case "NEEDS_RECONCILIATION":
@@ -292,7 +297,7 @@ async function complete<T>(client: OncekeyClient, key: OperationKey, token: bigi
   }
   try {
     const record = await client.complete(key, token, result);
-    return { value: options.raw && record.result ? (record.result as T) : value, replayed: false, record };
+    return { value: options.raw && record.result ? (record.result as T) : value, replayed: false, outcome: "ACQUIRED", record };
   } catch (e) {
     if (e instanceof LeaseLostError) throw e;
     if (!(e instanceof UnavailableError)) {
