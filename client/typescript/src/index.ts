@@ -39,8 +39,21 @@ export { CircuitOpenError, DEFAULT_BREAKER } from "./breaker";
 export type { BreakerPolicy, CircuitState } from "./breaker";
 export { DEFAULT_RETRY } from "./retry";
 export type { RetryPolicy } from "./retry";
-export { ERROR_DOMAIN, RETRY_PUSHBACK_HEADER, errorInfo, reason, badField, pushback, isTransient, codeName } from "./status";
-export type { ErrorInfo } from "./status";
+export {
+  ERROR_DOMAIN,
+  RETRY_PUSHBACK_HEADER,
+  errorInfo,
+  errorReasonOf,
+  reason,
+  reasonName,
+  reasonOf,
+  badField,
+  pushback,
+  isTransient,
+  codeName,
+} from "./status";
+export type { ErrorInfo, KnownReason } from "./status";
+export { ErrorReason } from "./gen/oncekey/v1/ledger";
 export { MAX_ATTEMPTS_LIMIT, MAX_NOTE_BYTES } from "./types";
 export type {
   Approval,
