@@ -14,6 +14,8 @@ import { Transport } from "./transport";
 import type { ConnectOptions } from "./transport";
 import { checkNote, claimedFromWire, duration, leaseFromWire, maxAttemptsToWire, recordFromWire, semanticsToWire } from "./types";
 import type { Claimed, LeaseGrant, OperationRecord, OperationRef, Semantics, StoredError, StoredResult } from "./types";
+import { listAll, listPage } from "./list";
+import type { ListOptions, RecordPage } from "./list";
 import { execute } from "./run";
 import type { Done, Operation, RunOptions } from "./run";
 import { makeIdempotent } from "./wrap";
@@ -201,6 +203,22 @@ export class OncekeyClient {
       if (grpcCode(e) === Code.NOT_FOUND) return undefined;
       throw e;
     }
+  }
+
+  /**
+   * Every record of the caller's tenant that `options` selects (by `namespace`, `statuses`,
+   * `parent`), fetched `pageSize` at a time as the loop goes: `for await (const record of
+   * client.listRecords({ statuses: ["UNKNOWN"] })) …`. Records come without history, result body
+   * or error details (`lookup` has them). Each page is retried like `lookup`; an error ends the
+   * loop. A record that changes status while the loop pages may be missed or seen twice.
+   */
+  listRecords(options: ListOptions = {}): AsyncGenerator<OperationRecord, void, undefined> {
+    return listAll(this.transport, options);
+  }
+
+  /** One page of the records `options` selects, with the token of the next page (undefined after the last). */
+  listRecordsPage(options: ListOptions = {}): Promise<RecordPage> {
+    return listPage(this.transport, options);
   }
 
   /**

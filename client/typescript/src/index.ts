@@ -12,6 +12,8 @@
 export { OncekeyClient, MAX_WAIT } from "./client";
 export type { ClaimOptions, DecisionOptions, KeyLike } from "./client";
 export { TENANT_HEADER } from "./transport";
+export { MAX_PAGE_SIZE } from "./list";
+export type { ListedStatus, ListOptions, RecordPage } from "./list";
 export type { ConnectOptions } from "./transport";
 export { currentLease } from "./run";
 export type { Done, Operation, RunOptions } from "./run";

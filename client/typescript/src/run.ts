@@ -74,6 +74,11 @@ export interface RunOptions {
   /** How a thrown error settles the operation (default: `FinalError` final, `AbandonError` abandon, else retryable). */
   disposition?: (error: unknown) => Disposition;
   /**
+   * The arguments' fingerprint (32 bytes), used instead of fingerprinting `args`: e.g. a listed
+   * record's `fingerprint`, to reconcile it without knowing its arguments.
+   */
+  fingerprint?: Uint8Array;
+  /**
    * Store the function's value verbatim instead of as JSON: it returns a `StoredResult` (code,
    * body bytes, content type, metadata), and replays give the stored `StoredResult` back.
    */
@@ -124,7 +129,7 @@ export async function execute<T>(
   options: RunOptions,
   reconcile: boolean,
 ): Promise<Done<T>> {
-  const print = fingerprint(args); // throws InvalidJsonError before anything is sent
+  const print = options.fingerprint ? pinned(options.fingerprint) : fingerprint(args); // throws before anything is sent
   maxAttemptsToWire(options.maxAttempts); // throws RangeError before anything is sent
   const signal = callerSignal(options);
   signal?.throwIfAborted();
@@ -388,6 +393,11 @@ function truncate(text: string): string {
   let end = MAX_MESSAGE_BYTES;
   while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--; // back to a character boundary
   return bytes.subarray(0, end).toString("utf8");
+}
+
+function pinned(print: Uint8Array): Buffer {
+  if (print.length !== 32) throw new RangeError(`fingerprint: must be 32 bytes (a SHA-256), not ${print.length}`);
+  return Buffer.from(print);
 }
 
 /** The caller's signal combined with its timeout. */
