@@ -14,6 +14,8 @@ import { Transport } from "./transport";
 import type { ConnectOptions } from "./transport";
 import { checkNote, claimedFromWire, duration, leaseFromWire, maxAttemptsToWire, recordFromWire, semanticsToWire } from "./types";
 import type { Claimed, LeaseGrant, OperationRecord, OperationRef, Semantics, StoredError, StoredResult } from "./types";
+import { listAll, listPage } from "./list";
+import type { ListOptions, RecordPage } from "./list";
 import { execute } from "./run";
 import type { Done, Operation, RunOptions } from "./run";
 import { makeIdempotent } from "./wrap";
@@ -204,6 +206,22 @@ export class OncekeyClient {
   }
 
   /**
+   * Every record of the caller's tenant that `options` selects (by `namespace`, `statuses`,
+   * `parent`), fetched `pageSize` at a time as the loop goes: `for await (const record of
+   * client.listRecords({ statuses: ["UNKNOWN"] })) …`. Records come without history, result body
+   * or error details (`lookup` has them). Each page is retried like `lookup`; an error ends the
+   * loop. A record that changes status while the loop pages may be missed or seen twice.
+   */
+  listRecords(options: ListOptions = {}): AsyncGenerator<OperationRecord, void, undefined> {
+    return listAll(this.transport, options);
+  }
+
+  /** One page of the records `options` selects, with the token of the next page (undefined after the last). */
+  listRecordsPage(options: ListOptions = {}): Promise<RecordPage> {
+    return listPage(this.transport, options);
+  }
+
+  /**
    * Approves an operation that awaits approval: it becomes APPROVED and the next Claim acquires
    * it; resolves to the record. `approve(key, options)` or `approve(namespace, key, note)`.
    * The same decision again is OK. Rejects with `NotAwaitingApprovalError` when the operation does
@@ -298,11 +316,22 @@ export class OncekeyClient {
   }
 
   /**
-   * Wraps `fn` so that each logical call runs once: `client.makeIdempotent(sendEmail, {namespace:
-   * "email.send", key: (to, subject) => ...})` returns a function with `fn`'s parameters.
+   * Wraps `fn` so that each logical call runs once: `client.idempotent(sendEmail, {namespace:
+   * "email.send", key: (to, subject) => ...})` returns a function with `fn`'s parameters and
+   * return type, plus `.detailed(...args)` (the value and whether it was replayed) and
+   * `.with({signal, timeout})`. Without `key` and `args`, a call's arguments and key are derived
+   * as in every client library (docs/api.md#default-arguments-and-key).
+   *
+   * The parameters are `fn`'s alone (`Parameters<F>`): a `key` or `args` callback naming fewer of
+   * them must not shorten the wrapper's parameter list, as inferring them from every callback would.
    */
-  makeIdempotent<A extends unknown[], R>(fn: (...args: A) => R | Promise<R>, options: IdempotentOptions<A>): Idempotent<A, Awaited<R>> {
-    return makeIdempotent(this, fn, options);
+  idempotent<F extends (...args: never[]) => unknown>(fn: F, options: IdempotentOptions<Parameters<F>>): Idempotent<Parameters<F>, Awaited<ReturnType<F>>> {
+    return makeIdempotent(this, fn as (...args: Parameters<F>) => ReturnType<F>, options);
+  }
+
+  /** The same as `idempotent` (the name AWS Powertools users know). */
+  makeIdempotent<F extends (...args: never[]) => unknown>(fn: F, options: IdempotentOptions<Parameters<F>>): Idempotent<Parameters<F>, Awaited<ReturnType<F>>> {
+    return makeIdempotent(this, fn as (...args: Parameters<F>) => ReturnType<F>, options);
   }
 
   /** @internal Keeps `settling` (a background settle) counted until it ends, for `close`. */

@@ -1,21 +1,28 @@
 /**
  * The operation fingerprint: SHA-256 of the RFC 8785 (JCS) canonical JSON of an operation's
- * significant arguments, the same 32 bytes the server computes from `payload_json`.
+ * significant arguments, the same 32 bytes the server computes from `payload_json`; and the
+ * default arguments and key of a wrapped function's call (docs/api.md#default-arguments-and-key),
+ * the same in every client library, so that one operation claimed from two languages is one.
  *
- * Values are serialized by the `canonicalize` package (it passes every canonical vector of the
- * shared tests/vectors). JSON texts are parsed here first, strictly, following I-JSON (RFC 7493)
- * as RFC 8785 requires: duplicate member names (which JSON.parse would silently collapse), lone
- * surrogates and numbers outside the IEEE 754 double range are refused.
+ * Values are first reduced to plain JSON here (`toJSON` applied, byte strings as base64, numbers
+ * judged lossless or refused, `numbers.ts`), then serialized by the `canonicalize` package, which
+ * passes every canonical vector of the shared tests/vectors. JSON texts are parsed strictly first
+ * (`json.ts`).
  */
 import { createHash } from "node:crypto";
 import jcs from "canonicalize";
+import { parseJson } from "./json";
+import { checkMagnitude, formatPath, InexactNumberError, InvalidJsonError } from "./numbers";
+import type { Step } from "./numbers";
 
-/** The value or text has no canonical form: not JSON, or not I-JSON. */
-export class InvalidJsonError extends Error {
-  override name = "InvalidJsonError";
-}
+export { InexactNumberError, InvalidJsonError, MAX_EXACT } from "./numbers";
+export type { Inexact } from "./numbers";
 
-/** SHA-256 of the canonical JSON of `args` (objects, arrays, strings, numbers, bigints, booleans, null). */
+/**
+ * SHA-256 of the canonical JSON of `args`: objects, arrays, strings, booleans, null, numbers and
+ * bigints within ±(2^53−1) (beyond: `InexactNumberError`), byte strings (`Uint8Array`, `Buffer`)
+ * as base64.
+ */
 export function fingerprint(args: unknown): Buffer {
   return sha256(canonicalize(args));
 }
@@ -25,182 +32,115 @@ export function fingerprintJson(text: string): Buffer {
   return sha256(canonicalizeJson(text));
 }
 
-/** The RFC 8785 canonical form of a JSON text. */
+/**
+ * The RFC 8785 canonical form of a JSON text. Besides text that is not I-JSON, refuses a number
+ * beyond ±(2^53−1) or whose canonical form would change the literal's value (`0.10000000000000001`)
+ * with an `InexactNumberError` naming the first such number's path.
+ */
 export function canonicalizeJson(text: string): string {
-  const parser = new Parser(text);
-  const value = parser.document();
-  return canonicalize(value);
+  return canonicalize(parseJson(text));
 }
 
 /**
- * The RFC 8785 canonical form of a JavaScript value, serialized by the `canonicalize` package
- * (members whose value is undefined are left out, as JSON.stringify does). A `bigint` is a JSON
- * number: RFC 8785 prints every number as the IEEE 754 double it denotes, so 2^64-1 becomes
- * 18446744073709552000, exactly what the server makes of the same JSON text.
+ * The RFC 8785 canonical form of a JavaScript value, as `JSON.stringify` would see it (`toJSON`
+ * applied, members whose value is undefined left out, undefined items as null), except that a
+ * byte string is its standard base64 text, a `bigint` within ±(2^53−1) is the number, and what
+ * JSON cannot hold exactly is refused: a number or bigint beyond ±(2^53−1) (`InexactNumberError`,
+ * naming its path), NaN, infinities, cycles, `Map` and `Set` (`InvalidJsonError`).
  */
 export function canonicalize(value: unknown): string {
+  const plain = toPlain(value, [], [], "", false);
+  if (plain === OMIT) throw new InvalidJsonError(`a ${typeof value} is not JSON`);
   let text: string | undefined;
   try {
-    text = jcs(bigintsAsNumbers(value, []));
+    text = jcs(plain);
   } catch (e) {
-    if (e instanceof InvalidJsonError) throw e;
     throw new InvalidJsonError((e as Error).message);
   }
   if (typeof text !== "string") throw new InvalidJsonError(`a ${typeof value} is not JSON`);
   return text;
 }
 
+/**
+ * The default fingerprinted arguments of a call: its arguments in order, undefined as null, with
+ * trailing nulls dropped (an optional last parameter left out and passed as null agree).
+ */
+export function defaultArguments(args: readonly unknown[]): unknown[] {
+  let end = args.length;
+  while (end > 0 && (args[end - 1] === undefined || args[end - 1] === null)) end--;
+  return args.slice(0, end).map((a) => (a === undefined ? null : a));
+}
+
+/** The default key of a call: `sha256:` and the lowercase hex fingerprint of its default arguments. */
+export function defaultKey(args: readonly unknown[]): string {
+  return keyOf(fingerprint(defaultArguments(args)));
+}
+
+/** The key a fingerprint names by default: `sha256:<64 lowercase hex digits>`. */
+export function keyOf(print: Uint8Array): string {
+  return `sha256:${Buffer.from(print).toString("hex")}`;
+}
+
 function sha256(text: string): Buffer {
   return createHash("sha256").update(text, "utf8").digest();
 }
 
+/** What JSON.stringify leaves out of an object (and makes null in an array). */
+const OMIT = Symbol("omit");
+
 /**
- * `value` with every bigint replaced by the double it denotes (copying only what contains one);
- * toJSON is applied on the way, as JSON.stringify and `canonicalize` do.
+ * `value` as plain JSON values at `path` (`name` is its member name or index, for `toJSON`);
+ * `ancestors` are the containers being read, to refuse cycles.
  */
-function bigintsAsNumbers(value: unknown, ancestors: object[]): unknown {
-  if (typeof value === "bigint") return Number(value);
-  if (typeof value === "function" || typeof value === "symbol") {
-    if (ancestors.length === 0) throw new InvalidJsonError(`a ${typeof value} is not JSON`);
-    return value;
+function toPlain(value: unknown, path: Step[], ancestors: object[], name: string, afterToJson: boolean): unknown {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return value;
+    case "number":
+      if (!Number.isFinite(value)) throw new InvalidJsonError(`${formatPath(path)}: ${value} is not a JSON number`);
+      if (checkMagnitude(value)) throw new InexactNumberError(formatPath(path), "magnitude");
+      return value;
+    case "bigint":
+      if (checkMagnitude(value)) throw new InexactNumberError(formatPath(path), "magnitude");
+      return Number(value);
+    case "undefined":
+    case "function":
+    case "symbol":
+      return OMIT;
   }
-  if (value === null || typeof value !== "object") return value;
-  if (typeof (value as { toJSON?: unknown }).toJSON === "function") {
-    return bigintsAsNumbers((value as { toJSON: () => unknown }).toJSON(), ancestors);
+  if (value === null) return null;
+  const object = value as object;
+  if (object instanceof Uint8Array) return Buffer.from(object.buffer, object.byteOffset, object.byteLength).toString("base64");
+  if (!afterToJson && typeof (object as { toJSON?: unknown }).toJSON === "function") {
+    return toPlain((object as { toJSON: (key: string) => unknown }).toJSON(name), path, ancestors, name, true);
   }
-  if (ancestors.includes(value)) throw new InvalidJsonError("circular reference");
-  ancestors.push(value);
-  let copy: { [k: string]: unknown } | undefined;
-  if (Array.isArray(value)) {
-    value.forEach((item: unknown, i) => {
-      const v = bigintsAsNumbers(item, ancestors);
-      if (v !== item) (copy ??= value.slice() as unknown as { [k: string]: unknown })[i] = v;
+  if (object instanceof Map || object instanceof Set) {
+    throw new InvalidJsonError(`${formatPath(path)}: a ${object.constructor.name} has no JSON form; pass an object or an array`);
+  }
+  if (object instanceof Number || object instanceof String || object instanceof Boolean) {
+    return toPlain(object.valueOf(), path, ancestors, name, true);
+  }
+  if (ancestors.includes(object)) throw new InvalidJsonError(`${formatPath(path)}: circular reference`);
+  ancestors.push(object);
+  let plain: unknown;
+  if (Array.isArray(object)) {
+    plain = object.map((item: unknown, i) => {
+      path.push(i);
+      const v = toPlain(item, path, ancestors, String(i), false);
+      path.pop();
+      return v === OMIT ? null : v;
     });
   } else {
-    for (const [name, item] of Object.entries(value)) {
-      const v = bigintsAsNumbers(item, ancestors);
-      if (v !== item) (copy ??= Object.assign(Object.create(null), value) as { [k: string]: unknown })[name] = v;
+    const members: { [k: string]: unknown } = Object.create(null);
+    for (const [k, item] of Object.entries(object)) {
+      path.push(k);
+      const v = toPlain(item, path, ancestors, k, false);
+      path.pop();
+      if (v !== OMIT) members[k] = v;
     }
+    plain = members;
   }
   ancestors.pop();
-  return copy ?? value;
-}
-
-/** A strict RFC 8259 parser that refuses duplicate member names and out-of-range numbers. */
-class Parser {
-  private pos = 0;
-  constructor(private readonly text: string) {}
-
-  document(): unknown {
-    this.space();
-    const value = this.value();
-    this.space();
-    if (this.pos !== this.text.length) this.fail("trailing characters");
-    return value;
-  }
-
-  private fail(why: string): never {
-    throw new InvalidJsonError(`invalid JSON at ${this.pos}: ${why}`);
-  }
-
-  private space(): void {
-    while (this.pos < this.text.length && " \t\n\r".includes(this.text[this.pos])) this.pos++;
-  }
-
-  private value(): unknown {
-    const c = this.text[this.pos];
-    if (c === "{") return this.object();
-    if (c === "[") return this.array();
-    if (c === '"') return this.string();
-    if (c === "-" || (c >= "0" && c <= "9")) return this.number();
-    for (const [lit, v] of [["true", true], ["false", false], ["null", null]] as const) {
-      if (this.text.startsWith(lit, this.pos)) {
-        this.pos += lit.length;
-        return v;
-      }
-    }
-    return this.fail(c === undefined ? "unexpected end" : `unexpected character ${JSON.stringify(c)}`);
-  }
-
-  private object(): Record<string, unknown> {
-    this.pos++; // {
-    const obj: Record<string, unknown> = Object.create(null);
-    this.space();
-    if (this.text[this.pos] === "}") {
-      this.pos++;
-      return obj;
-    }
-    for (;;) {
-      this.space();
-      if (this.text[this.pos] !== '"') this.fail("expected a member name");
-      const name = this.string();
-      if (Object.prototype.hasOwnProperty.call(obj, name)) this.fail(`duplicate member name ${JSON.stringify(name)}`);
-      this.space();
-      if (this.text[this.pos] !== ":") this.fail("expected ':'");
-      this.pos++;
-      this.space();
-      obj[name] = this.value();
-      this.space();
-      const c = this.text[this.pos++];
-      if (c === "}") return obj;
-      if (c !== ",") this.fail("expected ',' or '}'");
-    }
-  }
-
-  private array(): unknown[] {
-    this.pos++; // [
-    const items: unknown[] = [];
-    this.space();
-    if (this.text[this.pos] === "]") {
-      this.pos++;
-      return items;
-    }
-    for (;;) {
-      this.space();
-      items.push(this.value());
-      this.space();
-      const c = this.text[this.pos++];
-      if (c === "]") return items;
-      if (c !== ",") this.fail("expected ',' or ']'");
-    }
-  }
-
-  private string(): string {
-    const start = this.pos;
-    this.pos++; // "
-    for (;;) {
-      const c = this.text.charCodeAt(this.pos);
-      if (Number.isNaN(c)) this.fail("unterminated string");
-      if (c < 0x20) this.fail("control character in string");
-      if (c === 0x5c) {
-        this.pos += 2;
-        if (this.text[this.pos - 1] === "u") {
-          if (!/^[0-9a-fA-F]{4}$/.test(this.text.slice(this.pos, this.pos + 4))) this.fail("invalid \\u escape");
-          this.pos += 4;
-        } else if (!'"\\/bfnrt'.includes(this.text[this.pos - 1] ?? "x")) {
-          this.fail("invalid escape");
-        }
-        continue;
-      }
-      this.pos++;
-      if (c === 0x22) break;
-    }
-    // The literal is valid JSON now: let JSON.parse decode it, then refuse lone surrogates.
-    const s = JSON.parse(this.text.slice(start, this.pos)) as string;
-    for (let i = 0; i < s.length; i++) {
-      const u = s.charCodeAt(i);
-      if (u >= 0xd800 && u <= 0xdbff && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) i++;
-      else if (u >= 0xd800 && u <= 0xdfff) this.fail("lone surrogate");
-    }
-    return s;
-  }
-
-  private number(): number {
-    const m = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/.exec(this.text.slice(this.pos));
-    if (!m) this.fail("invalid number");
-    const n = Number(m[0]);
-    if (!Number.isFinite(n)) this.fail("number out of the double range");
-    this.pos += m[0].length;
-    return n;
-  }
+  return plain;
 }

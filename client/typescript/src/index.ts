@@ -12,6 +12,8 @@
 export { OncekeyClient, MAX_WAIT } from "./client";
 export type { ClaimOptions, DecisionOptions, KeyLike } from "./client";
 export { TENANT_HEADER } from "./transport";
+export { MAX_PAGE_SIZE } from "./list";
+export type { ListedStatus, ListOptions, RecordPage } from "./list";
 export type { ConnectOptions } from "./transport";
 export { currentLease } from "./run";
 export type { Done, Operation, RunOptions } from "./run";
@@ -39,8 +41,21 @@ export { CircuitOpenError, DEFAULT_BREAKER } from "./breaker";
 export type { BreakerPolicy, CircuitState } from "./breaker";
 export { DEFAULT_RETRY } from "./retry";
 export type { RetryPolicy } from "./retry";
-export { ERROR_DOMAIN, RETRY_PUSHBACK_HEADER, errorInfo, reason, badField, pushback, isTransient, codeName } from "./status";
-export type { ErrorInfo } from "./status";
+export {
+  ERROR_DOMAIN,
+  RETRY_PUSHBACK_HEADER,
+  errorInfo,
+  errorReasonOf,
+  reason,
+  reasonName,
+  reasonOf,
+  badField,
+  pushback,
+  isTransient,
+  codeName,
+} from "./status";
+export type { ErrorInfo, KnownReason } from "./status";
+export { ErrorReason } from "./gen/oncekey/v1/ledger";
 export { MAX_ATTEMPTS_LIMIT, MAX_NOTE_BYTES } from "./types";
 export type {
   Approval,
@@ -54,5 +69,16 @@ export type {
   StoredError,
   StoredResult,
 } from "./types";
-export { canonicalize, canonicalizeJson, fingerprint, fingerprintJson, InvalidJsonError } from "./fingerprint";
+export {
+  canonicalize,
+  canonicalizeJson,
+  defaultArguments,
+  defaultKey,
+  fingerprint,
+  fingerprintJson,
+  InexactNumberError,
+  InvalidJsonError,
+  MAX_EXACT,
+} from "./fingerprint";
+export type { Inexact } from "./fingerprint";
 export * as v1 from "./gen/oncekey/v1/ledger";

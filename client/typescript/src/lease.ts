@@ -14,7 +14,8 @@ import type { ClientDuplexStream, ServiceError, StatusObject } from "@grpc/grpc-
 import type { KeepAliveRequest, Lease as WireLease } from "./gen/oncekey/v1/ledger";
 import { LeaseLostError } from "./errors";
 import type { OperationKey } from "./key";
-import { grpcCode, isTransient, reason } from "./status";
+import { ErrorReason } from "./gen/oncekey/v1/ledger";
+import { errorReasonOf, grpcCode, isTransient, reason } from "./status";
 import type { Transport } from "./transport";
 import { duration } from "./types";
 import type { LeaseGrant } from "./types";
@@ -109,7 +110,8 @@ export class KeepAlive {
     if (this.stopped) return;
     const code = grpcCode(e);
     const why = reason(e);
-    if (why === "LEASE_LOST" || why === "ALREADY_SETTLED") {
+    const known = why === undefined ? undefined : errorReasonOf(why);
+    if (known === ErrorReason.ERROR_REASON_LEASE_LOST || known === ErrorReason.ERROR_REASON_ALREADY_SETTLED) {
       this.lost = true;
       this.stopped = true;
       this.onLost(
@@ -121,7 +123,7 @@ export class KeepAlive {
       );
       return;
     }
-    if (why === "KEEPALIVE_REPLACED" || code === Code.ABORTED) {
+    if (known === ErrorReason.ERROR_REASON_KEEPALIVE_REPLACED || code === Code.ABORTED) {
       this.stopped = true; // a newer stream renews this lease now
       return;
     }

@@ -1,8 +1,8 @@
 /**
- * The one-call API behind `run`, `reconcile` and `makeIdempotent`: Claim an operation, run the
+ * The one-call API behind `run`, `reconcile` and `idempotent`: Claim an operation, run the
  * function only when acquired (its lease kept alive meanwhile), then Complete it with the
- * function's value as JSON or Fail it with the disposition its error chooses. Every other
- * outcome comes back without running the function.
+ * function's value as JSON or Fail it with the disposition its error chooses (`settle.ts`).
+ * Every other outcome comes back without running the function.
  *
  * A lease that had already run out (on this machine's clock) when the Claim's answer arrived runs
  * nothing, since another holder may be taking the operation over: it is released for a retry and
@@ -19,15 +19,12 @@ import type { OncekeyClient } from "./client";
 import { MAX_WAIT } from "./client";
 import {
   AwaitingApprovalError,
-  dispositionOf,
-  FinalError,
   InProgressError,
   LeaseLostError,
   NeedsReconciliationError,
   OncekeyError,
   OperationFailedError,
   ResultDecodeError,
-  UnavailableError,
 } from "./errors";
 import type { Disposition } from "./errors";
 import { fingerprint } from "./fingerprint";
@@ -35,7 +32,7 @@ import type { OperationKey } from "./key";
 import { KeepAlive } from "./lease";
 import type { Lease } from "./lease";
 import { sleep } from "./retry";
-import { codeName, grpcCode, reason } from "./status";
+import { complete, fail } from "./settle";
 import { maxAttemptsToWire } from "./types";
 import type { LeaseGrant, OperationRecord, Semantics, StoredResult } from "./types";
 
@@ -74,6 +71,11 @@ export interface RunOptions {
   /** How a thrown error settles the operation (default: `FinalError` final, `AbandonError` abandon, else retryable). */
   disposition?: (error: unknown) => Disposition;
   /**
+   * The arguments' fingerprint (32 bytes), used instead of fingerprinting `args`: e.g. a listed
+   * record's `fingerprint`, to reconcile it without knowing its arguments.
+   */
+  fingerprint?: Uint8Array;
+  /**
    * Store the function's value verbatim instead of as JSON: it returns a `StoredResult` (code,
    * body bytes, content type, metadata), and replays give the stored `StoredResult` back.
    */
@@ -85,6 +87,11 @@ export interface Done<T> {
   value: T;
   /** True when the value is a stored result replayed from an earlier run (the function did not run). */
   replayed: boolean;
+  /**
+   * The Claim outcome the value came from: `ACQUIRED` (the function ran in this call) or
+   * `COMPLETED` (an earlier run's stored result, replayed).
+   */
+  outcome: "ACQUIRED" | "COMPLETED";
   /** The SUCCEEDED record. */
   record: OperationRecord;
 }
@@ -101,9 +108,6 @@ const LAPSED_PAUSE = 100;
 /** The error a lease that had run out before its Claim's answer arrived is released with. */
 const LAPSED_MESSAGE = "the lease ran out before the Claim's answer arrived: the operation did not run";
 
-/** The longest error message the server stores, in bytes; longer ones are cut. */
-const MAX_MESSAGE_BYTES = 16 * 1024;
-
 const current = new AsyncLocalStorage<Lease>();
 
 /** The lease of the operation the calling code runs in (inside a wrapped function), if any. */
@@ -119,7 +123,7 @@ export async function execute<T>(
   options: RunOptions,
   reconcile: boolean,
 ): Promise<Done<T>> {
-  const print = fingerprint(args); // throws InvalidJsonError before anything is sent
+  const print = options.fingerprint ? pinned(options.fingerprint) : fingerprint(args); // throws before anything is sent
   maxAttemptsToWire(options.maxAttempts); // throws RangeError before anything is sent
   const signal = callerSignal(options);
   signal?.throwIfAborted();
@@ -158,7 +162,7 @@ export async function execute<T>(
         }
         return acquired(client, key, claimed.lease, fn, options, signal);
       case "COMPLETED":
-        return { value: decode<T>(record?.result, options.raw), replayed: true, record: record! };
+        return { value: decode<T>(record?.result, options.raw), replayed: true, outcome: "COMPLETED", record: record! };
       case "FAILED":
         throw new OperationFailedError(record?.error ?? { code: 0, message: "", details: Buffer.alloc(0) });
       case "NEEDS_RECONCILIATION":
@@ -279,92 +283,12 @@ async function acquired<T>(
   });
 }
 
-async function complete<T>(client: OncekeyClient, key: OperationKey, token: bigint, value: T, options: RunOptions): Promise<Done<T>> {
-  let result: Partial<StoredResult>;
-  try {
-    if (options.raw && (typeof value !== "object" || value === null)) throw new TypeError("with `raw`, the function must return a StoredResult");
-    result = options.raw ? (value as Partial<StoredResult>) : { code: 0, body: Buffer.from(encode(value), "utf8"), contentType: "application/json" };
-  } catch (e) {
-    // The effect happened but its output cannot be stored: record a final failure, so that it is
-    // not run again, and say why.
-    await settleFailure(client, key, token, { code: 0, message: `the output cannot be serialized: ${(e as Error).message}` }, "final");
-    throw e;
-  }
-  try {
-    const record = await client.complete(key, token, result);
-    return { value: options.raw && record.result ? (record.result as T) : value, replayed: false, record };
-  } catch (e) {
-    if (e instanceof LeaseLostError) throw e;
-    if (!(e instanceof UnavailableError)) {
-      // Refused for good (e.g. INVALID_ARGUMENT TOO_LARGE): never storable, so record a final
-      // failure instead of leaving the key held until its lease runs out and the effect repeats.
-      const why = reason(e) ?? codeName(grpcCode(e)) ?? "refused";
-      await settleFailure(client, key, token, { code: 0, message: `the result cannot be stored: ${why}` }, "final");
-      throw e;
-    }
-    throw new UnavailableError(`the operation succeeded but its outcome could not be recorded: ${(e as Error).message}`, {
-      cause: e,
-      grpcCode: grpcCode(e),
-      reason: reason(e),
-      unsettled: true,
-      result: value,
-    });
-  }
-}
-
-async function fail<T>(client: OncekeyClient, key: OperationKey, token: bigint, error: unknown, options: RunOptions): Promise<Done<T>> {
-  const disposition = options.disposition?.(error) ?? dispositionOf(error);
-  const stored = {
-    code: error instanceof FinalError ? error.code : 0,
-    message: truncate(error instanceof Error ? error.message : String(error)),
-    details: error instanceof FinalError ? Buffer.from(error.details) : Buffer.alloc(0),
-  };
-  try {
-    await client.fail(key, token, stored, disposition);
-  } catch (e) {
-    if (e instanceof LeaseLostError) {
-      if (error instanceof LeaseLostError && error.token === token) throw error;
-      throw new LeaseLostError(e.message, token, { cause: error, grpcCode: e.grpcCode, reason: e.reason });
-    }
-    warnUnsettled(key, e);
-  }
-  throw error; // the function's own error is what the caller sees
-}
-
 /** Releases (Fail RETRYABLE) `key` if this run's owner holds it. */
 async function releaseIfOurs(client: OncekeyClient, key: OperationKey, owner: string): Promise<void> {
   const record = await client.lookup(key);
   if (record?.status === "PROCESSING" && record.leaseOwner === owner) {
     await client.fail(key, record.fencingToken, { message: "cancelled by the caller before it started" }, "retryable");
   }
-}
-
-/** Fails without throwing (the caller throws its own error afterwards). */
-async function settleFailure(
-  client: OncekeyClient,
-  key: OperationKey,
-  token: bigint,
-  error: { code: number; message: string },
-  disposition: Disposition,
-): Promise<void> {
-  try {
-    await client.fail(key, token, { ...error, message: truncate(error.message) }, disposition);
-  } catch (e) {
-    warnUnsettled(key, e);
-  }
-}
-
-function warnUnsettled(key: OperationKey, e: unknown): void {
-  process.emitWarning(`oncekey: the outcome of a ${key.namespace} operation could not be recorded: ${(e as Error).message}`, {
-    code: "ONCEKEY_UNSETTLED",
-  });
-}
-
-/** JSON of a function's value (`undefined` is stored as `null`). */
-function encode(value: unknown): string {
-  const text = JSON.stringify(value === undefined ? null : value);
-  if (text === undefined) throw new TypeError(`a ${typeof value} cannot be stored as JSON`);
-  return text;
 }
 
 function decode<T>(result: StoredResult | undefined, raw: boolean | undefined): T {
@@ -377,12 +301,9 @@ function decode<T>(result: StoredResult | undefined, raw: boolean | undefined): 
   }
 }
 
-function truncate(text: string): string {
-  const bytes = Buffer.from(text, "utf8");
-  if (bytes.length <= MAX_MESSAGE_BYTES) return text;
-  let end = MAX_MESSAGE_BYTES;
-  while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--; // back to a character boundary
-  return bytes.subarray(0, end).toString("utf8");
+function pinned(print: Uint8Array): Buffer {
+  if (print.length !== 32) throw new RangeError(`fingerprint: must be 32 bytes (a SHA-256), not ${print.length}`);
+  return Buffer.from(print);
 }
 
 /** The caller's signal combined with its timeout. */

@@ -17,13 +17,54 @@ import {
   UnavailableError,
   UnsettledAtMostOnceError,
 } from "./errors";
+import { ErrorReason, errorReasonFromJSON, errorReasonToJSON } from "./gen/oncekey/v1/ledger";
 
-/** The reasons with an error class of their own (beyond KEY_REUSED and the lease's). */
-const TYPED: { [reason: string]: typeof OncekeyError } = {
-  NOT_AWAITING_APPROVAL: NotAwaitingApprovalError,
-  UNSETTLED_AT_MOST_ONCE: UnsettledAtMostOnceError,
-  MISSING_SCOPE: MissingScopeError,
+/** A reason of the proto's `ErrorReason` (the one list of ErrorInfo reasons), the zero value aside. */
+export type KnownReason = Exclude<ErrorReason, ErrorReason.ERROR_REASON_UNSPECIFIED | ErrorReason.UNRECOGNIZED>;
+
+const PREFIX = "ERROR_REASON_";
+
+/** The `ErrorReason` of an ErrorInfo reason as the wire spells it (`KEY_REUSED`); UNRECOGNIZED for one this version does not know. */
+export function errorReasonOf(name: string): ErrorReason {
+  const r = errorReasonFromJSON(PREFIX + name);
+  return r === ErrorReason.ERROR_REASON_UNSPECIFIED ? ErrorReason.UNRECOGNIZED : r;
+}
+
+/** The wire spelling of a reason: its `ErrorReason` name without the prefix (`KEY_REUSED`). */
+export function reasonName(r: ErrorReason): string {
+  return errorReasonToJSON(r).slice(PREFIX.length);
+}
+
+type Options = { cause: unknown; grpcCode: number; reason: string; field?: string };
+
+/**
+ * The error each reason becomes, given its message. Total over `ErrorReason`: a reason added to
+ * the proto does not compile until it is mapped here. Without an entry's `make`, the reason has no
+ * class of its own: an `OncekeyError` whose message names the code and reason. (Transient codes
+ * become `UnavailableError` whatever the reason.)
+ */
+const REASONS: { [r in KnownReason]: { make?: (message: string, options: Options, token?: bigint) => OncekeyError | undefined } } = {
+  [ErrorReason.ERROR_REASON_INVALID_FIELD]: {},
+  [ErrorReason.ERROR_REASON_TOO_LARGE]: {},
+  [ErrorReason.ERROR_REASON_KEY_REUSED]: { make: (m, o) => new KeyReusedError(m, o) },
+  [ErrorReason.ERROR_REASON_LEASE_LOST]: { make: lost },
+  [ErrorReason.ERROR_REASON_ALREADY_SETTLED]: { make: lost },
+  [ErrorReason.ERROR_REASON_NOT_FOUND]: {},
+  [ErrorReason.ERROR_REASON_UNAUTHENTICATED]: {},
+  [ErrorReason.ERROR_REASON_PERMISSION_DENIED]: {},
+  [ErrorReason.ERROR_REASON_STORE_UNAVAILABLE]: { make: (m, o) => new UnavailableError(m, o) },
+  [ErrorReason.ERROR_REASON_RATE_LIMITED]: { make: (m, o) => new UnavailableError(m, o) },
+  [ErrorReason.ERROR_REASON_KEEPALIVE_REPLACED]: {},
+  [ErrorReason.ERROR_REASON_NOT_AWAITING_APPROVAL]: { make: (m, o) => new NotAwaitingApprovalError(m, o) },
+  [ErrorReason.ERROR_REASON_UNSETTLED_AT_MOST_ONCE]: { make: (m, o) => new UnsettledAtMostOnceError(m, o) },
+  [ErrorReason.ERROR_REASON_MISSING_SCOPE]: { make: (m, o) => new MissingScopeError(m, o) },
+  [ErrorReason.ERROR_REASON_INTERNAL]: {},
 };
+
+/** LEASE_LOST and ALREADY_SETTLED on a call made with a lease token: that lease is lost. */
+function lost(message: string, options: Options, token?: bigint): OncekeyError | undefined {
+  return token === undefined ? undefined : new LeaseLostError(`${message} (token ${token})`, token, options);
+}
 
 /** The google.rpc.ErrorInfo domain of every Oncekey error. */
 export const ERROR_DOMAIN = "oncekey";
@@ -64,11 +105,17 @@ export function errorInfo(err: unknown): ErrorInfo | undefined {
   return { reason: text(fields(any.value, 1)[0]), domain: text(fields(any.value, 2)[0]), metadata: Object.fromEntries(entries) };
 }
 
-/** The ErrorInfo reason of an Oncekey server error (e.g. "KEY_REUSED"), or undefined. */
+/** The ErrorInfo reason of an Oncekey server error as sent (e.g. "KEY_REUSED"), or undefined. */
 export function reason(err: unknown): string | undefined {
   if (err instanceof OncekeyError) return err.reason;
   const info = errorInfo(err);
   return info && info.domain === ERROR_DOMAIN ? info.reason : undefined;
+}
+
+/** The `ErrorReason` of an Oncekey server error (UNRECOGNIZED for a reason this version does not know), or undefined. */
+export function reasonOf(err: unknown): ErrorReason | undefined {
+  const why = reason(err);
+  return why === undefined ? undefined : errorReasonOf(why);
 }
 
 /** The first field a google.rpc.BadRequest names, or undefined. */
@@ -126,26 +173,25 @@ export function codeName(code: number | undefined): string | undefined {
 }
 
 /**
- * The typed error a gRPC failure stands for: `KeyReusedError`, `LeaseLostError` (LEASE_LOST and
- * ALREADY_SETTLED, with `token`), `UnavailableError` for transient failures,
- * `NotAwaitingApprovalError`, `UnsettledAtMostOnceError`, `MissingScopeError` for their reasons,
- * `OncekeyError` for the rest (with `grpcCode`, `reason` and `field`). A value that is not a gRPC error is returned
- * unchanged.
+ * The typed error a gRPC failure stands for, by its reason (`REASONS`): `KeyReusedError`,
+ * `LeaseLostError` (LEASE_LOST and ALREADY_SETTLED, with `token`), `NotAwaitingApprovalError`,
+ * `UnsettledAtMostOnceError`, `MissingScopeError`, `UnavailableError` for transient failures,
+ * `OncekeyError` for the rest (with `grpcCode`, `reason` and `field`). A typed error's message is
+ * the server's own sentence (the class names the kind); an `OncekeyError`'s starts with the code
+ * and reason. A value that is not a gRPC error is returned unchanged.
  */
 export function toOncekeyError(err: unknown, token?: bigint): unknown {
   const code = grpcCode(err);
   if (code === undefined || err instanceof OncekeyError) return err;
   const why = reason(err);
   const message = (err as ServiceError).details || (err as Error).message;
+  const known = why === undefined ? undefined : REASONS[errorReasonOf(why) as KnownReason];
+  const typed = why === undefined ? undefined : known?.make?.(message, { cause: err, grpcCode: code, reason: why }, token);
+  if (typed) return typed;
   const options = { cause: err, grpcCode: code, ...(why === undefined ? {} : { reason: why }) };
-  if (why === "KEY_REUSED") return new KeyReusedError(`the key was first claimed with other arguments: ${message}`, options);
-  if ((why === "LEASE_LOST" || why === "ALREADY_SETTLED") && token !== undefined) {
-    return new LeaseLostError(`the lease (token ${token}) is lost: ${message}`, token, options);
-  }
-  if (isTransient(err)) return new UnavailableError(`the Oncekey server is unavailable: ${codeName(code)}: ${message}`, options);
+  if (isTransient(err)) return new UnavailableError(why === undefined ? `${codeName(code)}: ${message}` : message, options);
   const field = badField(err);
-  const Kind = (why !== undefined && TYPED[why]) || OncekeyError;
-  return new Kind(`${codeName(code)}${why ? ` ${why}` : ""}: ${message}`, { ...options, ...(field === undefined ? {} : { field }) });
+  return new OncekeyError(`${codeName(code)}${why ? ` ${why}` : ""}: ${message}`, { ...options, ...(field === undefined ? {} : { field }) });
 }
 
 function text(bytes: Uint8Array | undefined): string {

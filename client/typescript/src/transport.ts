@@ -40,7 +40,7 @@ export interface ConnectOptions {
   owner?: string;
 }
 
-type UnaryMethod = "claim" | "complete" | "fail" | "renew" | "lookup" | "approve" | "reject" | "purge";
+type UnaryMethod = "claim" | "complete" | "fail" | "renew" | "lookup" | "listRecords" | "approve" | "reject" | "purge";
 
 /** How one unary call is sent. */
 export interface CallOptions {

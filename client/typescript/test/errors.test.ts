@@ -3,8 +3,17 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Metadata, status } from "@grpc/grpc-js";
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
-import { errorInfo, reason, toOncekeyError } from "../src/status";
-import { KeyReusedError, LeaseLostError, OncekeyError, UnavailableError } from "../src/errors";
+import { errorInfo, errorReasonOf, reason, reasonName, reasonOf, toOncekeyError } from "../src/status";
+import {
+  KeyReusedError,
+  LeaseLostError,
+  MissingScopeError,
+  NotAwaitingApprovalError,
+  OncekeyError,
+  UnavailableError,
+  UnsettledAtMostOnceError,
+} from "../src/errors";
+import { ErrorReason, errorReasonToJSON } from "../src/gen/oncekey/v1/ledger";
 
 function serviceError(details: Uint8Array[]) {
   const st = new BinaryWriter().uint32(8).int32(status.FAILED_PRECONDITION).uint32(18).string("key reused");
@@ -50,4 +59,57 @@ test("server errors become typed errors with one base class", () => {
   assert.deepEqual([invalid.reason, invalid.field, invalid.grpcCode], ["INVALID_FIELD", "namespace", status.INVALID_ARGUMENT]);
   const plain = new Error("not grpc");
   assert.equal(toOncekeyError(plain), plain);
+});
+
+/** The error class and gRPC code of every reason of the proto's ErrorReason (docs/api.md#errors). */
+const EXPECTED: { [name: string]: [number, typeof OncekeyError | typeof LeaseLostError | typeof UnavailableError] } = {
+  INVALID_FIELD: [status.INVALID_ARGUMENT, OncekeyError],
+  TOO_LARGE: [status.INVALID_ARGUMENT, OncekeyError],
+  KEY_REUSED: [status.FAILED_PRECONDITION, KeyReusedError],
+  LEASE_LOST: [status.FAILED_PRECONDITION, LeaseLostError],
+  ALREADY_SETTLED: [status.FAILED_PRECONDITION, LeaseLostError],
+  NOT_FOUND: [status.NOT_FOUND, OncekeyError],
+  UNAUTHENTICATED: [status.UNAUTHENTICATED, OncekeyError],
+  PERMISSION_DENIED: [status.PERMISSION_DENIED, OncekeyError],
+  STORE_UNAVAILABLE: [status.UNAVAILABLE, UnavailableError],
+  RATE_LIMITED: [status.RESOURCE_EXHAUSTED, UnavailableError],
+  KEEPALIVE_REPLACED: [status.ABORTED, OncekeyError],
+  NOT_AWAITING_APPROVAL: [status.FAILED_PRECONDITION, NotAwaitingApprovalError],
+  UNSETTLED_AT_MOST_ONCE: [status.FAILED_PRECONDITION, UnsettledAtMostOnceError],
+  MISSING_SCOPE: [status.PERMISSION_DENIED, MissingScopeError],
+  INTERNAL: [status.INTERNAL, OncekeyError],
+};
+
+test("every reason of the generated ErrorReason enum is mapped, by the enum", () => {
+  const reasons = Object.values(ErrorReason).filter(
+    (r): r is ErrorReason => typeof r === "number" && r !== ErrorReason.ERROR_REASON_UNSPECIFIED && r !== ErrorReason.UNRECOGNIZED,
+  );
+  assert.ok(reasons.length >= 15);
+  for (const r of reasons) {
+    const name = errorReasonToJSON(r).replace(/^ERROR_REASON_/, "");
+    assert.equal(errorReasonOf(name), r, name);
+    assert.equal(reasonName(r), name);
+    const expected = EXPECTED[name];
+    assert.ok(expected, `${name}: a reason of the proto this test does not know`);
+    const [code, kind] = expected;
+    const info = new BinaryWriter().uint32(10).string(name).uint32(18).string("oncekey").finish();
+    const err = Object.assign(serviceError([any("type.googleapis.com/google.rpc.ErrorInfo", info)]), { code, details: "what the server said" });
+    assert.equal(reasonOf(err), r, name);
+    const typed = toOncekeyError(err, 7n) as OncekeyError;
+    assert.equal(typed.constructor, kind, `${name} → ${typed.constructor.name}`);
+    assert.equal(typed.reason, name);
+    assert.equal(typed.grpcCode, code);
+    assert.match(typed.message, /what the server said/);
+  }
+  assert.equal(Object.keys(EXPECTED).length, reasons.length, "no reason is expected that the proto lacks");
+});
+
+test("a reason this version does not know is kept as sent, and is no enum value", () => {
+  assert.equal(errorReasonOf("SOMETHING_NEW"), ErrorReason.UNRECOGNIZED);
+  assert.equal(errorReasonOf("UNSPECIFIED"), ErrorReason.UNRECOGNIZED);
+  const info = new BinaryWriter().uint32(10).string("SOMETHING_NEW").uint32(18).string("oncekey").finish();
+  const typed = toOncekeyError(serviceError([any("type.googleapis.com/google.rpc.ErrorInfo", info)])) as OncekeyError;
+  assert.equal(typed.constructor, OncekeyError);
+  assert.equal(typed.reason, "SOMETHING_NEW");
+  assert.equal(typed.message, "FAILED_PRECONDITION SOMETHING_NEW: key reused");
 });

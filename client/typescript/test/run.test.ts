@@ -44,6 +44,21 @@ test("makeIdempotent: the function runs once, the second call replays its value"
   assert.equal(sent.length, 1);
 });
 
+test("idempotent(...).detailed: the value, whether it was replayed, the outcome and the record", async () => {
+  let runs = 0;
+  const tag = uniqueKey("detailed");
+  const charge = client.idempotent(async (order: string, cents: number) => ({ order, cents, run: ++runs }), { namespace: "payments.charge" });
+  const first = await charge.detailed(tag, 1250);
+  assert.deepEqual(first.value, { order: tag, cents: 1250, run: 1 });
+  assert.deepEqual([first.replayed, first.outcome, first.record.status], [false, "ACQUIRED", "SUCCEEDED"]);
+  const again = await charge.with({ timeout: 30_000 }).detailed(tag, 1250);
+  assert.deepEqual(again.value, first.value);
+  assert.deepEqual([again.replayed, again.outcome, again.record.status], [true, "COMPLETED", "SUCCEEDED"]);
+  assert.equal(again.record.key, first.record.key);
+  assert.deepEqual(await charge(tag, 1250), first.value, "calling it plainly replays the value");
+  assert.equal(runs, 1);
+});
+
 const keys = new Map<string, string>();
 function uniqueKeyOf(name: string): string {
   if (!keys.has(name)) keys.set(name, uniqueKey(name));
