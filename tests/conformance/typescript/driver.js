@@ -6,7 +6,7 @@ const fs = require("node:fs");
 const path = require("node:path");
 const readline = require("node:readline");
 const clientDir = path.join(__dirname, "../../../client/typescript");
-const { OncekeyClient, OncekeyError, OperationKey, codeName, currentLease, fingerprint, reason } = require(path.join(clientDir, "dist/src"));
+const { OncekeyClient, OncekeyError, OperationKey, codeName, currentLease, defaultKey, fingerprint, reason } = require(path.join(clientDir, "dist/src"));
 
 const STRINGS = {
   currency: "EUR", "\u20ac": "euro", "\u{1F600}": "emoji", "\u00e9": "e-acute", "\ufb01": "ligature",
@@ -156,9 +156,30 @@ function flags(rest) {
   return out;
 }
 
+// send_email(to, subject) through client.idempotent with its defaults: no key, no arguments given.
+async function call(client, ns, to, subject, effectFile) {
+  const sendEmail = client.idempotent(
+    async (to, subject) => {
+      fs.appendFileSync(effectFile, "typescript\n");
+      return { sent_by: "typescript" };
+    },
+    { namespace: ns },
+  );
+  const done = await sendEmail.detailed(to, subject);
+  return { replayed: done.replayed, value: done.value, key: defaultKey([to, subject]) };
+}
+
 async function main(argv) {
   const [command] = argv;
   if (command === "fingerprint") return { fingerprint: fingerprint(ARGS).toString("hex") };
+  if (command === "call") {
+    const client = new OncekeyClient(argv[1], { tenant: argv[2] });
+    try {
+      return await call(client, argv[3], argv[4], argv[5], argv[6]);
+    } finally {
+      await client.close();
+    }
+  }
   const [target, tenant, ns, keyText] = [argv[1], argv[2], argv[3], argv[4]];
   const key = OperationKey.raw(ns, keyText);
   const client = new OncekeyClient(target, { tenant });
