@@ -18,7 +18,9 @@ import { randomBytes } from "node:crypto";
 import type { OncekeyClient } from "./client";
 import { MAX_WAIT } from "./client";
 import {
+  AbandonError,
   AwaitingApprovalError,
+  FinalError,
   InProgressError,
   LeaseLostError,
   NeedsReconciliationError,
@@ -260,8 +262,10 @@ async function acquired<T>(
 
   const settled = (async (): Promise<Done<T>> => {
     let outcome: { ok: true; value: T } | { ok: false; error: unknown };
+    let started = false;
     try {
       stop.signal.throwIfAborted(); // cancelled before it started: release the key untouched
+      started = true;
       outcome = { ok: true, value: await current.run(lease, () => fn(lease)) };
     } catch (error) {
       outcome = { ok: false, error };
@@ -269,6 +273,16 @@ async function acquired<T>(
       signal?.removeEventListener("abort", onCallerAbort);
       // Stop renewing before settling, so the keep-alive never sees our own settle.
       keepAlive.stop();
+    }
+    const chosen = !outcome.ok && (outcome.error instanceof FinalError || outcome.error instanceof AbandonError);
+    if (!outcome.ok && !chosen && started && signal?.aborted && options.semantics === "AT_MOST_ONCE") {
+      // The caller cancelled an at-most-once run that had started and it failed: its request may have
+      // reached the remote side, so the key is not released for a retry (a function that knows
+      // nothing went out throws AbandonError). The lease lapses and the
+      // operation waits for reconciliation (docs/agents.md#cancellation-the-remote-side-may-already-have-acted).
+      throw new NeedsReconciliationError(
+        "cancelled while it ran: the outcome is unknown and the operation awaits reconciliation",
+      );
     }
     return outcome.ok ? complete(client, key, grant.token, outcome.value, options) : fail(client, key, grant.token, outcome.error, options);
   })();

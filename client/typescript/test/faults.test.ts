@@ -4,7 +4,7 @@
 // own cancellation and timeout.
 import { afterEach, test } from "node:test";
 import assert from "node:assert/strict";
-import { LeaseLostError, OncekeyClient, OperationKey, UnavailableError } from "../src";
+import { LeaseLostError, NeedsReconciliationError, OncekeyClient, OperationKey, UnavailableError } from "../src";
 import type { Lease } from "../src";
 import { sleep, TestServer, uniqueKey } from "./server";
 
@@ -165,6 +165,25 @@ test("the caller's signal: the call rejects with its reason, the function is tol
   const other = new OncekeyClient(server.target, { tenant: "ts-faults" });
   cleanup.push(() => other.close());
   assert.equal((await other.lookup(key))?.status, "RETRY");
+  assert.equal(effects.length, 0);
+});
+
+test("at-most-once: a run the caller cancels mid-effect is not released; it awaits reconciliation", async () => {
+  const { server, client, key } = await setup();
+  const { fn, running, effects } = steps();
+  const controller = new AbortController();
+  const options = { signal: controller.signal, semantics: "AT_MOST_ONCE" as const, leaseTtl: 1000 };
+  const call = client.run(key, null, fn, options).catch((e) => e);
+  await running;
+  controller.abort(); // the function rejects with the abort: its request may have gone out
+  assert.equal((await call).name, "AbortError");
+  await client.close(); // waits for the background settle, which must not release the key
+  const other = new OncekeyClient(server.target, { tenant: "ts-faults" });
+  cleanup.push(() => other.close());
+  assert.notEqual((await other.lookup(key))?.status, "RETRY", "an at-most-once run is never released by a cancel");
+  await sleep(1200); // the lease lapses
+  const retry = await other.run(key, null, () => "ran again", { semantics: "AT_MOST_ONCE" }).catch((e) => e);
+  assert.ok(retry instanceof NeedsReconciliationError, String(retry));
   assert.equal(effects.length, 0);
 });
 
