@@ -295,7 +295,10 @@ mod tests {
             (&["--max-connections", "0"], "--max-connections"),
             (&["--header-read-timeout", "0s"], "--header-read-timeout"),
             (&["--idle-timeout", "0s"], "--idle-timeout"),
-            (&["--caller-header", "Proxy-Authorization"], "--caller-header"),
+            (
+                &["--caller-header", "Proxy-Authorization"],
+                "--caller-header",
+            ),
             (&["--caller-header", "connection"], "--caller-header"),
         ] {
             let err = parse(flags).unwrap_err();

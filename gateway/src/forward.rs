@@ -174,8 +174,16 @@ pub async fn keyed(
     let read = tokio::time::timeout(remaining, body::read_upstream(incoming, limit)).await;
     drop(hold);
     let whole = match read {
-        Err(_) => return settle.no_answer(&UpstreamError::Timeout { sent: true }).await,
-        Ok(Err(e)) => return settle.no_answer(&UpstreamError::Broken(e.to_string())).await,
+        Err(_) => {
+            return settle
+                .no_answer(&UpstreamError::Timeout { sent: true })
+                .await
+        }
+        Ok(Err(e)) => {
+            return settle
+                .no_answer(&UpstreamError::Broken(e.to_string()))
+                .await
+        }
         Ok(Ok(Read::Over(prefix, rest))) => {
             tracing::warn!(key_hash = %key_hash, limit, "response too large to store: returned once, later requests get 507");
             settle

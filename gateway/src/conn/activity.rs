@@ -37,10 +37,21 @@ pub struct Timeouts {
 /// No instant recorded.
 const NONE: u64 = u64::MAX;
 
+/// Where a connection's time comes from.
+#[derive(Debug, Clone, Copy)]
+enum Clock {
+    /// The runtime's clock.
+    Real,
+    /// Milliseconds since acceptance, set by a test.
+    #[cfg(test)]
+    Fake(&'static AtomicU64),
+}
+
 /// One connection's activity (see the module docs).
 #[derive(Debug)]
 pub struct Activity {
     accepted: Instant,
+    clock: Clock,
     busy: AtomicUsize,
     served: AtomicBool,
     h2: AtomicBool,
@@ -53,8 +64,13 @@ pub struct Activity {
 impl Activity {
     /// A connection accepted now.
     pub fn new() -> Arc<Self> {
+        Self::with_clock(Clock::Real)
+    }
+
+    fn with_clock(clock: Clock) -> Arc<Self> {
         Arc::new(Activity {
             accepted: Instant::now(),
+            clock,
             busy: AtomicUsize::new(0),
             served: AtomicBool::new(false),
             h2: AtomicBool::new(false),
@@ -64,7 +80,11 @@ impl Activity {
     }
 
     fn now_ms(&self) -> u64 {
-        u64::try_from(self.accepted.elapsed().as_millis()).unwrap_or(NONE - 1)
+        match self.clock {
+            Clock::Real => u64::try_from(self.accepted.elapsed().as_millis()).unwrap_or(NONE - 1),
+            #[cfg(test)]
+            Clock::Fake(ms) => ms.load(Ordering::SeqCst),
+        }
     }
 
     fn at(&self, ms: u64) -> Instant {
@@ -197,10 +217,7 @@ pub struct Tracked<B> {
 impl<B> Tracked<B> {
     /// `inner`, keeping `busy` until done.
     pub fn new(inner: B, busy: Busy) -> Self {
-        Tracked {
-            inner,
-            _busy: busy,
-        }
+        Tracked { inner, _busy: busy }
     }
 }
 
@@ -233,71 +250,75 @@ mod tests {
         idle: Duration::from_secs(60),
     };
 
-    async fn pass(secs: u64) {
-        tokio::time::advance(Duration::from_secs(secs)).await;
+    /// A connection on a clock the test moves, and the clock.
+    fn connection() -> (Arc<Activity>, &'static AtomicU64) {
+        let clock: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
+        (Activity::with_clock(Clock::Fake(clock)), clock)
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_new_connection_has_the_header_read_timeout_for_its_first_request() {
-        let a = Activity::new();
-        let accepted = Instant::now();
-        assert_eq!(a.due(&T), Some(accepted + T.header_read));
+    fn secs(s: u64) -> u64 {
+        s * 1000
+    }
+
+    #[test]
+    fn a_new_connection_has_the_header_read_timeout_for_its_first_request() {
+        let (a, clock) = connection();
+        assert_eq!(a.due(&T), Some(a.at(secs(10))));
         // Bytes of a head (or of an HTTP/2 preface) change nothing until a request arrives.
-        pass(3).await;
+        clock.store(secs(3), Ordering::SeqCst);
         a.read(7);
-        assert_eq!(a.due(&T), Some(accepted + T.header_read));
+        assert_eq!(a.due(&T), Some(a.at(secs(10))));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn nothing_is_due_while_a_request_is_in_flight_however_long() {
-        let a = Activity::new();
+    #[test]
+    fn nothing_is_due_while_a_request_is_in_flight_however_long() {
+        let (a, clock) = connection();
         let busy = a.begin(Version::HTTP_11);
         let body = Tracked::new(http_body_util::Empty::<bytes::Bytes>::new(), busy);
-        pass(3600).await;
+        clock.store(secs(3600), Ordering::SeqCst);
         a.read(100);
         assert_eq!(a.due(&T), None);
         drop(body);
-        assert_eq!(a.due(&T), Some(Instant::now() + T.idle));
+        assert_eq!(a.due(&T), Some(a.at(secs(3660))));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn an_idle_http1_connection_gets_the_header_timeout_from_a_new_heads_first_byte() {
-        let a = Activity::new();
+    #[test]
+    fn an_idle_http1_connection_gets_the_header_timeout_from_a_new_heads_first_byte() {
+        let (a, clock) = connection();
         drop(a.begin(Version::HTTP_11));
-        pass(20).await;
-        let first_byte = Instant::now();
+        clock.store(secs(20), Ordering::SeqCst);
         a.read(1);
+        clock.store(secs(25), Ordering::SeqCst);
         a.read(1);
-        assert_eq!(a.due(&T), Some(first_byte + T.header_read));
+        assert_eq!(a.due(&T), Some(a.at(secs(30))));
         // The request arrives and ends: idle again, no head pending.
         drop(a.begin(Version::HTTP_11));
-        assert_eq!(a.due(&T), Some(Instant::now() + T.idle));
+        assert_eq!(a.due(&T), Some(a.at(secs(85))));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn an_idle_http2_connection_gets_the_idle_timeout_whatever_frames_arrive() {
-        let a = Activity::new();
+    #[test]
+    fn an_idle_http2_connection_gets_the_idle_timeout_whatever_frames_arrive() {
+        let (a, clock) = connection();
         let two = (a.begin(Version::HTTP_2), a.begin(Version::HTTP_2));
         drop(two.0);
         assert_eq!(a.due(&T), None, "one stream still open");
+        clock.store(secs(1), Ordering::SeqCst);
         drop(two.1);
-        let idle = Instant::now();
-        pass(5).await;
+        clock.store(secs(6), Ordering::SeqCst);
         a.read(17); // a PING
-        assert_eq!(a.due(&T), Some(idle + T.idle));
+        assert_eq!(a.due(&T), Some(a.at(secs(61))));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_head_that_started_arriving_gets_its_full_time_even_past_the_idle_timeout() {
+    #[test]
+    fn a_head_that_started_arriving_gets_its_full_time_even_past_the_idle_timeout() {
         let short_idle = Timeouts {
             header_read: Duration::from_secs(10),
             idle: Duration::from_secs(4),
         };
-        let a = Activity::new();
+        let (a, clock) = connection();
         drop(a.begin(Version::HTTP_11));
-        pass(3).await;
-        let first_byte = Instant::now();
+        clock.store(secs(3), Ordering::SeqCst);
         a.read(3);
-        assert_eq!(a.due(&short_idle), Some(first_byte + short_idle.header_read));
+        assert_eq!(a.due(&short_idle), Some(a.at(secs(13))));
     }
 }

@@ -27,7 +27,10 @@ async fn a_long_keys_hash_spelled_as_a_short_key_is_another_key() {
     ] {
         let r = http.post(&url, Some(&short), "{}", &[]).await;
         assert_eq!(r.status, 201, "{short}: {r:?}");
-        assert!(!r.replayed(), "{short} answered with the long key's response");
+        assert!(
+            !r.replayed(),
+            "{short} answered with the long key's response"
+        );
     }
     assert_eq!(up.calls(), 4);
     // The long key is stored as SCOPE#sha256:HEX.
@@ -88,7 +91,12 @@ async fn the_caller_scope_is_the_one_the_upstream_sees() {
     let alice = ("authorization", "Bearer alice");
     // `Connection: authorization` makes the header hop-by-hop: the upstream never sees it.
     let stripped = http
-        .post(&url, Some("c-1"), "{}", &[alice, ("connection", "authorization")])
+        .post(
+            &url,
+            Some("c-1"),
+            "{}",
+            &[alice, ("connection", "authorization")],
+        )
         .await;
     assert_eq!(stripped.status, 201, "{stripped:?}");
     assert!(!up.last_headers().contains_key("authorization"));
@@ -130,7 +138,12 @@ async fn a_token_without_the_ledger_scope_is_not_ready_and_named() {
     let up = Upstream::start().await;
     let http = Http::h1();
 
-    let ledger = ["--server", server.grpc.as_str(), "--token", "tok-approve-only"];
+    let ledger = [
+        "--server",
+        server.grpc.as_str(),
+        "--token",
+        "tok-approve-only",
+    ];
     let gw = Gateway::launch(&up.url, &ledger, &[], None);
     let (code, body) = http_get(&gw.admin, "/readyz").await;
     assert_eq!(code, 503, "{body}");

@@ -117,7 +117,12 @@ async fn read_request(stream: &mut TcpStream) -> Option<String> {
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
-    let path = head.split_whitespace().nth(1)?.split('?').next()?.to_owned();
+    let path = head
+        .split_whitespace()
+        .nth(1)?
+        .split('?')
+        .next()?
+        .to_owned();
     Some(path)
 }
 
@@ -145,6 +150,27 @@ pub async fn sent(url: &str, bytes: &[u8]) -> TcpStream {
     let mut stream = TcpStream::connect(addr(url)).await.expect("connect");
     stream.write_all(bytes).await.expect("write");
     stream
+}
+
+/// Sends a whole HTTP/1.1 `request` on a new connection to `url` and reads the answer's status,
+/// as a client that gives up after `limit` does; `None` when the connection is closed first or the
+/// limit passes.
+pub async fn try_exchange(url: &str, request: &str, limit: Duration) -> Option<u16> {
+    let attempt = async {
+        let mut stream = TcpStream::connect(addr(url)).await.ok()?;
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !buf.windows(2).any(|w| w == b"\r\n") {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let line = String::from_utf8_lossy(&buf).into_owned();
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    tokio::time::timeout(limit, attempt).await.ok().flatten()
 }
 
 /// Sends a whole HTTP/1.1 `request` on `stream` (kept alive) and reads the answer's status
