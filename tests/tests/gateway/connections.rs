@@ -82,7 +82,7 @@ async fn connections_without_a_request_are_closed_after_their_time_limits() {
     let flags = ["--header-read-timeout", "1s", "--idle-timeout", "2s"];
     let (_server, up, gw, http) = setup(&flags).await;
     // Silent, half a head, half an HTTP/2 preface; and on the admin port, half a head.
-    let mut waiting = vec![
+    let mut waiting = [
         TcpStream::connect(addr(&gw.url)).await.unwrap(),
         sent(&gw.url, HALF_HEAD).await,
         sent(&gw.url, b"PRI * HTTP/2.0\r\n").await,
