@@ -1,5 +1,6 @@
 //! The gateway's admin endpoint on `--admin-listen`: `/healthz` (the process answers), `/readyz`
-//! (the ledger answers and accepts the gateway's credentials, and the gateway is not draining) and
+//! (the ledger answers and lets the gateway's token claim — the `ledger` scope —, and the gateway
+//! is not draining; otherwise 503 naming the cause) and
 //! `/metrics` (Prometheus text).
 
 use crate::Gateway;
@@ -23,15 +24,19 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .with_state(gw)
 }
 
-async fn readyz(State(gw): State<Arc<Gateway>>) -> (StatusCode, &'static str) {
+/// 200 `ready`, or 503 with the cause: `draining`, or `ledger unavailable: WHY`.
+async fn readyz(State(gw): State<Arc<Gateway>>) -> (StatusCode, String) {
     if gw.draining.load(Ordering::Relaxed) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "draining\n");
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining\n".into());
     }
     match gw.ledger.probe(PROBE_TIMEOUT).await {
-        Ok(()) => (StatusCode::OK, "ready\n"),
+        Ok(()) => (StatusCode::OK, "ready\n".into()),
         Err(e) => {
             tracing::warn!(error = %e, "ledger not ready");
-            (StatusCode::SERVICE_UNAVAILABLE, "ledger unavailable\n")
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("ledger unavailable: {e}\n"),
+            )
         }
     }
 }

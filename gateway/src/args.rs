@@ -1,23 +1,26 @@
-//! The gateway's own flags (every one also as `ONCEKEY_GATEWAY_<FLAG>`) and their checks. The
-//! ledger connection (`--server`, `--token`, `--tenant`, `--tls-*`) is the client commands' and is
-//! handed to [`crate::run`] separately, already turned into connect options.
+//! The gateway's own flags (every one also as `ONCEKEY_GATEWAY_<FLAG>`); their checks are in
+//! `config`. The ledger connection (`--server`, `--token`, `--tenant`, `--tls-*`) is the client
+//! commands' and is handed to [`crate::run`] separately, already turned into connect options.
 //!
 //! Nothing here does I/O.
 
 use clap::{Args, ValueEnum};
-use http::{HeaderName, Method, Uri};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The longest `--wait` (the ledger holds a Claim at most this long).
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
-/// What happens to a key whose holder vanished mid-request (fixed by the key's first request).
+/// What the gateway does with a key whose request may have reached the upstream without a
+/// stored answer (fixed by the key's first request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SemanticsArg {
-    /// Once the lease lapses, the next request with the key goes upstream again.
+    /// A request whose outcome is uncertain (timeout, broken connection) and 5xx, 408, 425, 429
+    /// answers release the key: the next request with it goes upstream again.
     AtLeastOnce,
-    /// Once the lease lapses, the key answers 409 "outcome unknown" until reconciled.
+    /// Once a request may have reached the upstream, the key is never forwarded again by the
+    /// gateway: an uncertain outcome answers 409 "outcome unknown" until reconciled, and every
+    /// complete answer is stored (except `--retryable-status`).
     AtMostOnce,
 }
 
@@ -55,7 +58,7 @@ pub struct GatewayArgs {
         default_value = "authorization"
     )]
     pub caller_header: String,
-    /// What a key whose holder vanished mid-request does next (fixed by its first request).
+    /// What a key whose request had an uncertain outcome does next (fixed by its first request).
     #[arg(
         long,
         env = "ONCEKEY_GATEWAY_SEMANTICS",
@@ -92,154 +95,21 @@ pub struct GatewayArgs {
     /// How long SIGTERM waits for requests in flight before exiting anyway.
     #[arg(long, env = "ONCEKEY_GATEWAY_DRAIN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
-}
-
-/// A configuration mistake: the message names the flag.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
-
-/// The flags, checked and parsed.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// The raw flags.
-    pub args: GatewayArgs,
-    /// `--upstream`'s scheme and authority.
-    pub upstream_authority: http::uri::Authority,
-    /// `--upstream`'s path prefix without a trailing `/` (empty for none).
-    pub upstream_prefix: String,
-    /// `--methods`.
-    pub methods: Vec<Method>,
-    /// `--caller-header`.
-    pub caller_header: HeaderName,
-    /// `--store-headers`, plus `location`.
-    pub store_headers: Vec<HeaderName>,
-}
-
-/// Headers a proxy must never store or replay as metadata: hop-by-hop fields, the framing of the
-/// body (recomputed on replay), the content type (stored on its own) and the replay marker.
-const NOT_STORABLE: &[&str] = &[
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authenticate",
-    "content-length",
-    "content-type",
-    "idempotent-replayed",
-];
-
-impl GatewayArgs {
-    /// Checks the flags against each other and the ledger's bounds.
-    pub fn validate(self) -> Result<Config, ConfigError> {
-        let bad = |m: String| Err(ConfigError(m));
-        if !valid_namespace(&self.namespace) {
-            return bad(format!(
-                "--namespace {:?} must match ^[a-z0-9][a-z0-9._-]{{0,127}}$",
-                self.namespace
-            ));
-        }
-        if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&self.lease) {
-            return bad("--lease must be between 1s and 1h".into());
-        }
-        if self.retention < Duration::from_secs(60) {
-            return bad("--retention must be at least 1m".into());
-        }
-        if self.wait > MAX_WAIT {
-            return bad("--wait must be at most 60s".into());
-        }
-        if self.upstream_timeout.is_zero() {
-            return bad("--upstream-timeout must be positive".into());
-        }
-        if self.max_request_bytes == 0 || self.max_response_bytes == 0 {
-            return bad("--max-request-bytes and --max-response-bytes must be positive".into());
-        }
-        // The ledger client decodes answers of at most 4 MiB, and a replay carries the body.
-        if self.max_response_bytes > 3 * 1024 * 1024 {
-            return bad("--max-response-bytes must be at most 3145728".into());
-        }
-        let uri: Uri = self
-            .upstream
-            .parse()
-            .map_err(|e| ConfigError(format!("--upstream {:?}: {e}", self.upstream)))?;
-        if uri.scheme_str() != Some("http") {
-            return bad(format!(
-                "--upstream {:?} must be an http:// address",
-                self.upstream
-            ));
-        }
-        let Some(upstream_authority) = uri.authority().cloned() else {
-            return bad(format!("--upstream {:?} names no host", self.upstream));
-        };
-        if uri.query().is_some() {
-            return bad(format!(
-                "--upstream {:?} must not have a query",
-                self.upstream
-            ));
-        }
-        let upstream_prefix = uri.path().trim_end_matches('/').to_owned();
-        let mut methods = Vec::new();
-        for m in self
-            .methods
-            .iter()
-            .map(|m| m.trim())
-            .filter(|m| !m.is_empty())
-        {
-            let method = Method::from_bytes(m.to_ascii_uppercase().as_bytes())
-                .map_err(|_| ConfigError(format!("--methods: {m:?} is not a method")))?;
-            methods.push(method);
-        }
-        if methods.is_empty() {
-            return bad("--methods names no method".into());
-        }
-        let caller_header =
-            HeaderName::from_bytes(self.caller_header.trim().as_bytes()).map_err(|_| {
-                ConfigError(format!(
-                    "--caller-header {:?} is not a header name",
-                    self.caller_header
-                ))
-            })?;
-        let mut store_headers = vec![http::header::LOCATION];
-        for h in self
-            .store_headers
-            .iter()
-            .map(|h| h.trim())
-            .filter(|h| !h.is_empty())
-        {
-            let name = HeaderName::from_bytes(h.as_bytes())
-                .map_err(|_| ConfigError(format!("--store-headers: {h:?} is not a header name")))?;
-            if NOT_STORABLE.contains(&name.as_str()) {
-                return bad(format!(
-                    "--store-headers: {name} cannot be stored (it is hop-by-hop, body framing, or stored already)"
-                ));
-            }
-            if !store_headers.contains(&name) {
-                store_headers.push(name);
-            }
-        }
-        Ok(Config {
-            args: self,
-            upstream_authority,
-            upstream_prefix,
-            methods,
-            caller_header,
-            store_headers,
-        })
-    }
-}
-
-/// `^[a-z0-9][a-z0-9._-]{0,127}$`, the ledger's namespace rule.
-fn valid_namespace(ns: &str) -> bool {
-    let bytes = ns.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 128
-        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(b))
+    /// Upstream statuses that mean "nothing happened, try again" (comma-separated, 100..=599): the
+    /// key is Failed RETRYABLE instead of storing the answer, in either semantics.
+    #[arg(long, env = "ONCEKEY_GATEWAY_RETRYABLE_STATUS", value_delimiter = ',')]
+    pub retryable_status: Vec<String>,
+    /// Most client connections open at once (default: the lower of 10000 and 80% of the
+    /// descriptor soft limit); beyond it new connections are closed at once.
+    #[arg(long, env = "ONCEKEY_GATEWAY_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// How long a client has to send a whole request head (from connecting, or from the first
+    /// byte of a later request on a kept-alive connection); then the connection is closed.
+    #[arg(long, env = "ONCEKEY_GATEWAY_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// How long a client connection may stay open with no request on it; then it is closed.
+    #[arg(long, env = "ONCEKEY_GATEWAY_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
 }
 
 /// Parses `500ms`, `30s`, `5m`, `24h`, `30d` (or a bare number of seconds), as `oncekey serve`
@@ -273,68 +143,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: GatewayArgs,
-    }
-
-    fn parse(extra: &[&str]) -> Result<Config, ConfigError> {
-        let mut argv = vec!["gateway", "--upstream", "http://127.0.0.1:9000/api/"];
-        argv.extend_from_slice(extra);
-        Cli::parse_from(argv).args.validate()
-    }
-
-    #[test]
-    fn defaults_follow_the_contract() {
-        let c = parse(&[]).unwrap();
-        assert_eq!(c.methods, vec![Method::POST, Method::PATCH]);
-        assert_eq!(c.caller_header, http::header::AUTHORIZATION);
-        assert_eq!(c.args.namespace, "http");
-        assert_eq!(c.args.lease, Duration::from_secs(30));
-        assert_eq!(c.args.retention, Duration::from_secs(86_400));
-        assert_eq!(c.args.wait, Duration::ZERO);
-        assert_eq!(c.args.max_request_bytes, 1 << 20);
-        assert_eq!(c.upstream_prefix, "/api");
-        assert_eq!(c.store_headers, vec![http::header::LOCATION]);
-    }
-
-    #[test]
-    fn bad_flags_are_named() {
-        for (flags, flag) in [
-            (&["--lease", "2h"][..], "--lease"),
-            (&["--wait", "61s"], "--wait"),
-            (&["--namespace", "Bad"], "--namespace"),
-            (&["--methods", "PO ST"], "--methods"),
-            (&["--store-headers", "content-length"], "--store-headers"),
-            (&["--store-headers", "Connection"], "--store-headers"),
-            (&["--retention", "10s"], "--retention"),
-        ] {
-            let err = parse(flags).unwrap_err();
-            assert!(err.0.contains(flag), "{flags:?}: {err}");
-        }
-        let https = Cli::parse_from(["gateway", "--upstream", "https://x"])
-            .args
-            .validate()
-            .unwrap_err();
-        assert!(https.0.contains("--upstream"), "{https}");
-    }
-
-    #[test]
-    fn methods_and_store_headers_are_normalized() {
-        let c = parse(&[
-            "--methods",
-            "post, put",
-            "--store-headers",
-            "ETag,set-cookie",
-        ])
-        .unwrap();
-        assert_eq!(c.methods, vec![Method::POST, Method::PUT]);
-        let names: Vec<_> = c.store_headers.iter().map(|h| h.as_str()).collect();
-        assert_eq!(names, ["location", "etag", "set-cookie"]);
-    }
 
     #[test]
     fn durations() {

@@ -1,13 +1,16 @@
 //! Forwarding: an acquired request goes upstream once while its lease is kept alive, and the
-//! response settles the key before the client sees it —
+//! outcome settles the key before the client sees it, as `policy` decides under the key's
+//! semantics —
 //!
-//! - status < 500 other than 408, 425, 429, with a body that fits `--max-response-bytes`:
-//!   Completed (status, body, `content-type`, `location` and `--store-headers`), then returned;
-//! - 5xx, 408, 425, 429: Failed RETRYABLE (the next request with the key goes upstream again),
-//!   then returned as is; no answer in time → 504, no connection → 502, both problem+json and
-//!   Failed RETRYABLE;
-//! - a body too large to store: the key Failed FINAL with `{507, "response too large to store"}`,
-//!   then the response streamed through this once.
+//! - a complete answer to store: Completed (status, body, `content-type`, `location` and
+//!   `--store-headers`), then returned; a body too large to store: Failed FINAL with
+//!   `{507, "response too large to store"}`, then streamed through this once;
+//! - an answer to release (at-least-once: 5xx, 408, 425, 429; both: `--retryable-status`):
+//!   Failed RETRYABLE, then returned as is;
+//! - no complete answer (no connection, timeout, broken connection, body cut short, a 1xx): a
+//!   502/504 problem, and the key Failed RETRYABLE — except under at-most-once once the request
+//!   may have reached the upstream: then nothing is recorded, the lease is ended at once (the
+//!   record turns UNKNOWN) and this gateway answers the key "outcome unknown" meanwhile.
 //!
 //! If the ledger cannot record the response, it is returned anyway (the upstream acted on it);
 //! the lease then lapses and the key behaves as its semantics say. Keyless and non-`--methods`
@@ -15,8 +18,9 @@
 
 use crate::body::{self, Prefixed, Upstream as Read};
 use crate::headers::{self, Origin};
-use crate::ledger::too_large;
+use crate::ledger::{too_large, SHORTEST_LEASE};
 use crate::metrics::Outcome;
+use crate::policy::{self, Head, NoAnswer};
 use crate::problem::{Kind, Problem};
 use crate::proxy::problem;
 use crate::upstream::UpstreamError;
@@ -27,15 +31,10 @@ use bytes::Bytes;
 use http::{header, Request, StatusCode};
 use oncekey_client::{Disposition, LeaseGrant, OperationKey, StoredResult};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The stored error message of a response too large to store.
 pub const TOO_LARGE_MESSAGE: &str = "response too large to store";
-
-/// True for the statuses that are not stored: the next request with the key tries again.
-pub fn retryable(status: StatusCode) -> bool {
-    status.is_server_error() || matches!(status.as_u16(), 408 | 425 | 429)
-}
 
 /// Forwards a request that is not keyed, streaming both bodies.
 pub async fn passthrough(
@@ -51,6 +50,9 @@ pub async fn passthrough(
         .await;
     gw.metrics.upstream(started.elapsed());
     match sent {
+        Ok(response) if response.status().is_informational() => {
+            upgrade_problem(response.status(), false)
+        }
         Ok(response) => {
             let (mut head, incoming) = response.into_parts();
             headers::for_client(&mut head.headers, head.version);
@@ -59,30 +61,64 @@ pub async fn passthrough(
                 Outcome::passthrough,
             )
         }
-        Err(e) => upstream_problem(&e),
+        Err(e) => upstream_problem(&e, false),
     }
 }
 
-/// The 502/504 problem of an upstream that did not answer.
-fn upstream_problem(e: &UpstreamError) -> (Response, Outcome) {
-    let p = match e {
-        UpstreamError::Timeout => Problem::new(
+/// The 502/504 problem of an upstream that gave no complete answer; `unknown` when the key's
+/// outcome is left unknown (at-most-once).
+fn upstream_problem(e: &UpstreamError, unknown: bool) -> (Response, Outcome) {
+    let (kind, what) = match e {
+        UpstreamError::Timeout { .. } => (
             Kind::UpstreamTimeout,
             "the upstream service did not answer in time",
         ),
-        UpstreamError::Unreachable(_) => Problem::new(
+        UpstreamError::Unreachable(_) => (
             Kind::UpstreamUnreachable,
             "the upstream service could not be reached",
         ),
+        UpstreamError::Broken(_) => (
+            Kind::UpstreamUnreachable,
+            "the connection to the upstream service broke before its whole answer arrived",
+        ),
     };
-    problem(p, Outcome::upstream_unreachable)
+    if unknown {
+        let detail = format!("{what}. {UNKNOWN_DETAIL}");
+        return problem(Problem::new(kind, detail), Outcome::outcome_unknown);
+    }
+    problem(Problem::new(kind, what), Outcome::upstream_unreachable)
+}
+
+/// What an at-most-once client is told when its request's outcome became unknown.
+const UNKNOWN_DETAIL: &str = "The request may have reached it, so this Idempotency-Key is not forwarded again: its outcome is unknown until an operator reconciles it";
+
+/// The 502 problem of a 1xx final answer (101 Switching Protocols): upgrades are not proxied.
+fn upgrade_problem(status: StatusCode, unknown: bool) -> (Response, Outcome) {
+    let mut detail = format!(
+        "the upstream service answered {} to a request that asked for no protocol switch; the gateway does not proxy it",
+        status.as_u16()
+    );
+    if unknown {
+        detail.push_str(". ");
+        detail.push_str(UNKNOWN_DETAIL);
+        return problem(
+            Problem::new(Kind::UpstreamUpgrade, detail),
+            Outcome::outcome_unknown,
+        );
+    }
+    problem(
+        Problem::new(Kind::UpstreamUpgrade, detail),
+        Outcome::upstream_unreachable,
+    )
 }
 
 /// Forwards an acquired request and settles its key (see the module docs).
+#[allow(clippy::too_many_arguments)]
 pub async fn keyed(
     gw: &Arc<Gateway>,
     op: OperationKey,
     grant: LeaseGrant,
+    at_most_once: bool,
     parts: http::request::Parts,
     request_body: Bytes,
     origin: Origin,
@@ -93,6 +129,7 @@ pub async fn keyed(
         op: &op,
         token: grant.token,
         key_hash: &key_hash,
+        at_most_once,
     };
     let hold = gw.ledger.hold(&op, grant);
     let timeout = gw.config.args.upstream_timeout;
@@ -106,30 +143,31 @@ pub async fn keyed(
         Ok(response) => response,
         Err(e) => {
             drop(hold);
-            let code = match e {
-                UpstreamError::Timeout => 504,
-                UpstreamError::Unreachable(_) => 502,
-            };
-            tracing::info!(key_hash = %key_hash, error = %e, "upstream failed: key released for a retry");
-            settle
-                .fail(code, &e.to_string(), Disposition::Retryable)
-                .await;
-            return upstream_problem(&e);
+            return settle.no_answer(&e).await;
         }
     };
     let status = response.status();
     let (mut head, incoming) = response.into_parts();
     headers::for_client(&mut head.headers, head.version);
-    if retryable(status) {
-        drop(hold);
-        let message = format!("upstream answered {}", status.as_u16());
-        settle
-            .fail(status.as_u16(), &message, Disposition::Retryable)
-            .await;
-        return (
-            Response::from_parts(head, Body::new(incoming)),
-            Outcome::upstream_error,
-        );
+    match gw.policy.head(status, at_most_once) {
+        Head::Store => {}
+        Head::Refuse => {
+            drop(hold);
+            let e = UpstreamError::Broken(format!("upstream answered {}", status.as_u16()));
+            let unknown = settle.settle_no_answer(&e).await;
+            return upgrade_problem(status, unknown);
+        }
+        Head::Release => {
+            drop(hold);
+            let message = format!("upstream answered {}", status.as_u16());
+            settle
+                .fail(status.as_u16(), &message, Disposition::Retryable)
+                .await;
+            return (
+                Response::from_parts(head, Body::new(incoming)),
+                Outcome::upstream_error,
+            );
+        }
     }
     let remaining = timeout.saturating_sub(started.elapsed());
     let limit = gw.config.args.max_response_bytes;
@@ -137,18 +175,14 @@ pub async fn keyed(
     drop(hold);
     let whole = match read {
         Err(_) => {
-            let e = UpstreamError::Timeout;
-            settle
-                .fail(504, "upstream body timeout", Disposition::Retryable)
-                .await;
-            return upstream_problem(&e);
+            return settle
+                .no_answer(&UpstreamError::Timeout { sent: true })
+                .await
         }
         Ok(Err(e)) => {
-            let e = UpstreamError::Unreachable(e.to_string());
-            settle
-                .fail(502, &e.to_string(), Disposition::Retryable)
-                .await;
-            return upstream_problem(&e);
+            return settle
+                .no_answer(&UpstreamError::Broken(e.to_string()))
+                .await
         }
         Ok(Ok(Read::Over(prefix, rest))) => {
             tracing::warn!(key_hash = %key_hash, limit, "response too large to store: returned once, later requests get 507");
@@ -181,7 +215,7 @@ pub async fn keyed(
             Outcome::too_large
         }
         Err(e) => {
-            tracing::warn!(key_hash = %key_hash, error = %e, "response returned but not recorded: the key is retried once its lease lapses");
+            tracing::warn!(key_hash = %key_hash, error = %e, "response returned but not recorded: the key is retried or needs reconciliation once its lease lapses");
             Outcome::unrecorded
         }
     };
@@ -194,9 +228,37 @@ struct Settle<'a> {
     op: &'a OperationKey,
     token: u64,
     key_hash: &'a str,
+    at_most_once: bool,
 }
 
 impl Settle<'_> {
+    /// Settles a request that got no complete answer and builds the client's 502/504 problem.
+    async fn no_answer(&self, e: &UpstreamError) -> (Response, Outcome) {
+        let unknown = self.settle_no_answer(e).await;
+        upstream_problem(e, unknown)
+    }
+
+    /// Settles a request that got no complete answer: Failed RETRYABLE, or (at-most-once, the
+    /// request may have arrived) its outcome left unknown. True in the latter case.
+    async fn settle_no_answer(&self, e: &UpstreamError) -> bool {
+        match policy::no_answer(e.sent(), self.at_most_once) {
+            NoAnswer::Release => {
+                let code = match e {
+                    UpstreamError::Timeout { .. } => 504,
+                    _ => 502,
+                };
+                tracing::info!(key_hash = %self.key_hash, error = %e, "upstream failed: key released for a retry");
+                self.fail(code, &e.to_string(), Disposition::Retryable)
+                    .await;
+                false
+            }
+            NoAnswer::Unknown => {
+                self.unknown(e).await;
+                true
+            }
+        }
+    }
+
     /// Fails the key; a failure to record it is logged (the lease then lapses).
     async fn fail(&self, code: u16, message: &str, disposition: Disposition) {
         if let Err(e) = self
@@ -208,19 +270,18 @@ impl Settle<'_> {
             tracing::warn!(key_hash = %self.key_hash, error = %e, ?disposition, "could not record the failure: the key is retried once its lease lapses");
         }
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn server_errors_and_try_again_statuses_are_not_stored() {
-        for code in [500, 502, 503, 504, 599, 408, 425, 429] {
-            assert!(retryable(StatusCode::from_u16(code).unwrap()), "{code}");
-        }
-        for code in [200, 201, 204, 301, 400, 401, 404, 409, 422, 499] {
-            assert!(!retryable(StatusCode::from_u16(code).unwrap()), "{code}");
+    /// Leaves the outcome unknown: records nothing, ends the lease as soon as the ledger allows
+    /// (the keep-alive has stopped already), and remembers the key meanwhile. Remembered for a
+    /// whole `--lease` in case a renewal already under way outlived the keep-alive's end.
+    async fn unknown(&self, e: &UpstreamError) {
+        tracing::warn!(key_hash = %self.key_hash, error = %e, "at-most-once request may have reached the upstream without a complete answer: its outcome is unknown until reconciled");
+        let remember = self.gw.config.args.lease.max(SHORTEST_LEASE) + Duration::from_secs(1);
+        self.gw
+            .unknowns
+            .insert(self.op.key(), Instant::now() + remember);
+        if let Err(e) = self.gw.ledger.shorten(self.op, self.token).await {
+            tracing::warn!(key_hash = %self.key_hash, error = %e, "could not end the lease early: the record turns UNKNOWN when it lapses");
         }
     }
 }

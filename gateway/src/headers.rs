@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 /// Hop-by-hop fields every proxy removes, besides those `Connection` names.
-const HOP_BY_HOP: [HeaderName; 8] = [
+pub(crate) const HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
     HeaderName::from_static("proxy-connection"),
     HeaderName::from_static("keep-alive"),

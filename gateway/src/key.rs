@@ -4,7 +4,9 @@
 //! value (`abc`); both name the same key: 1..=255 visible ASCII characters (`!`..=`~`). The ledger
 //! key is scoped to the caller: the first 16 hex digits of SHA-256 of the `--caller-header` value
 //! (empty when absent), `:`, and the key, so two callers who pick the same key never see each
-//! other's responses. Pure functions only: no I/O, no logging of keys.
+//! other's responses. A key too long for that is stored as `SCOPE#sha256:HEX` instead: every
+//! short ledger key has `:` right after its 16-digit scope, so no short key can equal a hashed
+//! one. Pure functions only: no I/O, no logging of keys.
 
 use http::header::{HeaderMap, HeaderName};
 use sha2::{Digest, Sha256};
@@ -94,15 +96,15 @@ pub fn caller_scope(headers: &HeaderMap, caller_header: &HeaderName) -> String {
 }
 
 /// The ledger key of `key` for the caller `scope`: `SCOPE:KEY`. A key too long for the ledger
-/// together with its scope (more than 239 characters) is stored as `SCOPE:sha256-HEX` of the key
-/// instead, which no valid short key can equal.
+/// together with its scope (more than 239 characters) is stored as `SCOPE#sha256:HEX`, HEX the
+/// SHA-256 of the key: `#` where every short key has `:`, so no short key can equal it.
 pub fn ledger_key(scope: &str, key: &str) -> String {
     let full = format!("{scope}:{key}");
     if full.len() <= LEDGER_MAX_KEY_BYTES {
         return full;
     }
     format!(
-        "{scope}:sha256-{}",
+        "{scope}#sha256:{}",
         hex::encode(Sha256::digest(key.as_bytes()))
     )
 }
@@ -178,7 +180,25 @@ mod tests {
         let long = "k".repeat(240);
         let stored = ledger_key(scope, &long);
         assert!(stored.len() <= 256, "{}", stored.len());
-        assert!(stored.starts_with("0123456789abcdef:sha256-"));
+        assert!(stored.starts_with("0123456789abcdef#sha256:"));
         assert_ne!(stored, ledger_key(scope, &"k".repeat(241)));
+    }
+
+    #[test]
+    fn no_short_key_equals_a_hashed_long_one() {
+        let scope = "0123456789abcdef";
+        let long = "k".repeat(240);
+        let hashed = ledger_key(scope, &long);
+        let digest = hashed.split_once('#').unwrap().1;
+        // The key a caller would send to hit the hashed record, in every spelling of its tail.
+        for short in [
+            digest.to_owned(),
+            format!("sha256-{}", hex::encode(Sha256::digest(long.as_bytes()))),
+        ] {
+            assert_ne!(ledger_key(scope, &short), hashed, "{short}");
+        }
+        // Every short ledger key has `:` right after its scope; a hashed one never does.
+        assert_eq!(ledger_key(scope, "x").as_bytes()[16], b':');
+        assert_eq!(hashed.as_bytes()[16], b'#');
     }
 }

@@ -35,11 +35,25 @@ impl Drop for Hold {
     }
 }
 
+/// The lease an uncertain at-most-once request is left with: the shortest the ledger grants, so
+/// that the record turns UNKNOWN within a second instead of at the end of `--lease`.
+pub const SHORTEST_LEASE: Duration = Duration::from_secs(1);
+
+/// The key the readiness probe claims (dry run: nothing is written). No request's key looks like
+/// it: theirs have `:` or `#` after a 16-digit scope.
+const PROBE_KEY: &str = "oncekey-gateway:readyz";
+
 /// What a Claim answered, as the proxy acts on it.
 #[derive(Debug)]
 pub enum Answer {
-    /// Forward the request; settle with this lease.
-    Acquired(LeaseGrant),
+    /// Forward the request; settle with this lease. `at_most_once` is the record's semantics
+    /// (fixed by the key's first request).
+    Acquired {
+        /// The lease.
+        grant: LeaseGrant,
+        /// The record is AT_MOST_ONCE.
+        at_most_once: bool,
+    },
     /// Replay this response.
     Completed(StoredResult),
     /// The key failed for good with this error.
@@ -57,7 +71,8 @@ pub enum ClaimError {
     #[error("key reused with another request")]
     KeyReused,
     /// The ledger cannot be reached or refused the gateway (credentials, limits); nothing may be
-    /// forwarded. `retry_after` is the ledger's own hint, when it gave one.
+    /// forwarded. `retry_after` is the ledger's own hint, when it gave one; [`cause`] says why in
+    /// words fit for the client.
     #[error("ledger unavailable: {error}")]
     Unavailable {
         /// What went wrong.
@@ -153,20 +168,26 @@ impl Ledger {
     /// What a Claim's answer means for the proxy; `owner` is this request's.
     fn answer(claimed: Claimed, owner: &str) -> Answer {
         match claimed {
-            Claimed::Acquired { lease, .. } => Answer::Acquired(lease),
+            Claimed::Acquired { lease, record } => Answer::Acquired {
+                grant: lease,
+                at_most_once: record.semantics == Semantics::AtMostOnce,
+            },
             Claimed::Completed { result, .. } => Answer::Completed(result),
             Claimed::Failed { error, .. } => Answer::Failed(error),
             Claimed::NeedsReconciliation { .. } => Answer::NeedsReconciliation,
             Claimed::InProgress { record, .. }
                 if record.lease_owner == owner && record.status == RecordStatus::Processing =>
             {
-                Answer::Acquired(LeaseGrant {
-                    token: record.fencing_token,
-                    expires_at: record
-                        .lease_expires_at
-                        .unwrap_or_else(std::time::SystemTime::now),
-                    attempt: record.attempt,
-                })
+                Answer::Acquired {
+                    grant: LeaseGrant {
+                        token: record.fencing_token,
+                        expires_at: record
+                            .lease_expires_at
+                            .unwrap_or_else(std::time::SystemTime::now),
+                        attempt: record.attempt,
+                    },
+                    at_most_once: record.semantics == Semantics::AtMostOnce,
+                }
             }
             Claimed::InProgress { retry_after, .. } => Answer::InProgress(retry_after),
             // A key some other client created awaiting approval: not to be forwarded until
@@ -221,21 +242,57 @@ impl Ledger {
             .map(|_| ())
     }
 
-    /// Asks the ledger a question it can answer only when it is reachable and accepts the
-    /// gateway's credentials (a Lookup of a key no request uses).
+    /// Ends the lease of an at-most-once request whose outcome is uncertain as soon as the ledger
+    /// allows: renewed to [`SHORTEST_LEASE`], after which the record is UNKNOWN. (Failing it would
+    /// release or settle the key; the contract keeps it for reconciliation instead.)
+    pub async fn shorten(&self, key: &OperationKey, token: u64) -> Result<(), Error> {
+        self.client
+            .renew(key, token, Some(SHORTEST_LEASE))
+            .await
+            .map(|_| ())
+    }
+
+    /// Asks the ledger what it must answer before a keyed request can be forwarded: a dry-run
+    /// Claim (nothing is written) of a key no request uses, which needs the ledger to be reachable
+    /// and the gateway's token to be valid with the `ledger` scope. The error says which failed.
     pub async fn probe(&self, timeout: Duration) -> Result<(), String> {
-        let request = oncekey_api::v1::LookupRequest {
+        let request = oncekey_api::v1::ClaimRequest {
             namespace: self.namespace.clone(),
-            key: "oncekey-gateway:readyz".into(),
-            include_history: false,
+            key: PROBE_KEY.into(),
+            arguments: Some(oncekey_api::v1::claim_request::Arguments::Fingerprint(
+                vec![0; 32],
+            )),
+            dry_run: true,
+            ..Default::default()
         };
         let mut rpc = self.client.ledger();
-        match tokio::time::timeout(timeout, rpc.lookup(request)).await {
-            Err(_) => Err(format!("no answer within {timeout:?}")),
+        match tokio::time::timeout(timeout, rpc.claim(request)).await {
+            Err(_) => Err(format!("the ledger did not answer within {timeout:?}")),
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(status)) if status.code() == tonic::Code::NotFound => Ok(()),
-            Ok(Err(status)) => Err(Error::from(status).to_string()),
+            // Another request's fingerprint under the probe key: the Claim was still authorized.
+            Ok(Err(status)) if status.code() == tonic::Code::FailedPrecondition => Ok(()),
+            Ok(Err(status)) => Err(cause(&Error::from(status)).to_owned()),
         }
+    }
+}
+
+/// Why the ledger could not serve the gateway, in words fit for a client (no token, no key).
+pub fn cause(error: &Error) -> &'static str {
+    match (error.code(), error.reason()) {
+        (_, Some(Reason::MissingScope)) => {
+            "the idempotency ledger refused the gateway: its token lacks the `ledger` scope"
+        }
+        (tonic::Code::PermissionDenied, _) => {
+            "the idempotency ledger refused the gateway's credentials"
+        }
+        (tonic::Code::Unauthenticated, _) => {
+            "the idempotency ledger does not accept the gateway's token"
+        }
+        (tonic::Code::ResourceExhausted, _) => {
+            "the idempotency ledger is rate-limiting the gateway"
+        }
+        (_, Some(Reason::StoreUnavailable)) => "the idempotency ledger's store cannot answer",
+        _ => "the idempotency ledger cannot be reached",
     }
 }
 

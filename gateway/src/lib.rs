@@ -15,19 +15,24 @@
 mod admin;
 mod args;
 mod body;
+mod config;
+mod conn;
 mod fingerprint;
 mod forward;
 mod headers;
 mod key;
 mod ledger;
 mod metrics;
+mod policy;
 mod problem;
 mod proxy;
 mod serve;
 mod tracker;
+mod unknown;
 mod upstream;
 
-pub use args::{parse_duration, ConfigError, GatewayArgs, SemanticsArg};
+pub use args::{parse_duration, GatewayArgs, SemanticsArg};
+pub use config::ConfigError;
 pub use fingerprint::{
     document as fingerprint_document, fingerprint as request_fingerprint, RequestParts,
 };
@@ -38,9 +43,11 @@ use std::sync::atomic::AtomicBool;
 
 /// Everything a request handler reads.
 pub(crate) struct Gateway {
-    config: args::Config,
+    config: config::Config,
+    policy: policy::Policy,
     ledger: ledger::Ledger,
     upstream: upstream::Upstream,
+    unknowns: unknown::Unknowns,
     metrics: metrics::Metrics,
     tracker: tracker::Tracker,
     draining: AtomicBool,

@@ -34,8 +34,12 @@ pub enum Outcome {
     bad_request,
     /// The upstream answered 5xx, 408, 425 or 429: returned as is, not stored.
     upstream_error,
-    /// 502 or 504: the upstream could not be reached or did not answer in time.
+    /// 502 or 504: the upstream could not be reached, broke off or did not answer in time (or
+    /// answered 1xx); the key was released.
     upstream_unreachable,
+    /// 502 or 504 of an at-most-once request that may have reached the upstream: its outcome is
+    /// unknown until reconciled.
+    outcome_unknown,
     /// Answered with a stored final failure.
     failed,
     /// 409: an at-most-once request's outcome is unknown.

@@ -19,6 +19,8 @@ pub enum Kind {
     InvalidKey,
     /// 400: the request body could not be read.
     BadBody,
+    /// 400: a method that differs from a `--methods` one only in letter case.
+    MethodCase,
     /// 413: the request body is over `--max-request-bytes`.
     RequestTooLarge,
     /// 422: the key was first used with another request.
@@ -37,6 +39,8 @@ pub enum Kind {
     UpstreamUnreachable,
     /// 504: the upstream did not answer in time.
     UpstreamTimeout,
+    /// 502: the upstream answered 1xx (101 Switching Protocols): not stored, not proxied.
+    UpstreamUpgrade,
 }
 
 impl Kind {
@@ -45,6 +49,7 @@ impl Kind {
             Kind::KeyRequired => "key-required",
             Kind::InvalidKey => "invalid-key",
             Kind::BadBody => "bad-request-body",
+            Kind::MethodCase => "method-case",
             Kind::RequestTooLarge => "request-too-large",
             Kind::KeyReused => "key-reused",
             Kind::InProgress => "in-progress",
@@ -54,19 +59,22 @@ impl Kind {
             Kind::LedgerUnavailable => "ledger-unavailable",
             Kind::UpstreamUnreachable => "upstream-unreachable",
             Kind::UpstreamTimeout => "upstream-timeout",
+            Kind::UpstreamUpgrade => "upstream-upgrade",
         }
     }
 
     fn default_status(self) -> StatusCode {
         match self {
-            Kind::KeyRequired | Kind::InvalidKey | Kind::BadBody => StatusCode::BAD_REQUEST,
+            Kind::KeyRequired | Kind::InvalidKey | Kind::BadBody | Kind::MethodCase => {
+                StatusCode::BAD_REQUEST
+            }
             Kind::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Kind::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Kind::InProgress | Kind::OutcomeUnknown => StatusCode::CONFLICT,
             Kind::Failed => StatusCode::INTERNAL_SERVER_ERROR,
             Kind::ResponseTooLarge => StatusCode::INSUFFICIENT_STORAGE,
             Kind::LedgerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            Kind::UpstreamUnreachable => StatusCode::BAD_GATEWAY,
+            Kind::UpstreamUnreachable | Kind::UpstreamUpgrade => StatusCode::BAD_GATEWAY,
             Kind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
         }
     }
@@ -76,6 +84,7 @@ impl Kind {
             Kind::KeyRequired => "Idempotency-Key required",
             Kind::InvalidKey => "Invalid Idempotency-Key",
             Kind::BadBody => "Unreadable request body",
+            Kind::MethodCase => "Method name in the wrong letter case",
             Kind::RequestTooLarge => "Request body too large",
             Kind::KeyReused => "Idempotency-Key reused with a different request",
             Kind::InProgress => "A request with this Idempotency-Key is in progress",
@@ -85,6 +94,7 @@ impl Kind {
             Kind::LedgerUnavailable => "Idempotency ledger unavailable",
             Kind::UpstreamUnreachable => "Upstream unreachable",
             Kind::UpstreamTimeout => "Upstream timeout",
+            Kind::UpstreamUpgrade => "Upstream switched protocols",
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::fingerprint::{fingerprint, RequestParts};
 use crate::forward;
 use crate::headers::{self, Origin};
 use crate::key::{self, KeyHeader};
-use crate::ledger::{Answer, ClaimError};
+use crate::ledger::{self, Answer, ClaimError};
 use crate::metrics::Outcome;
 use crate::problem::{Kind, Problem};
 use crate::Gateway;
@@ -59,7 +59,14 @@ impl Drop for InFlightGauge {
     }
 }
 
-async fn proxy(gw: &Arc<Gateway>, peer: SocketAddr, request: Request<Body>) -> (Response, Outcome) {
+async fn proxy(
+    gw: &Arc<Gateway>,
+    peer: SocketAddr,
+    mut request: Request<Body>,
+) -> (Response, Outcome) {
+    // Everything below — the key, the caller scope, the fingerprint — is read from the request as
+    // the upstream will receive it: without the hop-by-hop fields (and those `Connection` names).
+    headers::strip_hop_by_hop(request.headers_mut());
     let origin = Origin {
         peer,
         host: request
@@ -71,6 +78,18 @@ async fn proxy(gw: &Arc<Gateway>, peer: SocketAddr, request: Request<Body>) -> (
         version: request.version(),
     };
     if !gw.config.methods.contains(request.method()) {
+        if let Some(keyed) = gw
+            .config
+            .methods
+            .iter()
+            .find(|m| m.as_str().eq_ignore_ascii_case(request.method().as_str()))
+        {
+            // Many upstreams upper-case the method: forwarding it would bypass the key.
+            let detail = format!(
+                "method names are case-sensitive, and this one differs from {keyed} only in letter case: it is not forwarded; send it as {keyed}"
+            );
+            return problem(Problem::new(Kind::MethodCase, detail), Outcome::bad_request);
+        }
         return forward::passthrough(gw, request, &origin).await;
     }
     let key = match key::parse(request.headers()) {
@@ -177,17 +196,19 @@ async fn claim_and_answer(
         ),
         Err(ClaimError::Unavailable { error, retry_after }) => {
             tracing::warn!(key_hash = %key_hash, error = %error, "ledger unavailable: request not forwarded");
+            let detail = format!(
+                "{}, so the request was not forwarded; retry it with the same Idempotency-Key",
+                ledger::cause(&error)
+            );
             problem(
-                Problem::new(
-                    Kind::LedgerUnavailable,
-                    "the idempotency ledger cannot be reached, so the request was not forwarded; retry it with the same Idempotency-Key",
-                )
-                .retry_after(retry_after.unwrap_or(Duration::from_secs(1))),
+                Problem::new(Kind::LedgerUnavailable, detail)
+                    .retry_after(retry_after.unwrap_or(Duration::from_secs(1))),
                 Outcome::ledger_unavailable,
             )
         }
         Ok(Answer::Completed(result)) => (replay(result), Outcome::replayed),
         Ok(Answer::Failed(error)) => stored_failure(&error),
+        Ok(Answer::InProgress(_)) if gw.unknowns.contains(op.key()) => outcome_unknown(),
         Ok(Answer::InProgress(after)) => problem(
             Problem::new(
                 Kind::InProgress,
@@ -196,18 +217,27 @@ async fn claim_and_answer(
             .retry_after(after),
             Outcome::conflict,
         ),
-        Ok(Answer::NeedsReconciliation) => problem(
-            Problem::new(
-                Kind::OutcomeUnknown,
-                "an earlier request with this Idempotency-Key was forwarded, but the gateway handling it stopped before recording the response: the upstream may or may not have acted on it. An operator must check and reconcile it (oncekey claim --reconcile) before the key answers again",
-            ),
-            Outcome::needs_reconciliation,
-        ),
-        Ok(Answer::Acquired(grant)) => {
+        Ok(Answer::NeedsReconciliation) => outcome_unknown(),
+        Ok(Answer::Acquired {
+            grant,
+            at_most_once,
+        }) => {
             tracing::debug!(key_hash = %key_hash, token = grant.token, "acquired: forwarding");
-            forward::keyed(gw, op, grant, parts, body, origin, key_hash).await
+            forward::keyed(gw, op, grant, at_most_once, parts, body, origin, key_hash).await
         }
     }
+}
+
+/// 409 "outcome unknown": an at-most-once request with the key may have reached the upstream
+/// without its answer being recorded.
+fn outcome_unknown() -> (Response, Outcome) {
+    problem(
+        Problem::new(
+            Kind::OutcomeUnknown,
+            "an earlier request with this Idempotency-Key may have reached the upstream without its answer being recorded (no answer in time, a broken connection, or a gateway that stopped): the upstream may or may not have acted on it. An operator must check and reconcile it (oncekey claim --reconcile) before the key answers again",
+        ),
+        Outcome::needs_reconciliation,
+    )
 }
 
 /// A problem answer and how to count it.

@@ -4,13 +4,14 @@
 //! proxy stops accepting connections, and requests in flight — including forwards whose client
 //! went away — finish and settle their keys (at most `--drain-timeout`).
 
-use crate::args::{ConfigError, GatewayArgs, SemanticsArg};
+use crate::args::{GatewayArgs, SemanticsArg};
+use crate::config::ConfigError;
 use crate::ledger::{Ledger, Settings};
-use crate::{admin, metrics, proxy, tracker, upstream, Gateway};
-use axum::serve::ListenerExt;
+use crate::{admin, conn, metrics, policy, proxy, tracker, unknown, upstream, Gateway};
 use axum::Router;
 use oncekey_client::{Client, ConnectOptions, RetryPolicy, Semantics};
-use std::future::{Future, IntoFuture};
+use oncekey_server::conn::{Gate, ADMIN_MAX_CONNECTIONS};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -50,6 +51,9 @@ const LEDGER_RETRY: RetryPolicy = RetryPolicy {
     initial_backoff: Duration::from_millis(50),
     max_backoff: Duration::from_millis(500),
 };
+
+/// How long the exit waits for admin connections to finish their requests.
+const ADMIN_DRAIN: Duration = Duration::from_secs(2);
 
 /// Runs the gateway on `--listen` and `--admin-listen` until `shutdown` resolves, then drains.
 pub async fn run(
@@ -108,9 +112,11 @@ pub async fn serve(
         config.upstream_prefix.clone(),
     );
     let gw = Arc::new(Gateway {
+        policy: policy::Policy::new(config.retryable_status.clone()),
         config,
         ledger,
         upstream,
+        unknowns: unknown::Unknowns::default(),
         metrics: metrics::Metrics::default(),
         tracker: tracker::Tracker::default(),
         draining: false.into(),
@@ -125,54 +131,51 @@ pub async fn serve(
         "oncekey gateway serving"
     );
 
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        }
+    let timeouts = conn::Timeouts {
+        header_read: args.header_read_timeout,
+        idle: args.idle_timeout,
     };
     // The admin port outlives the drain, so that /readyz answers 503 ("draining") meanwhile.
-    let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
-    let admin_task = tokio::spawn(
-        axum::serve(admin_listener, admin::router(gw.clone()))
-            .with_graceful_shutdown(async {
-                let _ = admin_stopped.await;
-            })
-            .into_future(),
+    let admin_gate = Gate::new("gateway-admin", ADMIN_MAX_CONNECTIONS);
+    let (admin_stop, admin_stopped) = watch::channel(false);
+    let admin_task = tokio::spawn(conn::serve(
+        admin_listener,
+        admin_gate.clone(),
+        timeouts,
+        admin::router(gw.clone()),
+        admin_stopped,
+    ));
+    let gate = Gate::new("gateway", gw.config.max_connections);
+    tracing::info!(
+        max_connections = gate.max(),
+        header_read_timeout = ?timeouts.header_read,
+        idle_timeout = ?timeouts.idle,
+        "client connection limits"
     );
     let app = Router::new().fallback(proxy::handle).with_state(gw.clone());
-    let listener = listener.tap_io(|tcp| {
-        // A response is several small writes; Nagle would hold the last ones for the peer's ACK.
-        let _ = tcp.set_nodelay(true);
-    });
-    let mut server = std::pin::pin!(axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(stopped())
-    .into_future());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut server = std::pin::pin!(conn::serve(listener, gate.clone(), timeouts, app, stop_rx));
 
     tokio::select! {
-        result = &mut server => result?,
+        () = &mut server => {}
         () = shutdown => {
             tracing::info!(in_flight = gw.tracker.active(), "shutdown signal: draining");
             gw.draining.store(true, Ordering::Relaxed);
             stop_tx.send_replace(true);
             let drained = async {
-                let result = (&mut server).await;
+                (&mut server).await;
+                gate.closed().await;
                 gw.tracker.idle().await;
-                result
             };
-            match tokio::time::timeout(args.drain_timeout, drained).await {
-                Ok(result) => result?,
-                Err(_) => tracing::warn!(in_flight = gw.tracker.active(), "drain timeout: exiting with requests still open"),
+            if tokio::time::timeout(args.drain_timeout, drained).await.is_err() {
+                tracing::warn!(in_flight = gw.tracker.active(), "drain timeout: exiting with requests still open");
             }
         }
     }
     stop_tx.send_replace(true);
-    let _ = admin_stop.send(());
+    admin_stop.send_replace(true);
     let _ = admin_task.await;
+    let _ = tokio::time::timeout(ADMIN_DRAIN, admin_gate.closed()).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -1,15 +1,16 @@
 //! The upstream side: one pooled HTTP/1.1 client (hyper) to `--upstream`, and how a client's
 //! request becomes the upstream's (its path under the upstream's base path, proxy headers).
 //!
-//! This module sends requests and returns what came back; what a response means for the key is
-//! the proxy's business.
+//! This module sends requests and returns what came back, including whether a request that got
+//! no answer may have reached the upstream (the client had a connection for it: its first byte may
+//! have been written); what that means for the key is the proxy's business.
 
 use crate::headers::{self, Origin};
 use axum::body::Body;
 use http::header::HeaderValue;
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{capture_connection, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
@@ -17,12 +18,31 @@ use std::time::Duration;
 /// Why no upstream response came.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
-    /// Connection refused, reset, or a malformed answer.
+    /// No connection could be opened (refused, unreachable, connect timeout): nothing was sent.
     #[error("upstream unreachable: {0}")]
     Unreachable(String),
-    /// No response within `--upstream-timeout`.
+    /// The connection broke before a whole answer arrived (reset, closed, malformed): the request
+    /// may have reached the upstream.
+    #[error("upstream connection broken: {0}")]
+    Broken(String),
+    /// No answer within `--upstream-timeout`; `sent` when the request may have reached the
+    /// upstream (a connection was open for it).
     #[error("upstream timeout")]
-    Timeout,
+    Timeout {
+        /// The request may have reached the upstream.
+        sent: bool,
+    },
+}
+
+impl UpstreamError {
+    /// True when the request may have reached the upstream (so it may have acted on it).
+    pub fn sent(&self) -> bool {
+        match self {
+            UpstreamError::Unreachable(_) => false,
+            UpstreamError::Broken(_) => true,
+            UpstreamError::Timeout { sent } => *sent,
+        }
+    }
 }
 
 /// The upstream service.
@@ -83,10 +103,18 @@ impl Upstream {
         headers::for_upstream(&mut parts.headers, origin, &self.host);
         // The upstream connection is HTTP/1.1 whatever the client spoke.
         parts.version = http::Version::HTTP_11;
-        let request = Request::from_parts(parts, body);
+        let mut request = Request::from_parts(parts, body);
+        // Set once the client has a connection for the request, just before writing it.
+        let connection = capture_connection(&mut request);
+        let had_connection = || connection.connection_metadata().is_some();
         match tokio::time::timeout(timeout, self.client.request(request)).await {
-            Err(_) => Err(UpstreamError::Timeout),
-            Ok(Err(e)) => Err(UpstreamError::Unreachable(error_chain(&e))),
+            Err(_) => Err(UpstreamError::Timeout {
+                sent: had_connection(),
+            }),
+            Ok(Err(e)) if e.is_connect() || !had_connection() => {
+                Err(UpstreamError::Unreachable(error_chain(&e)))
+            }
+            Ok(Err(e)) => Err(UpstreamError::Broken(error_chain(&e))),
             Ok(Ok(response)) => Ok(response),
         }
     }

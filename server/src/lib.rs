@@ -7,7 +7,7 @@
 
 pub(crate) mod admin;
 pub mod api;
-pub(crate) mod conn;
+pub mod conn;
 pub mod engine;
 pub(crate) mod inflight;
 pub mod ledger;

@@ -10,6 +10,7 @@
 //! Answers ready at the same moment leave in one write (`oncekey_api::coalesce`).
 //!
 //! Nothing here reads requests: the only protocol knowledge is the shape of the HTTP/2 preface.
+//! Public so that `oncekey gateway` bounds its HTTP ports with the same budget and accept loop.
 
 mod accept;
 mod preface;

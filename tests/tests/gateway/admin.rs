@@ -48,6 +48,37 @@ fn configuration_mistakes_exit_64_naming_the_flag() {
             ],
             "--store-headers",
         ),
+        (
+            &[
+                "--upstream",
+                "http://127.0.0.1:1",
+                "--retryable-status",
+                "503,600",
+            ],
+            "--retryable-status",
+        ),
+        (
+            &["--upstream", "http://127.0.0.1:1", "--max-connections", "0"],
+            "--max-connections",
+        ),
+        (
+            &[
+                "--upstream",
+                "http://127.0.0.1:1",
+                "--header-read-timeout",
+                "0s",
+            ],
+            "--header-read-timeout",
+        ),
+        (
+            &[
+                "--upstream",
+                "http://127.0.0.1:1",
+                "--caller-header",
+                "proxy-authorization",
+            ],
+            "--caller-header",
+        ),
     ] {
         let mut argv = vec!["gateway"];
         argv.extend_from_slice(args);

@@ -4,8 +4,12 @@
 //! fingerprint are computed here from the written rule, not with the gateway's code.
 
 mod admin;
+mod connections;
 mod faults;
+mod hardening;
+mod outcomes;
 mod proxying;
+mod raw;
 mod semantics;
 mod support;
 

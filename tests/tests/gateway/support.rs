@@ -185,10 +185,38 @@ impl Gateway {
     /// Starts `oncekey gateway` in front of `upstream`, on the ledger at `server` (tenant `gw`),
     /// with extra flags.
     pub fn start(upstream: &str, server: &str, extra: &[&str]) -> Gateway {
+        Self::launch(
+            upstream,
+            &["--server", server, "--tenant", "gw"],
+            extra,
+            None,
+        )
+    }
+
+    /// Starts `oncekey gateway` in front of `upstream` with the ledger connection flags `ledger`
+    /// and extra flags; with `descriptors`, allowed at most that many open file descriptors
+    /// (`ulimit -n`).
+    pub fn launch(
+        upstream: &str,
+        ledger: &[&str],
+        extra: &[&str],
+        descriptors: Option<u64>,
+    ) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
         let stderr_path = dir.path().join("stderr");
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut child = Command::new(oncekey_tests::binary())
+        let mut command = match descriptors {
+            None => Command::new(oncekey_tests::binary()),
+            Some(n) => {
+                // `exec` keeps the pid, so kill9 and terminate still reach the gateway.
+                let mut c = Command::new("bash");
+                c.arg("-c")
+                    .arg(format!(r#"ulimit -n {n} && exec "$0" "$@""#))
+                    .arg(oncekey_tests::binary());
+                c
+            }
+        };
+        let mut child = command
             .args([
                 "gateway",
                 "--listen",
@@ -196,7 +224,8 @@ impl Gateway {
                 "--admin-listen",
                 "127.0.0.1:0",
             ])
-            .args(["--upstream", upstream, "--server", server, "--tenant", "gw"])
+            .args(["--upstream", upstream])
+            .args(ledger)
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
