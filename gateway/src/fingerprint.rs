@@ -6,12 +6,26 @@
 //! - `content_type`: the media type, lowercased, without parameters (empty when absent).
 //! - `body_json`: the parsed body when that media type is JSON (`application/json` or `…+json`)
 //!   and the body is I-JSON; otherwise `body_b64`, the standard base64 of the bytes. An empty
-//!   body has neither.
+//!   body has neither. A JSON body with a number the canonical form cannot keep exactly
+//!   (docs/api.md#numbers) has no fingerprint: it is refused (`InexactNumber`), never hashed as
+//!   bytes, so that two amounts a double cannot tell apart are never one request.
 //!
 //! So a retry of the same request replays, while the same key with another request is refused.
 
 use base64::Engine as _;
-use oncekey_api::fingerprint::{canonicalize_json, fingerprint_json, Fingerprint};
+use oncekey_api::fingerprint::{
+    canonicalize_json, fingerprint_json, Fingerprint, FingerprintError, Inexact,
+};
+
+/// A JSON body with a number its canonical form cannot keep exactly.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("body_json.{path}: {why}; send it as a string")]
+pub struct InexactNumber {
+    /// The number's JSONPath in the body (`$.amount`).
+    pub path: String,
+    /// What a double cannot hold of it.
+    pub why: Inexact,
+}
 
 /// What of a request is fingerprinted.
 #[derive(Debug, Clone, Copy)]
@@ -48,12 +62,16 @@ pub fn is_json(media_type: &str) -> bool {
 
 /// The JSON document that is fingerprinted (for tests and docs: the hash is of its canonical
 /// form).
-pub fn document(parts: &RequestParts<'_>) -> String {
+pub fn document(parts: &RequestParts<'_>) -> Result<String, InexactNumber> {
     let content_type = media_type(parts.content_type);
     let body_json = if !parts.body.is_empty() && is_json(&content_type) {
-        std::str::from_utf8(parts.body)
-            .ok()
-            .and_then(|text| canonicalize_json(text).ok())
+        match std::str::from_utf8(parts.body).map(canonicalize_json) {
+            Ok(Ok(canonical)) => Some(canonical),
+            Ok(Err(FingerprintError::InexactNumber { path, why })) => {
+                return Err(InexactNumber { path, why })
+            }
+            Ok(Err(_)) | Err(_) => None,
+        }
     } else {
         None
     };
@@ -72,19 +90,19 @@ pub fn document(parts: &RequestParts<'_>) -> String {
             text.push_str(&canonical);
             text.push('}');
         }
-        return text;
+        return Ok(text);
     }
     doc["body_b64"] = base64::engine::general_purpose::STANDARD
         .encode(parts.body)
         .into();
-    doc.to_string()
+    Ok(doc.to_string())
 }
 
-/// The request's fingerprint.
-pub fn fingerprint(parts: &RequestParts<'_>) -> Fingerprint {
-    // The document is valid I-JSON by construction: strings from serde_json and a body that
-    // canonicalized once already.
-    fingerprint_json(&document(parts)).expect("the request document is valid JSON")
+/// The request's fingerprint, or the number of its JSON body that has none.
+pub fn fingerprint(parts: &RequestParts<'_>) -> Result<Fingerprint, InexactNumber> {
+    // The document is valid I-JSON with exact numbers by construction: strings from serde_json
+    // and a body that canonicalized once already.
+    Ok(fingerprint_json(&document(parts)?).expect("the request document is valid JSON"))
 }
 
 #[cfg(test)]
@@ -111,7 +129,7 @@ mod tests {
         );
         let expected = r#"{"body_json":{"a":[1,"x"],"b":2},"content_type":"application/json","method":"POST","path":"/v1/charges","query":"a=1&b=2"}"#;
         assert_eq!(
-            fingerprint(&p),
+            fingerprint(&p).unwrap(),
             <[u8; 32]>::from(Sha256::digest(expected.as_bytes()))
         );
     }
@@ -121,12 +139,12 @@ mod tests {
         let p = parts(Some("text/plain"), "hi");
         let expected = r#"{"body_b64":"aGk=","content_type":"text/plain","method":"POST","path":"/v1/charges","query":"a=1&b=2"}"#;
         assert_eq!(
-            fingerprint(&p),
+            fingerprint(&p).unwrap(),
             <[u8; 32]>::from(Sha256::digest(expected.as_bytes()))
         );
         // JSON media type but not I-JSON (duplicate name): the bytes count.
         let dup = parts(Some("application/json"), r#"{"a":1,"a":2}"#);
-        assert!(document(&dup).contains("body_b64"));
+        assert!(document(&dup).unwrap().contains("body_b64"));
     }
 
     #[test]
@@ -140,29 +158,47 @@ mod tests {
         };
         let expected = r#"{"content_type":"","method":"POST","path":"/","query":""}"#;
         assert_eq!(
-            fingerprint(&p),
+            fingerprint(&p).unwrap(),
             <[u8; 32]>::from(Sha256::digest(expected.as_bytes()))
         );
     }
 
     #[test]
     fn equivalent_json_bodies_agree_and_different_requests_differ() {
-        let a = fingerprint(&parts(Some("application/json"), r#"{"x":1,"y":[true]}"#));
+        let a = fingerprint(&parts(Some("application/json"), r#"{"x":1,"y":[true]}"#)).unwrap();
         let b = fingerprint(&parts(
             Some("application/merchant+json"),
             "{\"y\":[true],\n \"x\":1.0}",
-        ));
-        let c = fingerprint(&parts(Some("application/json"), r#"{"x":1,"y":[true]}"#));
+        ))
+        .unwrap();
+        let c = fingerprint(&parts(Some("application/json"), r#"{"x":1,"y":[true]}"#)).unwrap();
         assert_ne!(a, b, "the media type is part of the request");
         assert_eq!(a, c);
         let other_path = RequestParts {
             path: "/v1/refunds",
             ..parts(Some("application/json"), r#"{"x":1,"y":[true]}"#)
         };
-        assert_ne!(a, fingerprint(&other_path));
+        assert_ne!(a, fingerprint(&other_path).unwrap());
         assert_eq!(
             media_type(Some(b" Application/Merchant+JSON ;q=1")),
             "application/merchant+json"
         );
+    }
+
+    #[test]
+    fn a_json_body_with_a_number_a_double_cannot_hold_has_no_fingerprint() {
+        for (body, path) in [
+            (r#"{"amount":9007199254740993}"#, "$.amount"),
+            (r#"{"amount":9007199254740992}"#, "$.amount"),
+            (r#"{"x":[0.1000000000000000055511151231257827]}"#, "$.x[0]"),
+        ] {
+            let err = fingerprint(&parts(Some("application/json"), body)).unwrap_err();
+            assert_eq!(err.path, path, "{body}");
+            assert!(err.to_string().starts_with("body_json.$"), "{err}");
+            assert!(err.to_string().contains("send it as a string"), "{err}");
+        }
+        // The same bytes under a media type that is not JSON are bytes: no numbers to judge.
+        let text = parts(Some("text/plain"), r#"{"amount":9007199254740993}"#);
+        assert!(fingerprint(&text).is_ok());
     }
 }

@@ -21,6 +21,8 @@ pub enum Kind {
     BadBody,
     /// 400: a method that differs from a `--methods` one only in letter case.
     MethodCase,
+    /// 400: a JSON body with a number its canonical form cannot keep exactly (send it as a string).
+    InexactNumber,
     /// 413: the request body is over `--max-request-bytes`.
     RequestTooLarge,
     /// 422: the key was first used with another request.
@@ -50,6 +52,7 @@ impl Kind {
             Kind::InvalidKey => "invalid-key",
             Kind::BadBody => "bad-request-body",
             Kind::MethodCase => "method-case",
+            Kind::InexactNumber => "inexact-number",
             Kind::RequestTooLarge => "request-too-large",
             Kind::KeyReused => "key-reused",
             Kind::InProgress => "in-progress",
@@ -65,9 +68,11 @@ impl Kind {
 
     fn default_status(self) -> StatusCode {
         match self {
-            Kind::KeyRequired | Kind::InvalidKey | Kind::BadBody | Kind::MethodCase => {
-                StatusCode::BAD_REQUEST
-            }
+            Kind::KeyRequired
+            | Kind::InvalidKey
+            | Kind::BadBody
+            | Kind::MethodCase
+            | Kind::InexactNumber => StatusCode::BAD_REQUEST,
             Kind::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Kind::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Kind::InProgress | Kind::OutcomeUnknown => StatusCode::CONFLICT,
@@ -85,6 +90,7 @@ impl Kind {
             Kind::InvalidKey => "Invalid Idempotency-Key",
             Kind::BadBody => "Unreadable request body",
             Kind::MethodCase => "Method name in the wrong letter case",
+            Kind::InexactNumber => "A number in the JSON body cannot be fingerprinted exactly",
             Kind::RequestTooLarge => "Request body too large",
             Kind::KeyReused => "Idempotency-Key reused with a different request",
             Kind::InProgress => "A request with this Idempotency-Key is in progress",

@@ -130,7 +130,7 @@ async fn proxy(
             return problem(p, Outcome::bad_request);
         }
     };
-    let fp = fingerprint(&RequestParts {
+    let fp = match fingerprint(&RequestParts {
         method: parts.method.as_str(),
         path: parts.uri.path(),
         query: parts.uri.query().unwrap_or(""),
@@ -139,7 +139,13 @@ async fn proxy(
             .get(header::CONTENT_TYPE)
             .map(|v| v.as_bytes()),
         body: &body,
-    });
+    }) {
+        Ok(fp) => fp,
+        Err(inexact) => {
+            let p = Problem::new(Kind::InexactNumber, inexact.to_string());
+            return problem(p, Outcome::bad_request);
+        }
+    };
     let scope = key::caller_scope(&parts.headers, &gw.config.caller_header);
     let ledger_key = key::ledger_key(&scope, &key);
     let key_hash = hex::encode(&sha2::Sha256::digest(ledger_key.as_bytes())[..8]);

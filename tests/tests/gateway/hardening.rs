@@ -162,3 +162,50 @@ async fn a_token_without_the_ledger_scope_is_not_ready_and_named() {
     let served = http.post(&url, Some("scope-1"), "{}", &[]).await;
     assert_eq!(served.status, 201, "{served:?}");
 }
+
+/// Two amounts a double cannot tell apart would share a fingerprint: a JSON body with such a
+/// number is refused, naming its path, and never forwarded; sent as a string it is a request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_number_a_double_cannot_hold_is_refused_and_not_forwarded() {
+    let (_server, up, gw, http) = setup(&[]).await;
+    let url = format!("{}/v1/charges", gw.url);
+    for body in [
+        r#"{"amount":9007199254740993}"#,
+        r#"{"amount":9007199254740992}"#,
+    ] {
+        let r = http.post(&url, Some("order-1"), body, &[]).await;
+        let problem = r.problem(400, "inexact-number");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("body_json.$.amount"), "{detail}");
+        assert!(detail.contains("send it as a string"), "{detail}");
+    }
+    let r = http
+        .post(
+            &url,
+            Some("order-2"),
+            r#"{"rate":0.1000000000000000055511151231257827}"#,
+            &[],
+        )
+        .await;
+    r.problem(400, "inexact-number");
+    assert_eq!(up.calls(), 0, "nothing was forwarded");
+    let r = http
+        .post(
+            &url,
+            Some("order-1"),
+            r#"{"amount":"9007199254740993"}"#,
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(up.calls(), 1);
+    let other = http
+        .post(
+            &url,
+            Some("order-1"),
+            r#"{"amount":"9007199254740992"}"#,
+            &[],
+        )
+        .await;
+    other.problem(422, "key-reused");
+}
