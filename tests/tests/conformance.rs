@@ -235,6 +235,9 @@ async fn each_language_reports_an_operation_awaiting_approval() {
             d.lang
         );
     }
+    // A fresh connection: the drivers ran while this thread was blocked, unable to answer the
+    // server's HTTP/2 keepalive pings, so the first connection may have been closed meanwhile.
+    let mut rust = server.client(TENANT).await;
     let record = rust
         .lookup(lookup(NS, "gated"))
         .await

@@ -65,7 +65,6 @@ async fn call(server: &Server, lang: &str, to: &str, subject: &str, effects: &Pa
 async fn one_call_from_four_languages_is_one_operation() {
     let server = Server::start(&[]);
     let dir = tempfile::tempdir().unwrap();
-    let mut rust = server.client(TENANT).await;
     let rounds = [
         ("Your ticket #481", ["python", "go", "typescript", "rust"]),
         ("Your ticket #482", ["rust", "typescript", "go", "python"]),
@@ -91,7 +90,10 @@ async fn one_call_from_four_languages_is_one_operation() {
             );
             assert_eq!(r["key"], reports[0].1["key"], "{subject} {lang}: {r}");
         }
-        // And the ledger holds one operation under that key: acquired once, three replays.
+        // And the ledger holds one operation under that key: acquired once, three replays. (A
+        // fresh connection: the drivers ran while this thread was blocked, unable to answer the
+        // server's HTTP/2 keepalive pings.)
+        let mut rust = server.client(TENANT).await;
         let key = reports[0].1["key"].as_str().unwrap();
         assert!(key.starts_with("sha256:") && key.len() == 71, "{key}");
         let record = rust
