@@ -149,7 +149,8 @@ impl Problem {
                  writes up to sequence number {mark}, but oncekey.redb's last checkpoint saw it \
                  hold them up to {checkpoint} (was an older copy of the log put back, or \
                  oncekey.redb copied without the log copied with it?), and the last run did not \
-                 stop cleanly, so the current log held writes that oncekey.redb lacks"
+                 stop cleanly, so the log that belongs to it may have held writes that oncekey.redb \
+                 lacks"
             ),
             Problem::LogOlder {
                 log_mark: None,
@@ -158,7 +159,7 @@ impl Problem {
                 "the write-ahead log oncekey.wal is the previous run's log, but oncekey.redb holds \
                  writes of the last run's log (up to sequence number {checkpoint}): an older copy \
                  of the log was put back, and the last run did not stop cleanly, so its own log \
-                 held writes that oncekey.redb lacks"
+                 may have held writes that oncekey.redb lacks"
             ),
             Problem::LogCutShort { last, mark } => format!(
                 "the write-ahead log oncekey.wal was cut short: it ends with the writes of \
