@@ -100,10 +100,10 @@ async fn an_older_copy_of_the_log_put_back_is_refused() {
     std::fs::write(&path, &old).unwrap();
     refused(&data, &["is older than oncekey.redb", "put back"]);
 
-    // Accepted: at least what the checkpoint holds.
+    // Accepted: what the checkpoint holds (k6 and k7 may be in any earlier state: a later
+    // checkpoint may have caught one between its Claim and its Complete).
     let server = Server::start_on(&data, &["--accept-data-loss"]);
-    let found = settled(&server, 8).await;
-    assert_eq!(found[..6], [0, 1, 2, 3, 4, 5]);
+    assert_eq!(settled(&server, 6).await, [0, 1, 2, 3, 4, 5]);
 }
 
 #[tokio::test]
