@@ -1,14 +1,19 @@
-//! The write-ahead log's on-disk format: frames, and the header frame that names the log's store
-//! and generation. Pure encoding and decoding; reading the log file and deciding what a damaged
-//! one means live in `wal` and `scan`.
+//! The write-ahead log's on-disk format: frames, the header frame that names the log's store and
+//! generation, and the mark frames that say how far the log was durably written. Pure encoding
+//! and decoding; reading the log file and deciding what a damaged one means live in `wal` and
+//! `scan`.
 //!
 //! A frame is magic "OKW1" (4) + sequence number (8) + payload length (4) + checksum (8), then
 //! the payload: the batch's effects. The checksum is the first 8 bytes of SHA-256 over the
 //! store's log id, the sequence number and the payload, so a frame of another store never
-//! verifies. Batches are numbered from 1. The header frame is frame number 0 at the start of the
-//! log: its one effect removes the outcome of a key no record can have and carries the log's
-//! generation, so a version that predates headers reads it as an already-applied frame and
-//! passes over it.
+//! verifies. Batches are numbered from 1. A payload is at most `MAX_PAYLOAD` bytes (what the
+//! length field holds): encoding a larger one is refused, never written with a wrapped length;
+//! the writer bounds its batches far below it. The header frame is frame number 0 at the start
+//! of the log: its one effect removes the outcome of a key no record can have and carries the
+//! log's generation, so a version that predates headers reads it as an already-applied frame and
+//! passes over it. Mark frames are numbered 0 too, of a fixed size (`MARK_LEN`), built the same
+//! way with another such key: each carries the generation and a sequence number up to which the
+//! log durably held every frame.
 
 use sha2::{Digest, Sha256};
 
@@ -23,6 +28,23 @@ const REMOVE_OUTCOME: u8 = 4;
 /// The key of the header frame's effect (followed by the generation, 8 bytes little-endian). A
 /// record key starts with its tenant's length as two bytes; no tenant is 0xff6f bytes long.
 const HEADER_KEY: &[u8] = b"\xffoncekey-wal-header:";
+/// The key of a mark frame's effect (followed by the generation and the mark, 8 bytes each,
+/// little-endian).
+const MARK_KEY: &[u8] = b"\xffoncekey-wal-mark:";
+/// The bytes of a mark frame.
+pub const MARK_LEN: usize = HEADER + 1 + 4 + MARK_KEY.len() + 16;
+/// The largest payload a frame's length field can say.
+pub const MAX_PAYLOAD: usize = u32::MAX as usize;
+
+/// A batch whose effects are too large for one frame; nothing was encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a log frame of {bytes} bytes of effects is over the limit of {max}")]
+pub struct TooLarge {
+    /// The payload the effects would take.
+    pub bytes: usize,
+    /// The most a frame holds.
+    pub max: usize,
+}
 
 /// One change to the records and outcomes tables, as the log stores it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +89,21 @@ impl Frame {
             _ => None,
         }
     }
+
+    /// The generation and the mark this frame carries, if it is a mark frame.
+    pub fn mark(&self) -> Option<(u64, u64)> {
+        match (self.seq, self.effects.as_slice()) {
+            (0, [Effect::RemoveOutcome { key }]) => {
+                let tail = key.strip_prefix(MARK_KEY)?;
+                let (generation, mark) = tail.split_at_checked(8)?;
+                Some((
+                    u64::from_le_bytes(generation.try_into().ok()?),
+                    u64::from_le_bytes(mark.try_into().ok()?),
+                ))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Why the bytes at some offset are not a frame of this store.
@@ -107,9 +144,38 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// Appends one frame to `out`.
-pub fn encode(out: &mut Vec<u8>, id: u64, seq: u64, effects: &[Effect]) {
+/// The payload `effects` take in a frame.
+pub fn payload_len(effects: &[Effect]) -> usize {
+    effects
+        .iter()
+        .map(|effect| match effect {
+            Effect::Put { key, value } | Effect::PutOutcome { key, value } => {
+                1 + 4 + key.len() + 4 + value.len()
+            }
+            Effect::Remove { key } | Effect::RemoveOutcome { key } => 1 + 4 + key.len(),
+        })
+        .sum()
+}
+
+/// Appends one frame to `out`; refused when the effects take more than `MAX_PAYLOAD` bytes.
+pub fn encode(out: &mut Vec<u8>, id: u64, seq: u64, effects: &[Effect]) -> Result<(), TooLarge> {
+    encode_within(out, id, seq, effects, MAX_PAYLOAD)
+}
+
+/// `encode` with a payload of at most `max` bytes.
+fn encode_within(
+    out: &mut Vec<u8>,
+    id: u64,
+    seq: u64,
+    effects: &[Effect],
+    max: usize,
+) -> Result<(), TooLarge> {
+    let bytes = payload_len(effects);
+    if bytes > max.min(MAX_PAYLOAD) {
+        return Err(TooLarge { bytes, max });
+    }
     let start = out.len();
+    out.reserve(HEADER + bytes);
     out.resize(start + HEADER, 0);
     for effect in effects {
         let (tag, key, value) = match effect {
@@ -131,13 +197,23 @@ pub fn encode(out: &mut Vec<u8>, id: u64, seq: u64, effects: &[Effect]) {
     header[4..12].copy_from_slice(&seq.to_le_bytes());
     header[12..16].copy_from_slice(&(payload_len as u32).to_le_bytes());
     header[16..24].copy_from_slice(&sum);
+    Ok(())
 }
 
 /// Appends the header frame of a log of store `id`, generation `generation`, to `out`.
 pub fn encode_header(out: &mut Vec<u8>, id: u64, generation: u64) {
     let mut key = HEADER_KEY.to_vec();
     key.extend_from_slice(&generation.to_le_bytes());
-    encode(out, id, 0, &[Effect::RemoveOutcome { key }]);
+    encode(out, id, 0, &[Effect::RemoveOutcome { key }]).expect("a small frame");
+}
+
+/// Appends a mark frame (`MARK_LEN` bytes) of a log of store `id`, generation `generation`,
+/// saying that the log durably held every frame up to sequence number `mark`, to `out`.
+pub fn encode_mark(out: &mut Vec<u8>, id: u64, generation: u64, mark: u64) {
+    let mut key = MARK_KEY.to_vec();
+    key.extend_from_slice(&generation.to_le_bytes());
+    key.extend_from_slice(&mark.to_le_bytes());
+    encode(out, id, 0, &[Effect::RemoveOutcome { key }]).expect("a small frame");
 }
 
 /// The frame of store `id` at the start of `bytes` and its length.
@@ -229,7 +305,8 @@ mod tests {
             Effect::RemoveOutcome { key: b"c".to_vec() },
         ];
         let mut bytes = Vec::new();
-        encode(&mut bytes, ID, 5, &effects);
+        encode(&mut bytes, ID, 5, &effects).unwrap();
+        assert_eq!(bytes.len(), HEADER + payload_len(&effects));
         let (frame, len) = decode(&bytes, ID).unwrap();
         assert_eq!((frame.seq, frame.effects, len), (5, effects, bytes.len()));
     }
@@ -243,14 +320,47 @@ mod tests {
         assert_eq!(frame.generation(), Some(0xdead_beef));
         // An ordinary frame names none, nor does a removal of a look-alike key in a batch.
         let mut other = Vec::new();
-        encode(&mut other, ID, 3, &[put("a", "1")]);
+        encode(&mut other, ID, 3, &[put("a", "1")]).unwrap();
         assert_eq!(decode(&other, ID).unwrap().0.generation(), None);
+        assert_eq!(frame.mark(), None);
+    }
+
+    #[test]
+    fn a_mark_names_its_generation_and_mark_in_a_fixed_size() {
+        let mut bytes = Vec::new();
+        encode_mark(&mut bytes, ID, 0xdead_beef, 12);
+        assert_eq!(bytes.len(), MARK_LEN);
+        encode_mark(&mut bytes, ID, 1, u64::MAX);
+        assert_eq!(bytes.len(), 2 * MARK_LEN);
+        let (frame, len) = decode(&bytes, ID).unwrap();
+        assert_eq!((frame.seq, len), (0, MARK_LEN));
+        assert_eq!(frame.mark(), Some((0xdead_beef, 12)));
+        assert_eq!(frame.generation(), None);
+        let (frame, _) = decode(&bytes[MARK_LEN..], ID).unwrap();
+        assert_eq!(frame.mark(), Some((1, u64::MAX)));
+    }
+
+    #[test]
+    fn a_frame_over_the_limit_is_refused_and_writes_nothing() {
+        let effects = [put("k", &"v".repeat(100))];
+        let bytes = payload_len(&effects);
+        let mut out = b"before".to_vec();
+        assert_eq!(
+            encode_within(&mut out, ID, 1, &effects, bytes - 1),
+            Err(TooLarge {
+                bytes,
+                max: bytes - 1
+            })
+        );
+        assert_eq!(out, b"before");
+        encode_within(&mut out, ID, 1, &effects, bytes).unwrap();
+        assert_eq!(decode(&out[6..], ID).unwrap().0.effects, effects);
     }
 
     #[test]
     fn each_defect_is_told_apart() {
         let mut bytes = Vec::new();
-        encode(&mut bytes, ID, 9, &[put("k", "v")]);
+        encode(&mut bytes, ID, 9, &[put("k", "v")]).unwrap();
         assert_eq!(
             decode(&bytes, ID + 1).unwrap_err(),
             Defect::Checksum { seq: 9 }

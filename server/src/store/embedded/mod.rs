@@ -28,6 +28,8 @@ mod metrics;
 mod pending;
 mod recovery;
 #[cfg(test)]
+mod recovery_log_tests;
+#[cfg(test)]
 mod recovery_tests;
 mod refusal;
 mod scan;

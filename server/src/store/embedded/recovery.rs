@@ -11,7 +11,11 @@
 //! - `oncekey.redb` is the store the identity file names;
 //! - the log belongs to the database (same store and generation, see `wal`) and is there when
 //!   the last run did not stop cleanly (`meta`), and no intact frame follows a damaged one
-//!   (`scan`).
+//!   (`scan`);
+//! - after a run that did not stop cleanly, the log is not older than the database (its mark is
+//!   not behind the one the last checkpoint recorded, and it is not the previous generation's
+//!   log once the current one's was checkpointed), and it still holds every frame up to its own
+//!   mark (it was not cut short).
 //!
 //! A failed check is an `IntegrityError` (`refusal`), unless `--accept-data-loss` was given: then
 //! it is logged at ERROR with what it loses, damaged files are kept under a `.discarded-<time>`
@@ -26,7 +30,7 @@ use super::frame::Frame;
 use super::identity::{self, Identity};
 use super::meta::{self, Meta};
 use super::refusal::{IntegrityError, Problem};
-use super::scan::{self, End, Header};
+use super::scan::{self, End, Header, Mark};
 use super::wal::{Wal, WAL_FILE};
 use super::{index, internal, tables, DB_FILE};
 use crate::store::StoreError;
@@ -144,7 +148,7 @@ pub(super) fn open(dir: &Path, builder: &redb::Builder, accept: bool) -> Result<
     let generation = rand::random::<u64>();
     let (seq, page_token_key) = replay(&db, &frames, id, generation, &meta)?;
     let aside = keep_log.then(|| files::aside_name(dir, WAL_FILE));
-    let wal = Wal::create(dir, id, generation, aside.as_deref())?;
+    let wal = Wal::create(dir, id, generation, seq, aside.as_deref())?;
     if known != Some(id) {
         identity::write(dir, id).map_err(|e| io_error("write", &dir.join(identity::ID_FILE), e))?;
         if identity == Identity::Absent && !absent {
@@ -214,7 +218,8 @@ fn check_log(
         }
         return Ok((Vec::new(), false));
     };
-    let scan = scan::scan(bytes, id, meta.applied, &meta.generations);
+    let current = meta.log.map(|log| log.generation);
+    let scan = scan::scan(bytes, id, meta.applied, &meta.generations, current);
     match scan.header {
         Header::Generation(generation) if !meta.generations.contains(&generation) => {
             if unclean {
@@ -227,6 +232,19 @@ fn check_log(
                  from it"
             );
             return Ok((Vec::new(), false));
+        }
+        // The previous generation's log is left when a crash came right after an open recorded
+        // the new one; once the database holds frames of the new one, it is an old copy.
+        Header::Generation(generation)
+            if unclean
+                && current.is_some_and(|current| current != generation)
+                && meta.log.is_some_and(|log| meta.applied > log.start) =>
+        {
+            gate.check(Problem::LogOlder {
+                log_mark: None,
+                checkpoint: meta.applied,
+            })?;
+            return Ok((Vec::new(), true));
         }
         // This version wrote a header when it made the directory's log (an earlier version's
         // log, which has none, starts with an intact frame: `Header::Legacy`).
@@ -247,9 +265,13 @@ fn check_log(
         }
         _ => {}
     }
+    let mut keep = false;
+    if unclean {
+        keep = check_mark(gate, &scan, meta)?;
+    }
     let frames = scan.frames;
     match scan.end {
-        End::Clean => Ok((frames, false)),
+        End::Clean => Ok((frames, keep)),
         End::Torn { at, frame } => {
             if !frames.is_empty() {
                 tracing::info!(
@@ -260,7 +282,7 @@ fn check_log(
                      frames already checkpointed; nothing after them was acknowledged"
                 );
             }
-            Ok((frames, false))
+            Ok((frames, keep))
         }
         End::Damaged {
             at,
@@ -278,6 +300,34 @@ fn check_log(
             Ok((frames, true))
         }
     }
+}
+
+/// Checks a log that the database needs (the last run did not stop cleanly) against its own mark
+/// and the database's; returns whether a problem was accepted (the log is then kept aside).
+fn check_mark(gate: &mut Gate<'_>, scan: &scan::Scan, meta: &Meta) -> Result<bool, IntegrityError> {
+    let mark = match scan.mark {
+        Mark::Unmarked => return Ok(false),
+        Mark::Lost { cut } => {
+            gate.check(Problem::LogMarksLost { cut })?;
+            return Ok(true);
+        }
+        Mark::At(mark) => mark,
+    };
+    let checkpoint = meta.log.map_or(0, |log| log.mark);
+    if mark < checkpoint {
+        gate.check(Problem::LogOlder {
+            log_mark: Some(mark),
+            checkpoint,
+        })?;
+        return Ok(true);
+    }
+    // A damaged log is refused for its damage (which also cuts what follows it).
+    let last = scan.frames.last().map_or(meta.applied, |frame| frame.seq);
+    if last < mark && !matches!(scan.end, End::Damaged { .. }) {
+        gate.check(Problem::LogCutShort { last, mark })?;
+        return Ok(true);
+    }
+    Ok(false)
 }
 
 /// Applies `frames` to `db`, builds the listing indexes if the database has none yet, and records
@@ -305,7 +355,7 @@ fn replay(
     }
     let page_token_key = index::prepare(&txn)?;
     meta::set_seq(&txn, seq)?;
-    meta::set_opened(&txn, id, generation, meta.generations.first().copied())?;
+    meta::set_opened(&txn, id, generation, meta.generations.first().copied(), seq)?;
     txn.commit().map_err(internal)?;
     if !frames.is_empty() {
         tracing::info!(

@@ -11,7 +11,7 @@ use crate::ledger::{ClaimArgs, Semantics};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-fn options(accept_data_loss: bool) -> OpenOptions {
+pub(super) fn options(accept_data_loss: bool) -> OpenOptions {
     OpenOptions {
         accept_data_loss,
         // No timed checkpoint: the log keeps every write, as a crash right after them leaves it.
@@ -21,7 +21,7 @@ fn options(accept_data_loss: bool) -> OpenOptions {
 }
 
 /// Opens `dir`, waiting for a dropped store's writer thread to let go of the file.
-async fn open(dir: &Path, accept: bool) -> Result<EmbeddedStore, OpenError> {
+pub(super) async fn open(dir: &Path, accept: bool) -> Result<EmbeddedStore, OpenError> {
     for _ in 0..100 {
         match EmbeddedStore::open_with_options(dir, options(accept)) {
             Err(OpenError::Store(e)) if e.to_string().contains("already open") => {
@@ -34,7 +34,7 @@ async fn open(dir: &Path, accept: bool) -> Result<EmbeddedStore, OpenError> {
 }
 
 /// The problem a refused open names.
-async fn refused(dir: &Path) -> (Problem, String) {
+pub(super) async fn refused(dir: &Path) -> (Problem, String) {
     match open(dir, false).await {
         Err(OpenError::Refused(refusal)) => {
             let message = refusal.to_string();
@@ -47,11 +47,11 @@ async fn refused(dir: &Path) -> (Problem, String) {
     }
 }
 
-fn id(i: usize) -> RecordId {
+pub(super) fn id(i: usize) -> RecordId {
     RecordId::new("t", "ns", format!("k{i}"))
 }
 
-async fn insert(store: &EmbeddedStore, i: usize) {
+pub(super) async fn insert(store: &EmbeddedStore, i: usize) {
     let args = ClaimArgs {
         fingerprint: [1; 32],
         lease_ttl: 30_000,
@@ -70,7 +70,7 @@ async fn insert(store: &EmbeddedStore, i: usize) {
 }
 
 /// Which of records `0..n` `store` holds.
-async fn present(store: &EmbeddedStore, n: usize) -> Vec<usize> {
+pub(super) async fn present(store: &EmbeddedStore, n: usize) -> Vec<usize> {
     let now = Clock::System.now();
     let mut found = Vec::new();
     for i in 0..n {
@@ -83,7 +83,7 @@ async fn present(store: &EmbeddedStore, n: usize) -> Vec<usize> {
 
 /// Every file of `dir` and a hash of its bytes; redb's file only by name unless `with_db` (redb
 /// recovers its own file from a crash when it opens it).
-fn snapshot(dir: &Path, with_db: bool) -> BTreeMap<String, Vec<u8>> {
+pub(super) fn snapshot(dir: &Path, with_db: bool) -> BTreeMap<String, Vec<u8>> {
     use sha2::Digest;
     std::fs::read_dir(dir)
         .unwrap()
@@ -99,7 +99,7 @@ fn snapshot(dir: &Path, with_db: bool) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
-fn discarded(dir: &Path, name: &str) -> usize {
+pub(super) fn discarded(dir: &Path, name: &str) -> usize {
     let prefix = format!("{name}.discarded-");
     snapshot(dir, false)
         .keys()
@@ -108,7 +108,7 @@ fn discarded(dir: &Path, name: &str) -> usize {
 }
 
 /// A data directory with records `0..n`, stopped cleanly.
-async fn stopped(n: usize) -> tempfile::TempDir {
+pub(super) async fn stopped(n: usize) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path(), false).await.unwrap();
     for i in 0..n {
@@ -120,7 +120,7 @@ async fn stopped(n: usize) -> tempfile::TempDir {
 
 /// What a crash leaves: redb's file as of its last durable commit and the log holding records
 /// `0..n`, one frame each (frame 1 holds record 0). Returns the directory and each frame's offset.
-async fn crashed(n: usize) -> (tempfile::TempDir, Vec<usize>) {
+pub(super) async fn crashed(n: usize) -> (tempfile::TempDir, Vec<usize>) {
     let (live, image) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let store = open(live.path(), false).await.unwrap();
     store.flush().await.unwrap();
@@ -135,19 +135,21 @@ async fn crashed(n: usize) -> (tempfile::TempDir, Vec<usize>) {
     (image, frame_offsets(&log))
 }
 
-/// The offset of each frame after the header.
-fn frame_offsets(log: &[u8]) -> Vec<usize> {
+/// The offset of each frame after the header and the marks (which are numbered 0).
+pub(super) fn frame_offsets(log: &[u8]) -> Vec<usize> {
     let mut offsets = Vec::new();
     let mut at = 0;
     while at + frame::HEADER <= log.len() && log[at..at + 4] == *b"1WKO" {
-        offsets.push(at);
+        if log[at + 4..at + 12] != [0; 8] {
+            offsets.push(at);
+        }
         at +=
             frame::HEADER + u32::from_le_bytes(log[at + 12..at + 16].try_into().unwrap()) as usize;
     }
-    offsets.split_off(1)
+    offsets
 }
 
-fn edit_log(dir: &Path, edit: impl FnOnce(&mut Vec<u8>)) {
+pub(super) fn edit_log(dir: &Path, edit: impl FnOnce(&mut Vec<u8>)) {
     let path = dir.join(WAL_FILE);
     let mut log = std::fs::read(&path).unwrap();
     edit(&mut log);

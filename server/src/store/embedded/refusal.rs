@@ -30,6 +30,17 @@ pub enum Problem {
     LogHeader { header: Header },
     /// The log is from another generation of this store and the last run did not stop cleanly.
     LogOfAnotherGeneration,
+    /// The log's marks are gone: it ends before or inside them (`cut`: truncated, e.g. to its
+    /// header), or both are damaged; the last run did not stop cleanly.
+    LogMarksLost { cut: bool },
+    /// The log is older than the database: its mark (`None`: it is the previous generation's
+    /// log) is behind what the database's last checkpoint recorded (`checkpoint`).
+    LogOlder {
+        log_mark: Option<u64>,
+        checkpoint: u64,
+    },
+    /// The log ends with frame `last` although it durably held every frame up to `mark`.
+    LogCutShort { last: u64, mark: u64 },
     /// A frame of the log is damaged or missing and intact frames follow it.
     LogDamaged {
         frame: usize,
@@ -43,6 +54,8 @@ pub enum Problem {
 const LAST_WRITES: &str = "the writes acknowledged since oncekey.redb's last checkpoint (at \
      most the last ~50 ms of writes before the crash): those keys may be claimed again as if new, \
      or be back in an earlier state";
+const CUT: &str = "the writes acknowledged since oncekey.redb's last checkpoint that the log \
+     no longer holds: those keys may be claimed again as if new, or be back in an earlier state";
 const EVERYTHING: &str = "every record the store held: every key can be claimed again, and its \
      side effect run again";
 
@@ -112,6 +125,49 @@ impl Problem {
                  wrote oncekey.redb did not stop cleanly, so its own log held writes the file lacks"
                     .to_string()
             }
+            Problem::LogMarksLost { cut } => {
+                let found = match cut {
+                    true => {
+                        "ends inside its header (before the marks of how far it was durably \
+                             written): it was truncated"
+                    }
+                    false => {
+                        "has lost both marks of how far it was durably written (they are \
+                              damaged)"
+                    }
+                };
+                format!(
+                    "the write-ahead log oncekey.wal {found}, and the last run did not stop \
+                     cleanly, so it held writes that oncekey.redb lacks"
+                )
+            }
+            Problem::LogOlder {
+                log_mark: Some(mark),
+                checkpoint,
+            } => format!(
+                "the write-ahead log oncekey.wal is older than oncekey.redb: it says it held the \
+                 writes up to sequence number {mark}, but oncekey.redb's last checkpoint saw it \
+                 hold them up to {checkpoint} (was an older copy of the log put back, or \
+                 oncekey.redb copied without the log copied with it?), and the last run did not \
+                 stop cleanly, so the log that belongs to it may have held writes that oncekey.redb \
+                 lacks"
+            ),
+            Problem::LogOlder {
+                log_mark: None,
+                checkpoint,
+            } => format!(
+                "the write-ahead log oncekey.wal is the previous run's log, but oncekey.redb holds \
+                 writes of the last run's log (up to sequence number {checkpoint}): an older copy \
+                 of the log was put back, and the last run did not stop cleanly, so its own log \
+                 may have held writes that oncekey.redb lacks"
+            ),
+            Problem::LogCutShort { last, mark } => format!(
+                "the write-ahead log oncekey.wal was cut short: it ends with the writes of \
+                 sequence number {last}, but it had durably held them up to {mark} (it was \
+                 truncated, or an older copy of it put back); the writes of {lost} were \
+                 acknowledged and oncekey.redb lacks them",
+                lost = numbers(last + 1, *mark)
+            ),
             Problem::LogDamaged {
                 frame,
                 at,
@@ -146,6 +202,20 @@ impl Problem {
         }
     }
 
+    /// What to restore instead of accepting the loss.
+    fn restore(&self) -> &'static str {
+        match self {
+            Problem::IdentityDamaged { .. }
+            | Problem::DatabaseLost { .. }
+            | Problem::DatabaseCorrupt { .. }
+            | Problem::DatabaseOfAnotherStore { .. } => "restore the data directory from a backup",
+            _ => {
+                "restore the data directory from a backup, oncekey.redb together with the \
+                  oncekey.wal copied with it"
+            }
+        }
+    }
+
     /// What `--accept-data-loss` does about it.
     pub fn accepting(&self) -> String {
         match self {
@@ -162,10 +232,17 @@ impl Problem {
                  store and rewrite oncekey.id (a log of the other store is kept as \
                  oncekey.wal.discarded-<time>)"
                 .into(),
-            Problem::LogMissing | Problem::LogHeader { .. } | Problem::LogOfAnotherGeneration => {
-                "start from oncekey.redb alone (the log is kept as oncekey.wal.discarded-<time>)"
-                    .into()
-            }
+            Problem::LogMissing
+            | Problem::LogHeader { .. }
+            | Problem::LogOfAnotherGeneration
+            | Problem::LogMarksLost { .. }
+            | Problem::LogOlder { log_mark: None, .. } => "start from oncekey.redb alone (the \
+                 log is kept as oncekey.wal.discarded-<time>)"
+                .into(),
+            Problem::LogOlder { .. } | Problem::LogCutShort { .. } => "start from oncekey.redb \
+                 and the writes the log still holds (the log is kept as \
+                 oncekey.wal.discarded-<time>)"
+                .into(),
             Problem::LogDamaged { at, replayable, .. } => {
                 let replay = match replayable {
                     0 => "replay nothing".to_string(),
@@ -194,6 +271,12 @@ impl Problem {
             Problem::LogMissing | Problem::LogHeader { .. } | Problem::LogOfAnotherGeneration => {
                 LAST_WRITES.into()
             }
+            Problem::LogMarksLost { .. } | Problem::LogOlder { .. } => CUT.into(),
+            Problem::LogCutShort { last, mark } => format!(
+                "the writes of {}, and any after them: those keys may be claimed again as if \
+                 new, or be back in an earlier state",
+                numbers(last + 1, *mark)
+            ),
             Problem::LogDamaged { intact, .. } => format!(
                 "the writes in the damaged frame and in the {} after it: those keys may be \
                  claimed again as if new, or be back in an earlier state",
@@ -203,16 +286,25 @@ impl Problem {
     }
 }
 
+/// "sequence number N" or "sequence numbers N to M".
+fn numbers(from: u64, to: u64) -> String {
+    match from == to {
+        true => format!("sequence number {from}"),
+        false => format!("sequence numbers {from} to {to}"),
+    }
+}
+
 /// The embedded store did not open because of `problem`; nothing on disk was changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the embedded store in {dir} was not opened: {what}.\nNothing on disk was changed{note}. To \
-     proceed, either restore the data directory from a backup (docs/operations.md, \"Recovering \
-     the embedded store\"), or start once with --accept-data-loss \
-     (ONCEKEY_ACCEPT_DATA_LOSS=true) to {accepting}; that loses {loss}.",
+    "the embedded store in {dir} was not opened: {what}. Nothing on disk was changed{note}. To \
+     proceed, either {restore} (docs/operations.md, \"Recovering the embedded store\"), or start \
+     once with --accept-data-loss (ONCEKEY_ACCEPT_DATA_LOSS=true) to {accepting}; that loses \
+     {loss}.",
     dir = .dir.display(),
     what = .problem.what(),
     note = .problem.note(),
+    restore = .problem.restore(),
     accepting = .problem.accepting(),
     loss = .problem.loss()
 )]

@@ -11,6 +11,9 @@
 //! - none: a torn tail, the write a crash interrupted (never acknowledged) — normal;
 //! - some: the log is damaged before frames that were written after it, whose writes may have
 //!   been acknowledged; replaying only up to the damage would silently drop them.
+//!
+//! A log made by this version has two mark frames after its header (`wal`); the scan reports the
+//! highest mark, which the open holds the live frames and the database's own record against.
 
 use super::frame::{self, Defect, Frame};
 
@@ -23,6 +26,20 @@ pub struct Scan {
     pub frames: Vec<Frame>,
     /// What follows them.
     pub end: End,
+    /// How far the log says it was durably written.
+    pub mark: Mark,
+}
+
+/// The high-water mark of a log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// The log has no marks: a version without them wrote it, or it is not the database's.
+    Unmarked,
+    /// The log has marks but none is left: it ends before or inside them (`cut`), or both are
+    /// damaged.
+    Lost { cut: bool },
+    /// The log durably held every frame up to this sequence number (or redb did).
+    At(u64),
 }
 
 /// How a log starts.
@@ -80,9 +97,10 @@ impl std::fmt::Display for Damage {
 
 /// Reads `bytes`, the log of store `id` whose database holds every frame up to `applied`.
 /// `generations` are the header generations that belong to the database as it is: a log with
-/// another header is from another generation of the store and yields no frames.
-pub fn scan(bytes: &[u8], id: u64, applied: u64, generations: &[u64]) -> Scan {
-    let (header, start) = match frame::decode(bytes, id) {
+/// another header is from another generation of the store and yields no frames. The log of
+/// generation `marked` has marks after its header.
+pub fn scan(bytes: &[u8], id: u64, applied: u64, generations: &[u64], marked: Option<u64>) -> Scan {
+    let (header, mut start) = match frame::decode(bytes, id) {
         _ if bytes.is_empty() => (Header::Empty, 0),
         Ok((first, len)) => match first.generation() {
             Some(generation) => (Header::Generation(generation), len),
@@ -90,13 +108,34 @@ pub fn scan(bytes: &[u8], id: u64, applied: u64, generations: &[u64]) -> Scan {
         },
         Err(defect) => (Header::Invalid(defect), 0),
     };
+    let mut mark = Mark::Unmarked;
     if let Header::Generation(generation) = header {
         if !generations.contains(&generation) {
             return Scan {
                 header,
                 frames: Vec::new(),
                 end: End::Clean,
+                mark,
             };
+        }
+        if marked == Some(generation) {
+            let end = start + 2 * frame::MARK_LEN;
+            let Some(slots) = bytes.get(start..end) else {
+                return Scan {
+                    header,
+                    frames: Vec::new(),
+                    end: End::Clean,
+                    mark: Mark::Lost { cut: true },
+                };
+            };
+            mark = slots
+                .chunks(frame::MARK_LEN)
+                .filter_map(|slot| frame::decode(slot, id).ok()?.0.mark())
+                .filter(|(of, _)| *of == generation)
+                .map(|(_, at)| at)
+                .max()
+                .map_or(Mark::Lost { cut: false }, Mark::At);
+            start = end;
         }
     }
     let (frames, end) = live_frames(bytes, start, id, applied);
@@ -104,6 +143,7 @@ pub fn scan(bytes: &[u8], id: u64, applied: u64, generations: &[u64]) -> Scan {
         header,
         frames,
         end,
+        mark,
     }
 }
 
@@ -185,14 +225,23 @@ mod tests {
         }
     }
 
-    /// A log with a header and one frame per sequence number; returns it and each frame's offset.
+    /// A log with a header, marks of 0 and one frame per sequence number; returns it and each
+    /// frame's offset.
     fn log(seqs: &[u64]) -> (Vec<u8>, Vec<usize>) {
+        marked_log(seqs, [0, 0])
+    }
+
+    /// `log` with marks `marks`.
+    fn marked_log(seqs: &[u64], marks: [u64; 2]) -> (Vec<u8>, Vec<usize>) {
         let mut out = Vec::new();
         frame::encode_header(&mut out, ID, GEN);
+        for mark in marks {
+            frame::encode_mark(&mut out, ID, GEN, mark);
+        }
         let mut offsets = Vec::new();
         for &seq in seqs {
             offsets.push(out.len());
-            frame::encode(&mut out, ID, seq, &[put(&format!("k{seq}"), "v")]);
+            frame::encode(&mut out, ID, seq, &[put(&format!("k{seq}"), "v")]).unwrap();
         }
         (out, offsets)
     }
@@ -204,19 +253,21 @@ mod tests {
     #[test]
     fn frames_after_the_applied_one_are_replayed_in_order() {
         let (bytes, _) = log(&[5, 6, 7]);
-        let scan = scan(&bytes, ID, 4, &[GEN]);
+        let scan = scan(&bytes, ID, 4, &[GEN], Some(GEN));
         assert_eq!(scan.header, Header::Generation(GEN));
         assert_eq!((seqs(&scan), scan.end), (vec![5, 6, 7], End::Clean));
-        let scan = super::scan(&bytes, ID, 6, &[GEN]);
+        let scan = super::scan(&bytes, ID, 6, &[GEN], Some(GEN));
         assert_eq!((seqs(&scan), scan.end), (vec![7], End::Clean));
-        assert!(super::scan(&bytes, ID, 7, &[GEN]).frames.is_empty());
+        assert!(super::scan(&bytes, ID, 7, &[GEN], Some(GEN))
+            .frames
+            .is_empty());
     }
 
     #[test]
     fn a_torn_last_frame_is_a_torn_tail() {
         let (bytes, offsets) = log(&[1, 2, 3]);
         let torn = &bytes[..bytes.len() - 3];
-        let scan = scan(torn, ID, 0, &[GEN]);
+        let scan = scan(torn, ID, 0, &[GEN], Some(GEN));
         assert_eq!(seqs(&scan), [1, 2]);
         assert_eq!(
             scan.end,
@@ -229,12 +280,12 @@ mod tests {
         let mut flipped = bytes.clone();
         *flipped.last_mut().unwrap() ^= 0xff;
         assert!(matches!(
-            super::scan(&flipped, ID, 0, &[GEN]).end,
+            super::scan(&flipped, ID, 0, &[GEN], Some(GEN)).end,
             End::Torn { .. }
         ));
         let mut garbage = bytes.clone();
         garbage.extend_from_slice(&[0xab; 100]);
-        let scan = super::scan(&garbage, ID, 0, &[GEN]);
+        let scan = super::scan(&garbage, ID, 0, &[GEN], Some(GEN));
         assert_eq!(seqs(&scan), [1, 2, 3]);
         assert!(matches!(scan.end, End::Torn { .. }));
     }
@@ -244,7 +295,7 @@ mod tests {
         let (mut bytes, offsets) = log(&[11, 12, 13, 14, 15]);
         // A flipped bit in frame 12's payload.
         bytes[offsets[1] + frame::HEADER + 3] ^= 0x10;
-        let scan = scan(&bytes, ID, 10, &[GEN]);
+        let scan = scan(&bytes, ID, 10, &[GEN], Some(GEN));
         assert_eq!(seqs(&scan), [11]);
         let End::Damaged {
             at,
@@ -264,7 +315,7 @@ mod tests {
     fn a_destroyed_frame_header_is_searched_past() {
         let (mut bytes, offsets) = log(&[1, 2, 3]);
         bytes[offsets[1]..offsets[1] + 8].fill(0);
-        let scan = scan(&bytes, ID, 0, &[GEN]);
+        let scan = scan(&bytes, ID, 0, &[GEN], Some(GEN));
         assert_eq!(seqs(&scan), [1]);
         assert!(matches!(
             scan.end,
@@ -275,7 +326,7 @@ mod tests {
     #[test]
     fn a_missing_frame_is_damage() {
         let (bytes, _) = log(&[4, 6, 7]);
-        let scan = scan(&bytes, ID, 3, &[GEN]);
+        let scan = scan(&bytes, ID, 3, &[GEN], Some(GEN));
         assert_eq!(seqs(&scan), [4]);
         assert!(matches!(
             scan.end,
@@ -295,41 +346,94 @@ mod tests {
         // Cut mid-frame: the bytes after frame 4 are the rest of the old log.
         let keep = bytes.len() + 5;
         bytes.extend_from_slice(&old[keep..]);
-        let scan = scan(&bytes, ID, 3, &[GEN]);
+        let scan = scan(&bytes, ID, 3, &[GEN], Some(GEN));
         assert_eq!(seqs(&scan), [4]);
         assert!(matches!(scan.end, End::Torn { .. }), "{:?}", scan.end);
         // Aligned: a whole old frame follows.
         let (mut aligned, _) = log(&[4]);
         let (_, old_offsets) = log(&[1, 2, 3]);
         aligned.extend_from_slice(&old[old_offsets[1]..]);
-        let scan = super::scan(&aligned, ID, 3, &[GEN]);
+        let scan = super::scan(&aligned, ID, 3, &[GEN], Some(GEN));
         assert_eq!((seqs(&scan), scan.end), (vec![4], End::Clean));
         // Only old frames: nothing to replay, nothing wrong.
-        let scan = super::scan(&old, ID, 3, &[GEN]);
+        let scan = super::scan(&old, ID, 3, &[GEN], Some(GEN));
         assert_eq!((seqs(&scan), scan.end), (vec![], End::Clean));
     }
 
     #[test]
     fn another_generation_or_store_yields_nothing() {
         let (bytes, _) = log(&[1, 2]);
-        let scan = scan(&bytes, ID, 0, &[GEN + 1]);
+        let scan = scan(&bytes, ID, 0, &[GEN + 1], Some(GEN));
         assert_eq!(scan.header, Header::Generation(GEN));
         assert!(scan.frames.is_empty());
         // Another store's log: its header fails the checksum, and no frame is intact.
-        let scan = super::scan(&bytes, ID + 1, 0, &[GEN]);
+        let scan = super::scan(&bytes, ID + 1, 0, &[GEN], Some(GEN));
         assert_eq!(scan.header, Header::Invalid(Defect::Checksum { seq: 0 }));
         assert!(scan.frames.is_empty());
         assert!(matches!(scan.end, End::Torn { at: 0, .. }));
-        assert_eq!(super::scan(&[], ID, 0, &[GEN]).header, Header::Empty);
+        assert_eq!(
+            super::scan(&[], ID, 0, &[GEN], Some(GEN)).header,
+            Header::Empty
+        );
+    }
+
+    #[test]
+    fn the_highest_whole_mark_of_the_generation_counts() {
+        let (bytes, offsets) = marked_log(&[3, 4], [4, 2]);
+        let scan = scan(&bytes, ID, 2, &[GEN], Some(GEN));
+        assert_eq!((scan.mark, seqs(&scan)), (Mark::At(4), vec![3, 4]));
+        // One slot torn: the other one's.
+        let mut torn = bytes.clone();
+        torn[offsets[0] - frame::MARK_LEN - 3] ^= 1;
+        assert_eq!(
+            super::scan(&torn, ID, 2, &[GEN], Some(GEN)).mark,
+            Mark::At(2)
+        );
+        torn[offsets[0] - 3] ^= 1;
+        let scan = super::scan(&torn, ID, 2, &[GEN], Some(GEN));
+        assert_eq!(
+            (scan.mark, seqs(&scan)),
+            (Mark::Lost { cut: false }, vec![3, 4])
+        );
+        // Cut inside the marks, or to the header.
+        for cut in [offsets[0] - 1, offsets[0] - 2 * frame::MARK_LEN] {
+            let scan = super::scan(&bytes[..cut], ID, 2, &[GEN], Some(GEN));
+            assert_eq!(
+                (scan.mark, scan.frames.len()),
+                (Mark::Lost { cut: true }, 0)
+            );
+        }
+        // A mark of another generation is none.
+        let mut other = Vec::new();
+        frame::encode_header(&mut other, ID, GEN);
+        frame::encode_mark(&mut other, ID, GEN + 1, 9);
+        frame::encode_mark(&mut other, ID, GEN, 1);
+        assert_eq!(
+            super::scan(&other, ID, 0, &[GEN], Some(GEN)).mark,
+            Mark::At(1)
+        );
+    }
+
+    #[test]
+    fn a_generation_without_marks_is_read_after_its_header() {
+        // What a version without marks wrote.
+        let mut bytes = Vec::new();
+        frame::encode_header(&mut bytes, ID, GEN);
+        for seq in 1..=3 {
+            frame::encode(&mut bytes, ID, seq, &[put("k", "v")]).unwrap();
+        }
+        let scan = scan(&bytes, ID, 1, &[GEN], None);
+        assert_eq!(scan.mark, Mark::Unmarked);
+        assert_eq!((seqs(&scan), scan.end), (vec![2, 3], End::Clean));
     }
 
     #[test]
     fn a_log_without_header_is_read_from_its_start() {
         let mut bytes = Vec::new();
         for seq in 1..=3 {
-            frame::encode(&mut bytes, ID, seq, &[put("k", "v")]);
+            frame::encode(&mut bytes, ID, seq, &[put("k", "v")]).unwrap();
         }
-        let scan = scan(&bytes, ID, 1, &[GEN]);
+        let scan = scan(&bytes, ID, 1, &[GEN], Some(GEN));
         assert_eq!(scan.header, Header::Legacy);
         assert_eq!((seqs(&scan), scan.end), (vec![2, 3], End::Clean));
     }

@@ -1,6 +1,8 @@
 //! The embedded store's single writer thread: group commit of conditional writes.
 //!
-//! Callers queue requests; the thread takes everything queued (up to `MAX_BATCH`) and applies each
+//! Callers queue requests; the thread takes everything queued (up to `MAX_BATCH` requests, and no
+//! more once they carry `MAX_BATCH_BYTES`, so that a frame stays far below what its length field
+//! holds) and applies each
 //! conditional write in order inside one redb transaction. The batch's effects go to the
 //! write-ahead log (`wal`) as one frame, synced if any write in the batch must be durable, and only
 //! then is the redb transaction committed — without an fsync of its own — and every caller
@@ -19,7 +21,7 @@
 use super::cache::Cache;
 use super::codec::{self, Encoded};
 use super::internal;
-use super::meta::{set_clean, set_seq};
+use super::meta::{set_clean, set_mark, set_seq};
 use super::pending::{Moves, Pending, TICK};
 use super::tables;
 use super::wal::{Effect, Wal};
@@ -34,6 +36,11 @@ use tokio::sync::oneshot;
 
 /// Most writes committed together.
 const MAX_BATCH: usize = 1024;
+/// No more writes are taken into a batch once its writes carry this many bytes. A batch's log
+/// frame then holds at most this plus one write (a record with a body of at most
+/// `--max-result-bytes`, 64 MiB, plus its metadata, error and history): far below the 4 GiB a
+/// frame's length field holds. Small writes never reach it (1024 of them carry a few MiB).
+pub const MAX_BATCH_BYTES: usize = 64 << 20;
 /// Longest time between checkpoints while there are writes. A checkpoint's cost grows with the
 /// pages written since the last one, and writes wait for it: at ~28 k writes/s one took ~14 ms
 /// every second, ~4 ms every 250 ms, ~1.6 ms every 50 ms. Shorter stalls make a shorter tail
@@ -53,6 +60,21 @@ pub struct Put {
     /// `None`: kept until it settles (not in the expiry index).
     pub expires_at: Option<Millis>,
     pub encoded: Encoded,
+}
+
+impl Op {
+    /// The most bytes the write adds to its batch's log frame (`frame::payload_len`: a record
+    /// and its outcome put, or the outcome removed); deletes and sweeps remove keys only, a few
+    /// hundred bytes each (a sweep up to `limit` of them), counted as nothing.
+    fn bytes(&self) -> usize {
+        match self {
+            Op::Insert { put, .. } | Op::Replace { put, .. } => {
+                let outcome = put.encoded.outcome.as_ref().map_or(0, Vec::len);
+                2 * (9 + put.key.len()) + put.encoded.row.len() + outcome
+            }
+            Op::Delete { .. } | Op::Sweep { .. } | Op::Flush | Op::Close => 0,
+        }
+    }
 }
 
 impl Put {
@@ -149,6 +171,7 @@ pub fn spawn(
         clean: false,
         last_checkpoint: Instant::now(),
         checkpoint_every,
+        max_batch_bytes: MAX_BATCH_BYTES,
     };
     let thread = std::thread::Builder::new()
         .name("oncekey-writer".into())
@@ -182,6 +205,8 @@ struct Writer {
     last_checkpoint: Instant,
     /// `CHECKPOINT_EVERY`, unless a test needs the log to keep everything.
     checkpoint_every: Duration,
+    /// `MAX_BATCH_BYTES`, unless a test needs a small one.
+    max_batch_bytes: usize,
 }
 
 impl Writer {
@@ -201,10 +226,14 @@ impl Writer {
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             };
+            let mut bytes = first.op.bytes();
             let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
+            while batch.len() < MAX_BATCH && bytes < self.max_batch_bytes {
                 match rx.try_recv() {
-                    Ok(request) => batch.push(request),
+                    Ok(request) => {
+                        bytes += request.op.bytes();
+                        batch.push(request);
+                    }
                     Err(_) => break,
                 }
             }
@@ -380,6 +409,7 @@ impl Writer {
                 .map_err(internal)?;
             write_moves(&txn, &moves, &self.expiring)?;
             set_seq(&txn, self.seq)?;
+            set_mark(&txn, self.wal.marked())?;
             if clean {
                 set_clean(&txn, true)?;
             }

@@ -22,6 +22,7 @@ fn writer(dir: &std::path::Path) -> Writer {
         clean: false,
         last_checkpoint: Instant::now(),
         checkpoint_every: Duration::from_secs(3600),
+        max_batch_bytes: MAX_BATCH_BYTES,
     }
 }
 
@@ -42,21 +43,27 @@ fn applied(answer: &mut oneshot::Receiver<Result<Done, StoreError>>) -> bool {
     matches!(answer.try_recv(), Ok(Ok(Done::Cas(Cas::Applied))))
 }
 
-/// The keys of each frame in the log of the store in `dir`, in log order.
-fn frames(dir: &std::path::Path) -> Vec<Vec<Vec<u8>>> {
+/// The frames of the log of the store in `dir` after its header and marks, in log order.
+fn log_frames(dir: &std::path::Path) -> Vec<frame::Frame> {
     let Identity::Store(id) = identity::read(dir).unwrap() else {
         panic!("no store id")
     };
     let bytes = Wal::read(dir).unwrap().expect("a log");
     let mut header = Vec::new();
     frame::encode_header(&mut header, id, 0);
-    let (mut at, mut keys) = (header.len(), Vec::new());
+    let (mut at, mut frames) = (header.len() + 2 * frame::MARK_LEN, Vec::new());
     while at < bytes.len() {
         let (frame, len) = frame::decode(&bytes[at..], id).unwrap_or_else(|_| panic!("bad frame"));
-        keys.push(frame.effects.iter().map(|e| e.key().to_vec()).collect());
+        frames.push(frame);
         at += len;
     }
-    keys
+    frames
+}
+
+/// The keys of each frame in the log of the store in `dir`, in log order.
+fn frames(dir: &std::path::Path) -> Vec<Vec<Vec<u8>>> {
+    let keys = |f: &frame::Frame| f.effects.iter().map(|e| e.key().to_vec()).collect();
+    log_frames(dir).iter().map(keys).collect()
 }
 
 /// A dedup-hit write taken in the same batch as a Claim's insert goes after it, in a frame of
@@ -106,4 +113,44 @@ fn counter_only_writes_go_after_the_others_and_sync_nothing() {
         writer.wal.unsynced(),
         "the hit's frame waits for the next sync"
     );
+}
+
+/// Writes queued together stop filling a batch once they carry `max_batch_bytes`: the rest go in
+/// the next batches, so each log frame holds at most the bound plus one write (however many
+/// large results are queued, a frame never nears the 4 GiB its length field holds), and every
+/// write is applied.
+#[test]
+fn a_batch_stops_taking_writes_at_its_byte_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = writer(dir.path());
+    writer.max_batch_bytes = 10_000;
+    let (tx, rx) = mpsc::channel();
+    let mut answers = Vec::new();
+    let mut largest = 0;
+    for i in 0..8 {
+        let mut big = record(&format!("big{i}"));
+        big.result = Some(crate::ledger::OpResult {
+            code: 200,
+            body: vec![b'x'; 3_000],
+            content_type: "text/plain".into(),
+            metadata: Default::default(),
+        });
+        let put = Put::new(&big);
+        let (insert, answer) = request(Op::Insert { put, now: 1 });
+        largest = largest.max(insert.op.bytes());
+        tx.send(insert).unwrap();
+        answers.push(answer);
+    }
+    drop(tx);
+    // Takes everything queued, then stops after a final checkpoint.
+    writer.run(&rx);
+    assert!(answers.iter_mut().all(applied));
+    let frames = log_frames(dir.path());
+    let written: usize = frames.iter().map(|f| f.effects.len()).sum();
+    assert_eq!(written, 8, "every write is in the log");
+    assert!(frames.len() >= 2, "{} frames", frames.len());
+    for frame in &frames {
+        let bytes = frame::payload_len(&frame.effects);
+        assert!(bytes < 10_000 + largest, "a frame of {bytes} bytes");
+    }
 }

@@ -2,7 +2,9 @@
 //! `oncekey.redb` and a write-ahead log damaged before intact frames stop `oncekey serve` with
 //! exit code 65 and a message saying what and how to proceed, changing nothing; with
 //! `--accept-data-loss` it starts. A torn log tail and an earlier version's data directory start
-//! as they are, with every acknowledged write.
+//! as they are, with every acknowledged write. A log cut short or put back older: `log_cut`.
+
+mod log_cut;
 
 use oncekey_api::v1::{ClaimOutcome, RecordStatus};
 use oncekey_tests::*;
@@ -71,8 +73,13 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 /// Claims and completes keys `k0..kN` (each a durable write to the log).
 async fn settle(server: &Server, n: usize) {
+    settle_keys(server, 0..n).await
+}
+
+/// Claims and completes keys `k{i}` for each `i` of `keys`.
+async fn settle_keys(server: &Server, keys: std::ops::Range<usize>) {
     let mut c = server.client("acme").await;
-    for i in 0..n {
+    for i in keys {
         let key = format!("k{i}");
         let claimed = c.claim(claim(NS, &key, "{}")).await.unwrap().into_inner();
         assert_eq!(outcome(&claimed), ClaimOutcome::Acquired);
@@ -104,16 +111,23 @@ async fn settled(server: &Server, n: usize) -> Vec<usize> {
     found
 }
 
-/// The offsets of the log's frames after its header (each: magic "OKW1" little-endian, sequence
-/// number, payload length, checksum, payload).
+/// The offsets of the log's frames after its header and marks, which are numbered 0 (each frame:
+/// magic "OKW1" little-endian, sequence number, payload length, checksum, payload).
 fn frames(log: &[u8]) -> Vec<usize> {
     let mut offsets = Vec::new();
     let mut at = 0;
     while at + 24 <= log.len() && log[at..at + 4] == *b"1WKO" {
-        offsets.push(at);
-        at += 24 + u32::from_le_bytes(log[at + 12..at + 16].try_into().unwrap()) as usize;
+        if log[at + 4..at + 12] != [0; 8] {
+            offsets.push(at);
+        }
+        at += frame_len(log, at);
     }
-    offsets.split_off(1)
+    offsets
+}
+
+/// The length of the frame at `at` of `log`.
+fn frame_len(log: &[u8], at: usize) -> usize {
+    24 + u32::from_le_bytes(log[at + 12..at + 16].try_into().unwrap()) as usize
 }
 
 /// A data directory whose server settled `k0..kN` and was then killed with `kill -9`.
