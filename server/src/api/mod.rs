@@ -199,7 +199,14 @@ impl<S: Store> LedgerService<S> {
         }
         let id = convert::record_id(tenant, &req.namespace, &req.key)?;
         let (args, wait) = convert::claim_args(req, &self.limits)?;
-        let reply = self.engine.claim(&id, &args, wait).await?;
+        let max_held = match wait {
+            Some(w) if w > 0 => self.admission.policy().limits(tenant).held_claims,
+            _ => 0,
+        };
+        let reply = self
+            .engine
+            .claim_bounded(&id, &args, wait, max_held)
+            .await?;
         let outcome = convert::outcome(reply.outcome);
         let lease = reply.lease.as_ref().map(convert::lease);
         Span::current().record(

@@ -4,6 +4,7 @@
 //! dry run decides once on the stored record and writes nothing at all.
 
 use super::rounds::{nothing, Basis, Ran};
+use super::waiters::Listener;
 use super::{millis, Engine, EngineError};
 use crate::ledger::{self, ClaimArgs, ClaimOutcome, Claimed, Event, EventKind, Lease, Millis};
 use crate::ledger::{Record, RecordId, Transition};
@@ -12,6 +13,9 @@ use std::time::Duration;
 
 /// Longest `retry_after` hint for an IN_PROGRESS answer.
 const MAX_RETRY_HINT: Millis = 1_000;
+/// Shortest pushback of a Claim refused for its tenant's held-claims bound (so that refused
+/// callers do not come back in a tight loop when a lease is about to run out).
+const MIN_HELD_RETRY: Millis = 100;
 /// Polling bounds for waiters on a store shared with other processes.
 const POLL_MIN: Millis = 50;
 const POLL_MAX: Millis = 1_000;
@@ -70,19 +74,35 @@ enum Answer {
 }
 
 impl<S: Store> Engine<S> {
-    /// Claim, holding an IN_PROGRESS answer up to `wait` for the record to settle.
+    /// Claim, holding an IN_PROGRESS answer up to `wait` for the record to settle, with no bound
+    /// on how many Claims a tenant may hold (`claim_bounded`).
+    pub async fn claim(
+        &self,
+        id: &RecordId,
+        args: &ClaimArgs,
+        wait: Option<Millis>,
+    ) -> Result<ClaimReply, EngineError> {
+        self.claim_bounded(id, args, wait, 0).await
+    }
+
+    /// Claim, holding an IN_PROGRESS answer up to `wait` for the record to settle, unless the
+    /// tenant holds `max_held` Claims already (0: no bound): then `EngineError::HeldLimit`, with
+    /// nothing written.
     ///
     /// The wait is a loop around the decision: while a Claim would answer IN_PROGRESS and wait
     /// is left, it writes nothing (no dedup hit, no receipt) and sleeps until the record settles
     /// (a notification from this process, or a poll when other processes share the store), its
     /// lease runs out, the wait runs out or the server shuts down; then it decides again. So
     /// duplicates that lose the race to create a fresh key are held like any other, and one Claim
-    /// counts at most one answer.
-    pub async fn claim(
+    /// counts at most one answer. The first time a Claim would be held it is counted against its
+    /// tenant's bound and starts listening for settles of its key (and of no other), then looks
+    /// again, so that a settle between the two looks is not missed.
+    pub async fn claim_bounded(
         &self,
         id: &RecordId,
         args: &ClaimArgs,
         wait: Option<Millis>,
+        max_held: u32,
     ) -> Result<ClaimReply, EngineError> {
         let deadline = wait
             .filter(|w| *w > 0)
@@ -98,11 +118,20 @@ impl<S: Store> Engine<S> {
         };
         let mut assumed = leading.is_some().then_some(Basis::Assumed(None));
         let mut poll = POLL_MIN;
+        // Set once the Claim is held: counted for its tenant, and listening on its key.
+        let mut permit = None;
+        let mut listener: Option<Listener<'_>> = None;
         loop {
+            if permit.is_some() && listener.is_none() {
+                listener = Some(self.core.waiters.listen(id));
+            }
             let hold = deadline.is_some_and(|d| tokio::time::Instant::now() < d)
                 && shutdown.as_mut().is_some_and(|s| !*s.borrow_and_update());
             // Listen before looking, so that a settle right after the look still wakes us.
-            let notified = hold.then(|| self.core.waiters.channel(id).notified());
+            let notified = listener
+                .as_ref()
+                .filter(|_| hold)
+                .map(|listener| listener.notified());
             tokio::pin!(notified);
             if let Some(notified) = notified.as_mut().as_pin_mut() {
                 notified.enable();
@@ -142,8 +171,24 @@ impl<S: Store> Engine<S> {
                     return Ok(self.answer(id, answer, record, decided_on).await)
                 }
             };
+            let Some(notified) = notified.as_pin_mut() else {
+                // Held for the first time: counted within the tenant's bound (or refused), then
+                // listening on the key from the next look on.
+                if permit.is_none() {
+                    permit = self.core.held.enter(&id.tenant, max_held);
+                }
+                if permit.is_none() {
+                    self.core.metrics.admission_refused("held");
+                    tracing::debug!(tenant = %id.tenant, "Claim refused: too many held");
+                    let now = self.core.clock.now();
+                    let retry_after = lease_end.map_or(MAX_RETRY_HINT, |end| end - now);
+                    return Err(EngineError::HeldLimit {
+                        retry_after: retry_after.clamp(MIN_HELD_RETRY, MAX_RETRY_HINT),
+                    });
+                }
+                continue;
+            };
             let deadline = deadline.expect("only a waiting Claim is held");
-            let notified = notified.as_pin_mut().expect("a held Claim listens");
             let shutdown = shutdown.as_mut().expect("a waiting Claim listens");
             let nap = self.nap(lease_end, &mut poll);
             let wake = (tokio::time::Instant::now() + nap).min(deadline);
