@@ -165,6 +165,13 @@ pub fn claim_args(
             format!("at most {} bytes", limits.max_owner_bytes),
         ));
     }
+    // Shown to operators as `lease_owner` and in receipts: no escape sequence may forge a line.
+    if req.owner.chars().any(char::is_control) {
+        return Err(ApiError::invalid(
+            "owner",
+            "must not contain control characters",
+        ));
+    }
     let parent = match &req.parent {
         Some(p) => {
             namespace("parent.namespace", &p.namespace)?;
