@@ -64,6 +64,7 @@ macro_rules! store_suite {
             case!(expiry_keeps_an_unsettled_at_most_once_record);
             case!(expiry_follows_a_renewing_at_least_once_holder);
             case!(expiry_removes_settled_records);
+            case!(expiry_keeps_the_gate_of_an_abandoned_key);
             case!(list_pages_through_thousands_of_records);
             case!(list_filters_by_status_namespace_and_parent);
             case!(list_never_shows_another_tenants_records);
