@@ -310,9 +310,18 @@ fn decide(
         ClaimOutcome::InProgress | ClaimOutcome::AwaitingApproval
     );
     if hold && pending {
-        // Nothing is written until the answer is final. (A record that awaits approval has no
-        // lease: it is looked at again when decided, or when the wait runs out.)
-        return Ok((nothing(), Round::Held { lease_end }));
+        // Nothing is written until the answer is final — but a lease that ends further ahead
+        // than its length is shortened now, or the Claim would be held until the clock caught
+        // up. (A record that awaits approval has no lease: it is looked at again when decided,
+        // or when the wait runs out.)
+        let bounded = current.and_then(|c| ledger::bound_lease(c, now));
+        return Ok(match bounded {
+            Some(transition) => {
+                let lease_end = transition.record.as_ref().and_then(|r| r.lease_expires_at);
+                (transition, Round::Held { lease_end })
+            }
+            None => (nothing(), Round::Held { lease_end }),
+        });
     }
     Ok((transition, Round::Answered(answer)))
 }

@@ -248,7 +248,7 @@ impl Event {
     /// full.
     pub fn is_routine(&self) -> bool {
         match self.kind {
-            EventKind::Renew => true,
+            EventKind::Renew => self.reason.is_empty(),
             EventKind::Claim => {
                 self.reason.is_empty()
                     && matches!(
