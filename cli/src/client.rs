@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use tonic_types::StatusExt;
 
-use crate::render::{lease_json, text};
 pub use crate::render::{describe_status, record_json};
+use crate::render::{lease_json, text};
 
 /// Where the server is and who we are.
 #[derive(Debug, Clone, Args)]
@@ -186,6 +186,10 @@ pub struct FailCmd {
     /// Error message.
     #[arg(long, default_value = "")]
     message: String,
+    /// Nothing ran under this lease (it ran out before the Claim's answer arrived): the
+    /// acquisition does not count against the operation's --max-attempts.
+    #[arg(long)]
+    nothing_ran: bool,
 }
 
 /// `oncekey lookup`
@@ -350,6 +354,7 @@ pub async fn fail(cmd: FailCmd) -> anyhow::Result<Value> {
             details: vec![],
         }),
         disposition: disposition as i32,
+        nothing_ran: cmd.nothing_ran,
     };
     let reply = connect(&cmd.conn).await?.fail(request).await?.into_inner();
     Ok(json!({ "record": reply.record.as_ref().map(record_json) }))
@@ -429,4 +434,3 @@ pub async fn timeline(cmd: LookupCmd) -> anyhow::Result<String> {
         &reply.history,
     ))
 }
-

@@ -241,7 +241,10 @@ mod tests {
         };
         let out = table(&[record]);
         assert_eq!(out.lines().count(), 3, "{out}");
-        assert!(!out.replace('\n', "").chars().any(char::is_control), "{out:?}");
+        assert!(
+            !out.replace('\n', "").chars().any(char::is_control),
+            "{out:?}"
+        );
         assert!(out.contains("w\\u{1b}[1A\\u{1b}[2K\\u{d}payments"), "{out}");
     }
 }

@@ -187,11 +187,17 @@ mod tests {
     fn json_output_escapes_every_control_character_and_stays_the_same_json() {
         let value = json!({ "lease_owner": "a\x1b[2Kb\x7fc\u{9b}d\u{202e}e\nf" });
         let out = json_text(&value).unwrap();
-        assert!(!out.replace('\n', "").chars().any(char::is_control), "{out:?}");
+        assert!(
+            !out.replace('\n', "").chars().any(char::is_control),
+            "{out:?}"
+        );
         assert!(!out.contains('\u{202e}'), "{out:?}");
         assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), value);
         let plain = json!({ "k": "v" });
-        assert_eq!(json_text(&plain).unwrap(), serde_json::to_string_pretty(&plain).unwrap());
+        assert_eq!(
+            json_text(&plain).unwrap(),
+            serde_json::to_string_pretty(&plain).unwrap()
+        );
     }
 
     #[test]
@@ -211,7 +217,10 @@ mod tests {
         let forged = "w\x1b[2K\r\n2026-01-01T00:00:00Z        COMPLETE  SUCCEEDED";
         let out = timeline_text(&record, &[event("worker-7"), event(forged)]);
         assert_eq!(out.lines().count(), 3, "{out}");
-        assert!(!out.replace('\n', "").chars().any(char::is_control), "{out:?}");
+        assert!(
+            !out.replace('\n', "").chars().any(char::is_control),
+            "{out:?}"
+        );
         assert!(out.contains("w\\u{1b}[2K\\u{d}\\u{a}2026"), "{out}");
     }
 }

@@ -244,7 +244,10 @@ impl<S: Store> LedgerService<S> {
         let token = convert::lease_token(req.lease_token)?;
         let error = convert::op_error(req.error.take(), &self.limits)?;
         let disposition = convert::disposition(req.disposition)?;
-        let record = self.engine.fail(&id, token, &error, disposition).await?;
+        let record = self
+            .engine
+            .fail_as(&id, token, &error, disposition, req.nothing_ran)
+            .await?;
         Ok(v1::FailResponse {
             record: record.map(|r| convert::record(r, self.now())),
         })

@@ -155,11 +155,28 @@ impl<S: Store> Engine<S> {
         error: &OpError,
         disposition: Disposition,
     ) -> Result<Option<Record>, EngineError> {
+        self.fail_as(id, token, error, disposition, false).await
+    }
+
+    /// `fail`, saying whether the holder ran nothing under its lease (`ledger::fail_nothing_ran`:
+    /// the acquisition is then not counted against the attempt cap).
+    pub async fn fail_as(
+        &self,
+        id: &RecordId,
+        token: u64,
+        error: &OpError,
+        disposition: Disposition,
+        nothing_ran: bool,
+    ) -> Result<Option<Record>, EngineError> {
+        let settle = match nothing_ran {
+            true => ledger::fail_nothing_ran,
+            false => ledger::fail,
+        };
         let basis = self.core.remembered(id).await?;
         let ran = self
             .core
             .run(id, basis, |current, now| {
-                Ok((ledger::fail(current, token, error, disposition, now)?, ()))
+                Ok((settle(current, token, error, disposition, now)?, ()))
             })
             .await?;
         match ran.record.filter(|r| !r.status.is_tombstone()) {

@@ -182,7 +182,11 @@ mod tests {
             ..args(Semantics::AtLeastOnce)
         };
         let awaiting = claim(&id(), None, &gated, T0).unwrap().record().clone();
-        assert_eq!(awaiting.expires_at, Some(T0 + RETENTION), "a first gate expires");
+        assert_eq!(
+            awaiting.expires_at,
+            Some(T0 + RETENTION),
+            "a first gate expires"
+        );
         let approved = written(approve(Some(&awaiting), None, "ops", "", T0 + 1).unwrap());
         let plain = args(Semantics::AtLeastOnce);
         let held = claim(&id(), Some(&approved), &plain, T0 + 2)

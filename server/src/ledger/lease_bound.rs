@@ -141,9 +141,14 @@ mod tests {
     fn a_lease_within_the_tolerance_or_its_length_is_left_as_it_is() {
         let a = args(Semantics::AtLeastOnce);
         // A replica's clock a little ahead: no write, no shortening.
-        let slightly = claim(&id(), None, &a, T0 + CLOCK_TOLERANCE).unwrap().record().clone();
+        let slightly = claim(&id(), None, &a, T0 + CLOCK_TOLERANCE)
+            .unwrap()
+            .record()
+            .clone();
         assert_eq!(lease_end(&slightly, T0), slightly.lease_expires_at);
-        assert!(claim(&id(), Some(&slightly), &a, T0).unwrap().is_dedup_hit());
+        assert!(claim(&id(), Some(&slightly), &a, T0)
+            .unwrap()
+            .is_dedup_hit());
         assert!(bound_lease(&slightly, T0).is_none());
         // A lease renewed for an hour keeps its hour.
         let long = claim(&id(), None, &a, T0).unwrap().record().clone();

@@ -156,7 +156,13 @@ fn an_owner_with_control_characters_is_refused_naming_owner() {
         owner: owner.into(),
         ..Default::default()
     };
-    for bad in ["w\x1b[2K\rforged", "a\nb", "tab\there", "del\x7f", "c1\u{9b}31m"] {
+    for bad in [
+        "w\x1b[2K\rforged",
+        "a\nb",
+        "tab\there",
+        "del\x7f",
+        "c1\u{9b}31m",
+    ] {
         let err = claim_args(&claim(bad), &limits).unwrap_err();
         assert!(
             matches!(err, ApiError::InvalidField { ref field, .. } if field == "owner"),

@@ -35,7 +35,10 @@ pub async fn list_the_page_with_the_last_record_ends_the_listing<S: Store>(store
     let filters: [(ListFilter, usize); 5] = [
         (ListFilter::default(), 6),
         (filter(None, &[Status::Succeeded], None), 3),
-        (filter(None, &[Status::Processing, Status::Succeeded], None), 6),
+        (
+            filter(None, &[Status::Processing, Status::Succeeded], None),
+            6,
+        ),
         (filter(None, &[], Some(parent("f1"))), 3),
         (filter(Some("b"), &[], None), 3),
     ];
@@ -44,7 +47,10 @@ pub async fn list_the_page_with_the_last_record_ends_the_listing<S: Store>(store
             let mut after: Option<Vec<u8>> = None;
             let mut listed = 0;
             for page_number in 0.. {
-                assert!(page_number <= *count, "{filter:?}, pages of {limit}: no end");
+                assert!(
+                    page_number <= *count,
+                    "{filter:?}, pages of {limit}: no end"
+                );
                 let page = engine
                     .list(&tenant, filter, after.as_deref(), limit)
                     .await
