@@ -448,6 +448,22 @@ mod tests {
     use super::*;
     use tracing_subscriber::layer::SubscriberExt;
 
+    #[tokio::test]
+    async fn zz_sizes() {
+        use crate::engine::{Clock, Engine};
+        use crate::store::memory::MemoryStore;
+        use v1::ledger_server::Ledger;
+        let engine = Arc::new(Engine::new(MemoryStore::new(), Clock::System));
+        let svc = LedgerService::new(engine, Limits::default());
+        let mut req = v1::ClaimRequest::default();
+        let f = svc.claim_rpc("t", &mut req);
+        eprintln!("claim_rpc future: {} bytes", std::mem::size_of_val(&f));
+        drop(f);
+        let r = Request::new(v1::ClaimRequest::default());
+        let g = svc.claim(r);
+        eprintln!("claim (boxed) future: {} bytes", std::mem::size_of_val(&*g));
+    }
+
     #[test]
     fn no_rpc_span_is_made_when_spans_are_not_exported() {
         let subscriber =

@@ -3,6 +3,7 @@
 //! AWAITING_APPROVAL), so that only the final answer counts a dedup hit and leaves a receipt. A
 //! dry run decides once on the stored record and writes nothing at all.
 
+use super::first::Leading;
 use super::rounds::{nothing, Basis, Ran};
 use super::waiters::Listener;
 use super::{millis, Engine, EngineError};
@@ -43,6 +44,16 @@ enum Round {
     Answered(Answer),
     /// IN_PROGRESS (or AWAITING_APPROVAL) with wait left: nothing written, look again later.
     Held { lease_end: Option<Millis> },
+}
+
+/// What one look of a Claim came to.
+enum Look {
+    /// The Claim is answered.
+    Answered(ClaimReply),
+    /// Held: nothing written; the holder's lease ends at `lease_end` (none: awaiting approval).
+    Held { lease_end: Option<Millis> },
+    /// A held Claim could not read its record: it looks again a little later.
+    Unread,
 }
 
 /// The answer to a dry run: what a Claim would get now, and the record as stored.
@@ -116,7 +127,7 @@ impl<S: Store> Engine<S> {
             true => self.core.first_looks.enter(id).await,
             false => None,
         };
-        let mut assumed = leading.is_some().then_some(Basis::Assumed(None));
+        let mut assume_new = leading.is_some();
         let mut poll = POLL_MIN;
         // Set once the Claim is held: counted for its tenant, and listening on its key.
         let mut permit = None;
@@ -136,39 +147,18 @@ impl<S: Store> Engine<S> {
             if let Some(notified) = notified.as_mut().as_pin_mut() {
                 notified.enable();
             }
-            let basis = match assumed.take() {
-                Some(basis) => basis,
-                None => match self.core.read_brief(id).await {
-                    Ok(basis) => basis,
-                    // A held Claim looks again later: a read that failed wrote nothing, and a
-                    // store that times out now and then must not end a wait that has time left.
-                    Err(e) if hold => {
-                        tracing::warn!(error = %e, "a held Claim could not read its record: looking again");
-                        let deadline = deadline.expect("only a waiting Claim is held");
-                        let nap = (POLL_MIN * 2).min(POLL_MAX);
-                        let wake = (tokio::time::Instant::now() + millis(nap)).min(deadline);
-                        tokio::time::sleep_until(wake).await;
-                        continue;
-                    }
-                    Err(e) => return Err(e.into()),
-                },
-            };
-            let Ran {
-                record,
-                decided_on,
-                extra,
-            } = self
-                .core
-                .run(id, basis, |current, now| {
-                    decide(id, current, args, now, hold)
-                })
-                .await?;
-            // The first look has ended: the duplicates waiting for it go on.
-            drop(leading.take());
-            let lease_end = match extra {
-                Round::Held { lease_end } => lease_end,
-                Round::Answered(answer) => {
-                    return Ok(self.answer(id, answer, record, decided_on).await)
+            // Boxed: a look holds records while it runs, and a held Claim should keep only
+            // what it waits with (a Claim may be held for a minute, thousands at once).
+            let look = self.look(id, args, hold, std::mem::take(&mut assume_new), &mut leading);
+            let lease_end = match Box::pin(look).await? {
+                Look::Answered(reply) => return Ok(reply),
+                Look::Held { lease_end } => lease_end,
+                Look::Unread => {
+                    let deadline = deadline.expect("only a waiting Claim is held");
+                    let nap = (POLL_MIN * 2).min(POLL_MAX);
+                    let wake = (tokio::time::Instant::now() + millis(nap)).min(deadline);
+                    tokio::time::sleep_until(wake).await;
+                    continue;
                 }
             };
             let Some(notified) = notified.as_pin_mut() else {
@@ -198,6 +188,49 @@ impl<S: Store> Engine<S> {
                 _ = shutdown.wait_for(|down| *down) => {}
             }
         }
+    }
+
+    /// One look of a Claim at its record: read it (unless the key is assumed new), decide, and
+    /// answer or write; `leading` (the first look at a new key) ends with it.
+    async fn look<'a>(
+        &'a self,
+        id: &RecordId,
+        args: &ClaimArgs,
+        hold: bool,
+        assume_new: bool,
+        leading: &mut Option<Leading<'a>>,
+    ) -> Result<Look, EngineError> {
+        let basis = match assume_new {
+            true => Basis::Assumed(None),
+            false => match self.core.read_brief(id).await {
+                Ok(basis) => basis,
+                // A held Claim looks again later: a read that failed wrote nothing, and a store
+                // that times out now and then must not end a wait that has time left.
+                Err(e) if hold => {
+                    tracing::warn!(error = %e, "a held Claim could not read its record: looking again");
+                    return Ok(Look::Unread);
+                }
+                Err(e) => return Err(e.into()),
+            },
+        };
+        let Ran {
+            record,
+            decided_on,
+            extra,
+        } = self
+            .core
+            .run(id, basis, |current, now| {
+                decide(id, current, args, now, hold)
+            })
+            .await?;
+        // The first look has ended: the duplicates waiting for it go on.
+        drop(leading.take());
+        Ok(match extra {
+            Round::Held { lease_end } => Look::Held { lease_end },
+            Round::Answered(answer) => {
+                Look::Answered(self.answer(id, answer, record, decided_on).await)
+            }
+        })
     }
 
     /// The reply to a Claim: the record written, or for a dedup hit (parked here) the record
