@@ -14,9 +14,12 @@ use std::time::Duration;
 
 /// Longest `retry_after` hint for an IN_PROGRESS answer.
 const MAX_RETRY_HINT: Millis = 1_000;
-/// Shortest pushback of a Claim refused for its tenant's held-claims bound (so that refused
-/// callers do not come back in a tight loop when a lease is about to run out).
-const MIN_HELD_RETRY: Millis = 100;
+/// Pushback of a Claim refused for its tenant's held-claims bound: the holder's remaining lease
+/// (when a takeover may be due), at least a second and at most ten. A tenant is refused only
+/// past a bound that normal duplicates never reach; its refused Claims coming back every few
+/// seconds, not in a tight loop, keep the refusals from flooding the server in turn.
+const MIN_HELD_RETRY: Millis = 1_000;
+const MAX_HELD_RETRY: Millis = 10_000;
 /// Polling bounds for waiters on a store shared with other processes.
 const POLL_MIN: Millis = 50;
 const POLL_MAX: Millis = 1_000;
@@ -149,7 +152,13 @@ impl<S: Store> Engine<S> {
             }
             // Boxed: a look holds records while it runs, and a held Claim should keep only
             // what it waits with (a Claim may be held for a minute, thousands at once).
-            let look = self.look(id, args, hold, std::mem::take(&mut assume_new), &mut leading);
+            let look = self.look(
+                id,
+                args,
+                hold,
+                std::mem::take(&mut assume_new),
+                &mut leading,
+            );
             let lease_end = match Box::pin(look).await? {
                 Look::Answered(reply) => return Ok(reply),
                 Look::Held { lease_end } => lease_end,
@@ -171,9 +180,9 @@ impl<S: Store> Engine<S> {
                     self.core.metrics.admission_refused("held");
                     tracing::debug!(tenant = %id.tenant, "Claim refused: too many held");
                     let now = self.core.clock.now();
-                    let retry_after = lease_end.map_or(MAX_RETRY_HINT, |end| end - now);
+                    let retry_after = lease_end.map_or(MAX_HELD_RETRY, |end| end - now);
                     return Err(EngineError::HeldLimit {
-                        retry_after: retry_after.clamp(MIN_HELD_RETRY, MAX_RETRY_HINT),
+                        retry_after: retry_after.clamp(MIN_HELD_RETRY, MAX_HELD_RETRY),
                     });
                 }
                 continue;

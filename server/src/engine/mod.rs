@@ -52,7 +52,7 @@ pub enum EngineError {
     /// changed. Come back after `retry_after` (ms).
     #[error("this tenant holds too many Claims waiting (its held-claims limit); retry in {retry_after} ms")]
     HeldLimit {
-        /// When to come back: when the operation's lease runs out, at most a second.
+        /// When to come back: when the operation's lease runs out, 1 s ..= 10 s.
         retry_after: Millis,
     },
 }

@@ -295,15 +295,3 @@ async fn a_held_claim_shortens_a_lease_granted_ahead_of_the_clock_and_takes_it_o
         (ClaimOutcome::Acquired, Some(2))
     );
 }
-
-#[tokio::test]
-async fn zz_sizes() {
-    let engine = Engine::new(MemoryStore::new(), Clock::System);
-    let id = RecordId::new("t", "ns", "k");
-    let a = args();
-    let f = engine.claim_bounded(&id, &a, Some(1000), 0);
-    eprintln!("claim_bounded future: {} bytes", std::mem::size_of_val(&f));
-    let g = engine.core.run(&id, rounds::Basis::Assumed(None), |_, _| Err::<(crate::ledger::Transition, ()), _>(LedgerError::KeyReused));
-    eprintln!("run future: {} bytes", std::mem::size_of_val(&g));
-    eprintln!("Record: {} bytes", std::mem::size_of::<Record>());
-}
