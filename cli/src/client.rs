@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use tonic_types::StatusExt;
 
-use crate::render::lease_json;
 pub use crate::render::{describe_status, record_json};
+use crate::render::{lease_json, text};
 
 /// Where the server is and who we are.
 #[derive(Debug, Clone, Args)]
@@ -186,6 +186,10 @@ pub struct FailCmd {
     /// Error message.
     #[arg(long, default_value = "")]
     message: String,
+    /// Nothing ran under this lease (it ran out before the Claim's answer arrived): the
+    /// acquisition does not count against the operation's --max-attempts.
+    #[arg(long)]
+    nothing_ran: bool,
 }
 
 /// `oncekey lookup`
@@ -246,7 +250,12 @@ pub fn describe(status: &tonic::Status) -> String {
         .get_details_error_info()
         .map(|i| i.reason)
         .unwrap_or_default();
-    format!("{:?} {reason}: {}", status.code(), status.message())
+    format!(
+        "{:?} {}: {}",
+        status.code(),
+        text(&reason),
+        text(status.message())
+    )
 }
 
 /// Runs `oncekey claim`.
@@ -345,6 +354,7 @@ pub async fn fail(cmd: FailCmd) -> anyhow::Result<Value> {
             details: vec![],
         }),
         disposition: disposition as i32,
+        nothing_ran: cmd.nothing_ran,
     };
     let reply = connect(&cmd.conn).await?.fail(request).await?.into_inner();
     Ok(json!({ "record": reply.record.as_ref().map(record_json) }))
@@ -419,37 +429,8 @@ pub async fn timeline(cmd: LookupCmd) -> anyhow::Result<String> {
         .lookup(request)
         .await?
         .into_inner();
-    let record = reply.record.unwrap_or_default();
-    let status = v1::RecordStatus::try_from(record.status).unwrap_or_default();
-    let mut out = format!(
-        "{}/{}  {}  token {}  attempt {}  dedup hits {}\n",
-        record.namespace,
-        record.key,
-        status.as_str_name().trim_start_matches("RECORD_STATUS_"),
-        record.fencing_token,
-        record.attempt,
-        record.dedup_hits
-    );
-    for event in &reply.history {
-        let kind = v1::EventKind::try_from(event.kind).unwrap_or_default();
-        let at = event
-            .at
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        let why = if event.reason.is_empty() {
-            String::new()
-        } else {
-            format!("  ({})", event.reason)
-        };
-        out.push_str(&format!(
-            "{at:<26}  {:<9} {:<21} token {:<3} attempt {:<3} {}{why}\n",
-            kind.as_str_name().trim_start_matches("EVENT_KIND_"),
-            event.outcome,
-            event.fencing_token,
-            event.attempt,
-            event.owner
-        ));
-    }
-    Ok(out)
+    Ok(crate::render::timeline_text(
+        &reply.record.unwrap_or_default(),
+        &reply.history,
+    ))
 }

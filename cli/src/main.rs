@@ -85,6 +85,6 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Bench(cmd) => return bench::run(*cmd).await,
         Command::Gateway(cmd) => return gateway::run(*cmd).await,
     };
-    println!("{}", serde_json::to_string_pretty(&output)?);
+    println!("{}", render::json_text(&output)?);
     Ok(())
 }

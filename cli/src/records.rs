@@ -3,6 +3,7 @@
 //! `--page-size` or `--page-token` asks for one page (then it says how to get the next).
 
 use crate::client::{describe_status, record_json, ConnArgs};
+use crate::render::text;
 use clap::{Args, Subcommand};
 use oncekey_api::v1;
 use serde_json::json;
@@ -102,12 +103,12 @@ pub async fn list(cmd: ListCmd) -> anyhow::Result<String> {
                 "records": records.iter().map(record_json).collect::<Vec<_>>(),
                 "next_page_token": next,
             });
-            format!("{}\n", serde_json::to_string_pretty(&doc)?)
+            format!("{}\n", crate::render::json_text(&doc)?)
         }
         false => {
             let mut out = table(&records);
             if !next.is_empty() {
-                out.push_str(&format!("next page: --page-token {next}\n"));
+                out.push_str(&format!("next page: --page-token {}\n", text(&next)));
             }
             out
         }
@@ -132,13 +133,13 @@ pub fn table(records: &[v1::Record]) -> String {
             let json = record_json(r);
             let field = |name: &str| json[name].as_str().unwrap_or_default().to_owned();
             [
-                r.namespace.clone(),
-                r.key.clone(),
+                text(&r.namespace).into_owned(),
+                text(&r.key).into_owned(),
                 describe_status(r.status),
                 field("semantics"),
                 r.attempt.to_string(),
                 r.fencing_token.to_string(),
-                r.lease_owner.clone(),
+                text(&r.lease_owner).into_owned(),
                 field("updated_at"),
             ]
         })
@@ -227,5 +228,23 @@ mod tests {
             table(&[]),
             "NAMESPACE  KEY  STATUS  SEMANTICS  ATTEMPT  TOKEN  OWNER  UPDATED\n0 records\n"
         );
+    }
+
+    #[test]
+    fn a_table_escapes_control_characters_in_stored_text() {
+        let record = v1::Record {
+            namespace: "payments.charge".into(),
+            key: "order-1".into(),
+            status: v1::RecordStatus::Processing as i32,
+            lease_owner: "w\x1b[1A\x1b[2K\rpayments.charge  order-2  SUCCEEDED".into(),
+            ..Default::default()
+        };
+        let out = table(&[record]);
+        assert_eq!(out.lines().count(), 3, "{out}");
+        assert!(
+            !out.replace('\n', "").chars().any(char::is_control),
+            "{out:?}"
+        );
+        assert!(out.contains("w\\u{1b}[1A\\u{1b}[2K\\u{d}payments"), "{out}");
     }
 }

@@ -10,7 +10,8 @@
 //! - [`Client::once`] … [`Once::run`]: Claim, run your closure only when acquired while the lease
 //!   is kept alive, then Complete with its output or Fail with the disposition its error chooses.
 //!   Replays, in-flight duplicates, final failures and unknown outcomes come back typed.
-//! - [`Client::claim`], [`Client::complete`], [`Client::fail`], [`Client::renew`],
+//! - [`Client::claim`], [`Client::complete`], [`Client::fail`] (and [`Client::release_unused`]
+//!   for a lease under which nothing ran), [`Client::renew`],
 //!   [`Client::lookup`], [`Client::keep_alive`], [`Client::list_records`]: one typed method per
 //!   RPC, with the typed [`Error`] (gRPC code and `ErrorInfo` [`Reason`]);
 //!   [`Client::list_all`] walks a listing page by page. [`Claim`] also asks for an approval gate

@@ -401,7 +401,8 @@ impl Once {
     }
 
     /// Releases a lease that had run out before its Claim's answer arrived (see [`lapsed`]):
-    /// Fail RETRYABLE, since nothing ran under it, unless it is already gone (taken over or
+    /// Fail RETRYABLE saying that nothing ran under it (`nothing_ran`, so the release does not
+    /// use up one of the operation's `max_attempts`), unless it is already gone (taken over or
     /// settled). The caller then claims again while the wait lasts; past it, LeaseLost.
     async fn release_lapsed<E>(
         &self,
@@ -417,7 +418,7 @@ impl Once {
         };
         let released = self
             .client
-            .fail(&self.key, grant.token, error, Disposition::Retryable)
+            .release_unused(&self.key, grant.token, error)
             .await;
         match released {
             Ok(_) => {}

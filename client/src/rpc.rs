@@ -219,12 +219,40 @@ impl Client {
         error: StoredError,
         disposition: Disposition,
     ) -> Result<Option<Record>, Error> {
+        self.send_fail(key, lease_token, error, disposition, false)
+            .await
+    }
+
+    /// `Fail` RETRYABLE with `nothing_ran`: releases a lease under which nothing ran (one that
+    /// had run out before its Claim's answer arrived, so the caller never started), so that the
+    /// next Claim acquires it again and the acquisition does not count against the operation's
+    /// attempt cap. Say it only when nothing ran: for an effect that may have run, use
+    /// [`Client::fail`].
+    pub async fn release_unused(
+        &self,
+        key: &OperationKey,
+        lease_token: u64,
+        error: StoredError,
+    ) -> Result<Option<Record>, Error> {
+        self.send_fail(key, lease_token, error, Disposition::Retryable, true)
+            .await
+    }
+
+    async fn send_fail(
+        &self,
+        key: &OperationKey,
+        lease_token: u64,
+        error: StoredError,
+        disposition: Disposition,
+        nothing_ran: bool,
+    ) -> Result<Option<Record>, Error> {
         let request = v1::FailRequest {
             namespace: key.namespace().into(),
             key: key.key().into(),
             lease_token,
             error: Some(error.into()),
             disposition: disposition.wire() as i32,
+            nothing_ran,
         };
         match self.call(Call::Fail(request)).await? {
             Reply::Fail(r) => r.record.map(Record::from_wire).transpose(),

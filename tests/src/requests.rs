@@ -83,6 +83,7 @@ pub fn fail(
             details: vec![],
         }),
         disposition: disposition as i32,
+        ..Default::default()
     }
 }
 

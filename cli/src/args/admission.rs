@@ -2,7 +2,7 @@
 //! `AdmissionConfig`, which checks them and reads the limits file.
 
 use clap::Args;
-use oncekey_server::api::admission::AdmissionConfig;
+use oncekey_server::api::admission::{AdmissionConfig, DEFAULT_TENANT_HELD_CLAIMS};
 use std::path::PathBuf;
 
 /// The admission flags of `oncekey serve`.
@@ -21,8 +21,13 @@ pub struct AdmissionArgs {
     /// limit.
     #[arg(long, env = "ONCEKEY_TENANT_INFLIGHT", default_value_t = 0)]
     pub tenant_inflight: u32,
-    /// Per-tenant overrides: `tenant rate=100 burst=200 inflight=50` lines, `#` comments;
-    /// reloaded on SIGHUP.
+    /// Claims each tenant may hold by `wait` at once (duplicates waiting for an operation in
+    /// flight); beyond it a Claim that would be held is refused RESOURCE_EXHAUSTED /
+    /// RATE_LIMITED; 0 = no limit.
+    #[arg(long, env = "ONCEKEY_TENANT_HELD_CLAIMS", default_value_t = DEFAULT_TENANT_HELD_CLAIMS)]
+    pub tenant_held_claims: u32,
+    /// Per-tenant overrides: `tenant rate=100 burst=200 inflight=50 held-claims=5000` lines,
+    /// `#` comments; reloaded on SIGHUP.
     #[arg(long, env = "ONCEKEY_LIMITS_FILE")]
     pub limits_file: Option<PathBuf>,
 }
@@ -34,6 +39,7 @@ impl AdmissionArgs {
             tenant_rate: self.tenant_rate,
             tenant_burst: self.tenant_burst,
             tenant_inflight: self.tenant_inflight,
+            tenant_held_claims: self.tenant_held_claims,
             limits_file: self.limits_file.clone(),
         }
     }

@@ -170,6 +170,13 @@ pub fn claim_args(
             format!("at most {} bytes", limits.max_owner_bytes),
         ));
     }
+    // Shown to operators as `lease_owner` and in receipts: no escape sequence may forge a line.
+    if req.owner.chars().any(char::is_control) {
+        return Err(ApiError::invalid(
+            "owner",
+            "must not contain control characters",
+        ));
+    }
     let parent = match &req.parent {
         Some(p) => {
             namespace("parent.namespace", &p.namespace)?;
@@ -374,6 +381,8 @@ pub fn wire_status(status: Status) -> v1::RecordStatus {
 /// reported one, `Record::reported_status`). Takes the record by value: its strings and result
 /// move into the message instead of being copied (every answer carries one).
 pub fn record(r: Record, now: Millis) -> v1::Record {
+    // Never more than its length left, even before a Claim writes that (`ledger::lease_end`).
+    let lease_end = crate::ledger::lease_end(&r, now);
     v1::Record {
         status: wire_status(r.reported_status(now)) as i32,
         namespace: r.id.namespace,
@@ -387,7 +396,7 @@ pub fn record(r: Record, now: Millis) -> v1::Record {
         attempt: r.attempt,
         dedup_hits: r.dedup_hits,
         lease_owner: r.lease_owner,
-        lease_expires_at: r.lease_expires_at.map(timestamp),
+        lease_expires_at: lease_end.map(timestamp),
         result: r.result.map(|res| v1::OperationResult {
             code: res.code,
             body: res.body,

@@ -55,7 +55,8 @@ pub enum ApiError {
     /// kept alive, by that stream; this one must not be reopened.
     #[error("a newer keep-alive stream for this lease replaced this one")]
     KeepAliveReplaced,
-    /// The tenant is over an admission limit (`limit`: `rate` or `inflight`); come back after
+    /// The tenant is over an admission limit (`limit`: `rate` or `inflight`; a Claim refused for
+    /// the held-claims bound, `held`, comes as `Engine(HeldLimit)`); come back after
     /// `retry_after`.
     #[error("too many requests from this tenant ({limit} limit); retry in {} ms", pushback_ms(*.retry_after))]
     RateLimited {
@@ -202,6 +203,11 @@ fn engine_status(e: &EngineError, message: String) -> Status {
         EngineError::NotFound | EngineError::Ledger(LedgerError::NotFound) => {
             status(Code::NotFound, Reason::NotFound, message, None)
         }
+        EngineError::HeldLimit { retry_after } => rate_limited(
+            "held",
+            Duration::from_millis(u64::try_from(*retry_after).unwrap_or(1)),
+            message,
+        ),
         EngineError::Contention => {
             tracing::warn!("conditional writes kept conflicting on one record");
             status(Code::Unavailable, Reason::StoreUnavailable, message, None)

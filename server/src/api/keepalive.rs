@@ -141,12 +141,13 @@ async fn renew_loop<S: Store, In>(
 where
     In: Stream<Item = Result<v1::KeepAliveRequest, Status>> + Unpin,
 {
+    let settles = engine.listen_settles(&target.id);
     loop {
         let next = match *registration.renewals.lock().await {
             Some(last) => due(&last, target.ttl),
             None => Instant::now() + period(target.ttl),
         };
-        let settled = engine.settle_notify(&target.id).notified();
+        let settled = settles.notified();
         let mut force = false;
         tokio::select! {
             _ = tokio::time::sleep_until(next) => {}

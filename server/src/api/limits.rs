@@ -4,8 +4,8 @@ use crate::ledger::Millis;
 
 /// Shortest and longest lease a caller may ask for.
 pub const MIN_LEASE: Millis = 1_000;
-/// Longest lease.
-pub const MAX_LEASE: Millis = 3_600_000;
+/// Longest lease (the ledger bounds every lease by it: `ledger::MAX_LEASE_TTL`).
+pub const MAX_LEASE: Millis = crate::ledger::MAX_LEASE_TTL;
 /// Shortest retention.
 pub const MIN_RETENTION: Millis = 60_000;
 /// Longest `Claim.wait`.

@@ -199,7 +199,17 @@ impl<S: Store> LedgerService<S> {
         }
         let id = convert::record_id(tenant, &req.namespace, &req.key)?;
         let (args, wait) = convert::claim_args(req, &self.limits)?;
-        let reply = self.engine.claim(&id, &args, wait).await?;
+        // Fingerprinted: the arguments (up to a MiB of payload_json) are not needed any more,
+        // and a Claim may be held for a minute.
+        req.arguments = None;
+        let max_held = match wait {
+            Some(w) if w > 0 => self.admission.policy().limits(tenant).held_claims,
+            _ => 0,
+        };
+        let reply = self
+            .engine
+            .claim_bounded(&id, &args, wait, max_held)
+            .await?;
         let outcome = convert::outcome(reply.outcome);
         let lease = reply.lease.as_ref().map(convert::lease);
         Span::current().record(
@@ -237,7 +247,10 @@ impl<S: Store> LedgerService<S> {
         let token = convert::lease_token(req.lease_token)?;
         let error = convert::op_error(req.error.take(), &self.limits)?;
         let disposition = convert::disposition(req.disposition)?;
-        let record = self.engine.fail(&id, token, &error, disposition).await?;
+        let record = self
+            .engine
+            .fail_as(&id, token, &error, disposition, req.nothing_ran)
+            .await?;
         Ok(v1::FailResponse {
             record: record.map(|r| convert::record(r, self.now())),
         })

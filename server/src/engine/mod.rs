@@ -10,6 +10,7 @@
 mod claim;
 mod clock;
 mod first;
+mod held;
 mod hits;
 mod list;
 mod operate;
@@ -21,6 +22,7 @@ mod waiters;
 pub use claim::{ClaimReply, DryRunReply};
 pub use clock::Clock;
 pub use operate::Decider;
+pub use waiters::Listener;
 
 use crate::ledger::{self, Disposition, LedgerError, Millis};
 use crate::ledger::{Event, Lease, OpError, OpResult, Record, RecordId};
@@ -46,6 +48,13 @@ pub enum EngineError {
     /// The record changed on every one of the rounds the engine tries (256).
     #[error("the record kept changing concurrently")]
     Contention,
+    /// The Claim would be held by `wait`, but its tenant holds as many Claims as it may; nothing
+    /// changed. Come back after `retry_after` (ms).
+    #[error("this tenant holds too many Claims waiting (its held-claims limit); retry in {retry_after} ms")]
+    HeldLimit {
+        /// When to come back: when the operation's lease runs out, 1 s ..= 10 s.
+        retry_after: Millis,
+    },
 }
 
 /// Ledger transitions over a store.
@@ -63,6 +72,7 @@ impl<S: Store> Engine<S> {
 
     /// An engine reporting to `metrics`.
     pub fn with_metrics(store: S, clock: Clock, metrics: Arc<Metrics>) -> Self {
+        let held_claims = held::HeldClaims::new(metrics.claims_held());
         let core = Core {
             capabilities: store.capabilities(),
             store,
@@ -70,6 +80,7 @@ impl<S: Store> Engine<S> {
             metrics,
             recent: recent::Recent::default(),
             waiters: waiters::Waiters::default(),
+            held: held_claims,
             hits: hits::Hits::default(),
             first_looks: first::FirstLooks::default(),
         };
@@ -100,10 +111,15 @@ impl<S: Store> Engine<S> {
         self.shutdown.send_replace(true);
     }
 
-    /// Woken when a record that hashes like `id` settles (complete, fail or delete); callers
-    /// re-read their own record after a wake-up.
-    pub fn settle_notify(&self, id: &RecordId) -> &tokio::sync::Notify {
-        self.core.waiters.channel(id)
+    /// Listens for settles of `id` (complete, fail, delete, a lapsed lease made UNKNOWN) by this
+    /// process, and of no other record, for as long as the listener lives.
+    pub fn listen_settles(&self, id: &RecordId) -> Listener<'_> {
+        self.core.waiters.listen(id)
+    }
+
+    /// How many Claims of `tenant` are held by `wait` now.
+    pub fn held_claims(&self, tenant: &str) -> u32 {
+        self.core.held.of(tenant)
     }
 
     /// Resolves once `begin_shutdown` was called.
@@ -139,11 +155,28 @@ impl<S: Store> Engine<S> {
         error: &OpError,
         disposition: Disposition,
     ) -> Result<Option<Record>, EngineError> {
+        self.fail_as(id, token, error, disposition, false).await
+    }
+
+    /// `fail`, saying whether the holder ran nothing under its lease (`ledger::fail_nothing_ran`:
+    /// the acquisition is then not counted against the attempt cap).
+    pub async fn fail_as(
+        &self,
+        id: &RecordId,
+        token: u64,
+        error: &OpError,
+        disposition: Disposition,
+        nothing_ran: bool,
+    ) -> Result<Option<Record>, EngineError> {
+        let settle = match nothing_ran {
+            true => ledger::fail_nothing_ran,
+            false => ledger::fail,
+        };
         let basis = self.core.remembered(id).await?;
         let ran = self
             .core
             .run(id, basis, |current, now| {
-                Ok((ledger::fail(current, token, error, disposition, now)?, ()))
+                Ok((settle(current, token, error, disposition, now)?, ()))
             })
             .await?;
         match ran.record.filter(|r| !r.status.is_tombstone()) {

@@ -9,6 +9,7 @@
 //! knows no backend beyond the `Store` trait.
 
 use super::first::FirstLooks;
+use super::held::HeldClaims;
 use super::hits::Hits;
 use super::recent::Recent;
 use super::waiters::Waiters;
@@ -33,6 +34,8 @@ pub(super) struct Core<S> {
     pub(super) recent: Recent,
     /// Wake-ups for held Claims.
     pub(super) waiters: Waiters,
+    /// Held Claims by tenant.
+    pub(super) held: HeldClaims,
     /// Dedup hits answered but not written yet.
     pub(super) hits: Hits,
     /// Keys whose first look (a Claim's insert) is in flight.

@@ -253,3 +253,45 @@ async fn a_dedup_hit_write_is_a_store_operation_like_any_other() {
     assert_eq!(stored.dedup_hits, 1);
     assert_eq!(stored.history.last().unwrap().outcome, "COMPLETED");
 }
+
+/// A lease granted while the clock ran a day ahead, and a Claim held by `wait` once the clock is
+/// back: the held Claim shortens the lease to its length from now (without it, it would sleep
+/// until the clock caught up), and takes the operation over once that has passed.
+#[tokio::test]
+async fn a_held_claim_shortens_a_lease_granted_ahead_of_the_clock_and_takes_it_over() {
+    const DAY: Millis = 86_400_000;
+    let t0: Millis = 1_000 * DAY;
+    let clock = Clock::manual(t0 + DAY);
+    let engine = Arc::new(Engine::new(MemoryStore::default(), clock.clone()));
+    let id = RecordId::new("t", "ns", "ahead");
+    let short = ClaimArgs {
+        lease_ttl: 200,
+        ..args()
+    };
+    assert_eq!(
+        engine.claim(&id, &short, None).await.unwrap().outcome,
+        ClaimOutcome::Acquired
+    );
+    clock.advance(-DAY);
+    let held = {
+        let (engine, id, short) = (engine.clone(), id.clone(), short.clone());
+        tokio::spawn(async move { engine.claim(&id, &short, Some(60_000)).await })
+    };
+    // The held Claim writes the shortened lease, and nothing else.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let stored = engine.store().get(&id, clock.now()).await.unwrap().unwrap();
+        if stored.lease_expires_at == Some(t0 + 200) {
+            assert_eq!((stored.fencing_token, stored.dedup_hits), (1, 0));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the lease was never shortened");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    clock.advance(200);
+    let reply = held.await.unwrap().unwrap();
+    assert_eq!(
+        (reply.outcome, reply.lease.map(|l| l.token)),
+        (ClaimOutcome::Acquired, Some(2))
+    );
+}

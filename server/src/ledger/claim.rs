@@ -5,6 +5,7 @@
 //! acquiring it again.
 
 use super::expiry::with_expiry;
+use super::lease_bound::shortened;
 use super::ATTEMPTS_EXHAUSTED;
 use super::{bound_history, Event, EventKind, Millis, OpError, ParentRef, Record, RecordId};
 use super::{next_version, Change, LedgerError, Transition};
@@ -203,7 +204,12 @@ pub fn decide_claim(
         Status::Failed => return hit(ClaimOutcome::Failed),
         Status::AwaitingApproval => return hit(ClaimOutcome::AwaitingApproval),
         Status::Approved => (acquire(current, args, now), EventKind::Claim, ""),
-        Status::Processing if !lapsed => return hit(ClaimOutcome::InProgress),
+        // A lease that ends further ahead than its length (granted while the clock ran ahead)
+        // is shortened as the Claim answers (`lease_bound`).
+        Status::Processing if !lapsed => match shortened(current, now) {
+            Some(next) => (in_progress(current, next), EventKind::Claim, ""),
+            None => return hit(ClaimOutcome::InProgress),
+        },
         Status::Processing
             if current.semantics == Semantics::AtLeastOnce && !current.attempts_exhausted() =>
         {
@@ -408,6 +414,16 @@ fn exhausted(current: &Record, now: Millis) -> ClaimDecision {
     ClaimDecision {
         outcome: ClaimOutcome::Failed,
         transition: Transition::replace(current, with_expiry(next), true),
+    }
+}
+
+/// Rule 6 on a record whose lease had to be shortened (`next`): IN_PROGRESS, and the shortened
+/// lease written with the dedup hit.
+fn in_progress(current: &Record, mut next: Record) -> ClaimDecision {
+    next.dedup_hits = current.dedup_hits.saturating_add(1);
+    ClaimDecision {
+        outcome: ClaimOutcome::InProgress,
+        transition: Transition::replace(current, next, true),
     }
 }
 

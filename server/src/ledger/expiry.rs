@@ -1,14 +1,18 @@
 //! When a record expires: expiry by state, the one definition every store follows.
 //!
-//! - A settled record (SUCCEEDED, FAILED, RETRY) expires `retention` after it settled, and an
-//!   ABANDON tombstone `retention` after the abandon.
+//! - A settled record (SUCCEEDED, FAILED, RETRY) expires `retention` after it settled.
 //! - An unsettled AT_LEAST_ONCE record expires `retention` after its lease ends (and never before
 //!   `created_at + retention`), recomputed at every acquisition and renewal: a lapsed holder's
 //!   fencing token is never handed out again within `retention` of its lease end.
 //! - An unsettled AT_MOST_ONCE record (PROCESSING or UNKNOWN) never expires: a holder that died
 //!   mid-effect must be reconciled, never forgotten, or the next Claim would run the effect again.
 //! - A record awaiting approval, or approved and not yet acquired, expires `retention` after it
-//!   was created: the decision must come within it.
+//!   was created: the decision must come within it — unless its key was acquired before (its
+//!   fencing token is above 0: gated again after an ABANDON, or asking for approval after a
+//!   Purge): then it is kept until decided (or purged), so that a gated key stays gated.
+//! - An ABANDON tombstone of a gated key (`require_approval`) never expires: it is what keeps the
+//!   key gated ("only Purge clears the gate"); other ABANDON tombstones expire `retention` after
+//!   the abandon.
 //! - A Purge tombstone is kept `retention` after the later of the purge and the lease end its last
 //!   holder may still believe in, so that the purged key's fencing sequence outlives every lease
 //!   handed out before it.
@@ -43,7 +47,11 @@ pub fn expiry(record: &Record) -> Option<Millis> {
 fn expiry_by_state(record: &Record) -> Option<Millis> {
     let kept_after = |from: Millis| Some(from.saturating_add(record.retention));
     match (record.status, record.semantics) {
+        // Gated again after the key's earlier life: expiring would let the next Claim past the
+        // gate.
+        (Status::AwaitingApproval | Status::Approved, _) if record.fencing_token > 0 => None,
         (Status::AwaitingApproval | Status::Approved, _) => kept_after(record.created_at),
+        (Status::Abandoned, _) if record.require_approval => None,
         (Status::Purged, _) => {
             let lease_end = record.lease_expires_at.unwrap_or(record.updated_at);
             kept_after(lease_end.max(record.updated_at))
@@ -165,6 +173,55 @@ mod tests {
             at + RETENTION,
         );
         assert_eq!(later.unwrap().transition.change, Change::Insert);
+    }
+
+    #[test]
+    fn a_gated_key_stays_gated_however_long_after_its_abandon() {
+        let gated = ClaimArgs {
+            require_approval: true,
+            ..args(Semantics::AtLeastOnce)
+        };
+        let awaiting = claim(&id(), None, &gated, T0).unwrap().record().clone();
+        assert_eq!(
+            awaiting.expires_at,
+            Some(T0 + RETENTION),
+            "a first gate expires"
+        );
+        let approved = written(approve(Some(&awaiting), None, "ops", "", T0 + 1).unwrap());
+        let plain = args(Semantics::AtLeastOnce);
+        let held = claim(&id(), Some(&approved), &plain, T0 + 2)
+            .unwrap()
+            .record()
+            .clone();
+        let at = T0 + 3;
+        let tombstone = written(fail(Some(&held), 1, &error(), Disposition::Abandon, at).unwrap());
+        assert_eq!(
+            (tombstone.status, tombstone.expires_at),
+            (Status::Abandoned, None)
+        );
+        // Long after retention, a Claim that does not ask for approval still awaits it; and so
+        // does every Claim after that, however long the decision takes.
+        let long_after = at + 100 * RETENTION;
+        assert!(!tombstone.is_expired(long_after));
+        let again = claim(&id(), Some(&tombstone), &plain, long_after).unwrap();
+        assert_eq!(again.outcome, ClaimOutcome::AwaitingApproval);
+        let regated = again.record().clone();
+        assert_eq!((regated.fencing_token, regated.expires_at), (1, None));
+        let approved = written(approve(Some(&regated), None, "ops", "", long_after).unwrap());
+        assert_eq!(approved.expires_at, None);
+        let later = long_after + 100 * RETENTION;
+        for record in [&regated, &approved] {
+            assert!(!record.is_expired(later));
+        }
+        let still = claim(&id(), Some(&regated), &plain, later).unwrap();
+        assert_eq!(still.outcome, ClaimOutcome::AwaitingApproval);
+        // Decided, it expires as usual; a Reject is replayed for retention, then the key is new.
+        let rejected = written(reject(Some(&regated), None, "ops", "no", later).unwrap());
+        assert_eq!(rejected.expires_at, Some(later + RETENTION));
+        // An ungated key's ABANDON tombstone still expires retention after the abandon.
+        let ungated = claim(&id(), None, &plain, T0).unwrap().record().clone();
+        let gone = written(fail(Some(&ungated), 1, &error(), Disposition::Abandon, at).unwrap());
+        assert_eq!(gone.expires_at, Some(at + RETENTION));
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod approval;
 mod claim;
 mod expiry;
 mod hits;
+mod lease_bound;
 mod listing;
 #[cfg(test)]
 mod operator_tests;
@@ -25,6 +26,9 @@ pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome, EXHAUSTED_CODE, E
 pub use claim::{decide_claim, Claimed};
 pub use expiry::expiry;
 pub use hits::{add_hits, count_hits, HitBatch, Life, Share};
+pub use lease_bound::{
+    bound_lease, lease_end, CLOCK_TOLERANCE, LEASE_AHEAD_OF_CLOCK, MAX_LEASE_TTL,
+};
 pub use listing::{Attention, AttentionCounts, Bucket, ListFilter, LISTED};
 pub use purge::purge;
 pub use record::{bound_history, Event, EventKind, ATTEMPTS_EXHAUSTED, MAX_HISTORY};
@@ -32,7 +36,7 @@ pub use record::{
     Approval, Decision, Lease, Millis, OpError, OpResult, ParentRef, Record, RecordId, Semantics,
     Status,
 };
-pub use settle::{complete, fail, renew, Disposition};
+pub use settle::{complete, fail, fail_nothing_ran, renew, Disposition, NOTHING_RAN};
 
 /// A request the state machine refuses; nothing changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -184,8 +184,9 @@ pub struct Record {
     /// The most acquisitions allowed, reconciliations not counted (0: no cap); fixed by the
     /// first Claim.
     pub max_attempts: u32,
-    /// How many of the `attempt` acquisitions were reconciliations (never counted against
-    /// `max_attempts`).
+    /// How many of the `attempt` acquisitions `max_attempts` does not count: reconciliations,
+    /// and acquisitions whose holder released them saying it ran nothing (`NOTHING_RAN`). (Named
+    /// after the first kind; the stores keep it under this name.)
     pub reconciliations: u32,
     /// The approval decision, once made.
     pub approval: Option<Approval>,
@@ -248,7 +249,7 @@ impl Event {
     /// full.
     pub fn is_routine(&self) -> bool {
         match self.kind {
-            EventKind::Renew => true,
+            EventKind::Renew => self.reason.is_empty(),
             EventKind::Claim => {
                 self.reason.is_empty()
                     && matches!(

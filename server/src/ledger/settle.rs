@@ -79,6 +79,34 @@ pub fn fail(
     disposition: Disposition,
     now: Millis,
 ) -> Result<Transition, LedgerError> {
+    fail_as(current, token, error, disposition, false, now)
+}
+
+/// `fail` by a holder that says it ran nothing under its lease (`FailRequest.nothing_ran`):
+/// the same settlement, but the acquisition is not counted against the attempt cap (it joins
+/// the acquisitions the cap leaves out, `Record::reconciliations`), and the receipt says why
+/// (`NOTHING_RAN`). A repeat of it, like any identical Fail, changes nothing.
+pub fn fail_nothing_ran(
+    current: Option<&Record>,
+    token: u64,
+    error: &OpError,
+    disposition: Disposition,
+    now: Millis,
+) -> Result<Transition, LedgerError> {
+    fail_as(current, token, error, disposition, true, now)
+}
+
+/// The `Event::reason` of a Fail whose holder ran nothing.
+pub const NOTHING_RAN: &str = "NOTHING_RAN";
+
+fn fail_as(
+    current: Option<&Record>,
+    token: u64,
+    error: &OpError,
+    disposition: Disposition,
+    nothing_ran: bool,
+    now: Millis,
+) -> Result<Transition, LedgerError> {
     let current = held(current, token, now)?;
     if open(current) {
         let status = match disposition {
@@ -93,7 +121,14 @@ pub fn fail(
             Disposition::Final => "FINAL",
             Disposition::Abandon => "ABANDON",
         };
-        next.push_event(now, EventKind::Fail, outcome, &current.lease_owner);
+        let reason = if nothing_ran {
+            // Not counted against the cap: a reconciliation is not either (`attempts_exhausted`).
+            next.reconciliations = next.reconciliations.saturating_add(1).min(next.attempt);
+            NOTHING_RAN
+        } else {
+            ""
+        };
+        next.push_event_because(now, EventKind::Fail, outcome, &current.lease_owner, reason);
         next.result = None;
         return Ok(Transition::replace(current, next, true));
     }

@@ -37,6 +37,7 @@ pub struct Metrics {
     takeovers: Counter,
     leases_lost: Counter,
     keepalive_open: Gauge,
+    claims_held: Gauge,
     store_seconds: Family<StoreLabels, Histogram>,
     conflicts: Family<StoreLabels, Counter>,
     swept: Counter,
@@ -148,6 +149,12 @@ impl Metrics {
             "KeepAlive streams open now",
             keepalive_open.clone(),
         );
+        let claims_held = Gauge::default();
+        registry.register(
+            "claims_held",
+            "Claims held by wait now, every tenant's (each tenant's at most its held-claims limit)",
+            claims_held.clone(),
+        );
         let store_seconds = Family::<StoreLabels, Histogram>::new_with_constructor(
             latency_histogram as fn() -> Histogram,
         );
@@ -171,10 +178,10 @@ impl Metrics {
         let admission_refused = Family::<LimitLabels, Counter>::default();
         registry.register(
             "admission_refused",
-            "Claim, Lookup and ListRecords refused with RATE_LIMITED, by the limit that refused them",
+            "Claim, Lookup and ListRecords refused with RATE_LIMITED, by the limit that refused them (held: a Claim that would have been held by wait beyond its tenant's bound)",
             admission_refused.clone(),
         );
-        for limit in ["rate", "inflight"] {
+        for limit in ["rate", "inflight", "held"] {
             let _ = admission_refused.get_or_create(&LimitLabels { limit });
         }
         let needing_attention = Family::<AttentionLabels, Gauge>::default();
@@ -198,6 +205,7 @@ impl Metrics {
             takeovers,
             leases_lost,
             keepalive_open,
+            claims_held,
             store_seconds,
             conflicts,
             swept,
@@ -314,6 +322,12 @@ impl Metrics {
     /// A keep-alive stream opened (+1) or closed (-1).
     pub fn keepalive(&self, delta: i64) {
         self.keepalive_open.inc_by(delta);
+    }
+
+    /// The gauge of Claims held by `wait` now, which the engine moves as Claims are held and
+    /// answered.
+    pub fn claims_held(&self) -> Gauge {
+        self.claims_held.clone()
     }
 
     /// One store operation.

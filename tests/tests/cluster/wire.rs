@@ -80,6 +80,7 @@ pub async fn send(
                     Disposition::Final => v1::Disposition::Final,
                     Disposition::Abandon => v1::Disposition::Abandon,
                 } as i32,
+                nothing_ran: false,
             })
             .await
             .map(|r| Answer::Settled(seen(r.into_inner().record.as_ref().expect("record")))),

@@ -205,6 +205,7 @@ async fn a_final_failure_is_answered_with_its_code_and_message() {
                 details: b"secret details".to_vec(),
             }),
             disposition: v1::Disposition::Final as i32,
+            nothing_ran: false,
         })
         .await
         .unwrap();

@@ -14,6 +14,7 @@ mod bucket;
 mod policy;
 mod table;
 
+pub use policy::DEFAULT_TENANT_HELD_CLAIMS;
 pub use policy::{AdmissionConfig, LimitsFileError, Policy, TenantLimits};
 pub use table::{Kind, Permit};
 use table::{Refusal, Table};
@@ -121,12 +122,7 @@ impl Admission {
     }
 
     fn policy_defaults(&self) -> TenantLimits {
-        let a = &self.inner.args;
-        TenantLimits {
-            rate: a.tenant_rate,
-            burst: a.tenant_burst,
-            inflight: a.tenant_inflight,
-        }
+        self.inner.args.defaults()
     }
 
     /// The limits file, if there is one.

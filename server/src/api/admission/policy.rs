@@ -2,8 +2,9 @@
 //! default, and per-tenant overrides from the limits file.
 //!
 //! The limits file has one tenant per line, `tenant key=value …`, with keys `rate` (requests per
-//! second, decimals allowed), `burst` (requests) and `inflight` (concurrent requests); a key left
-//! out takes its flag's value, `0` turns that limit off for the tenant. Blank lines and lines
+//! second, decimals allowed), `burst` (requests), `inflight` (concurrent requests) and
+//! `held-claims` (Claims held by `wait` at once); a key left out takes its flag's value, `0`
+//! turns that limit off for the tenant. Blank lines and lines
 //! starting with `#` are ignored. This module only parses and looks up; it keeps no state.
 
 use crate::api::auth::valid_tenant;
@@ -14,9 +15,17 @@ use std::path::{Path, PathBuf};
 /// Largest rate or burst a flag or the limits file may set (higher is as good as off).
 const MAX_RATE: f64 = 1e9;
 
-/// The admission settings of `oncekey serve` (its `--tenant-*` and `--limits-file` flags); the
-/// default is no limit.
-#[derive(Debug, Clone, Default)]
+/// Claims one tenant may hold by `wait` at once unless configured otherwise (`--tenant-held-claims`).
+///
+/// A held Claim is a duplicate of an operation in flight, waiting for its outcome: an agent's
+/// parallel tool calls, a gateway's retried requests. A thousand at once per tenant is far more
+/// than such duplicates need, yet bounds what one tenant can make the server keep for up to a
+/// minute (a few MiB of memory, a thousand open streams).
+pub const DEFAULT_TENANT_HELD_CLAIMS: u32 = 1000;
+
+/// The admission settings of `oncekey serve` (its `--tenant-*` and `--limits-file` flags); by
+/// default only the held-claims bound (`DEFAULT_TENANT_HELD_CLAIMS`) applies.
+#[derive(Debug, Clone)]
 pub struct AdmissionConfig {
     /// Requests per second each tenant may send to Claim, Lookup and ListRecords; 0 = no limit.
     pub tenant_rate: f64,
@@ -24,8 +33,22 @@ pub struct AdmissionConfig {
     pub tenant_burst: u32,
     /// Unary RPCs (held Claims included) each tenant may have in progress at once; 0 = no limit.
     pub tenant_inflight: u32,
+    /// Claims each tenant may hold by `wait` at once; 0 = no limit.
+    pub tenant_held_claims: u32,
     /// Per-tenant overrides, reloaded on SIGHUP.
     pub limits_file: Option<PathBuf>,
+}
+
+impl Default for AdmissionConfig {
+    fn default() -> Self {
+        Self {
+            tenant_rate: 0.0,
+            tenant_burst: 0,
+            tenant_inflight: 0,
+            tenant_held_claims: DEFAULT_TENANT_HELD_CLAIMS,
+            limits_file: None,
+        }
+    }
 }
 
 impl AdmissionConfig {
@@ -46,15 +69,21 @@ impl AdmissionConfig {
         if f64::from(self.tenant_burst) > MAX_RATE {
             return Err(bad("--tenant-burst", "must be at most 1000000000"));
         }
-        let defaults = TenantLimits {
-            rate: self.tenant_rate,
-            burst: self.tenant_burst,
-            inflight: self.tenant_inflight,
-        };
+        let defaults = self.defaults();
         match &self.limits_file {
             None => Ok(Policy::new(defaults, HashMap::new())),
             Some(path) => Policy::from_file(defaults, path)
                 .map_err(|e| ConfigError(format!("--limits-file: {e}"))),
+        }
+    }
+
+    /// The limits of every tenant the limits file does not name.
+    pub fn defaults(&self) -> TenantLimits {
+        TenantLimits {
+            rate: self.tenant_rate,
+            burst: self.tenant_burst,
+            inflight: self.tenant_inflight,
+            held_claims: self.tenant_held_claims,
         }
     }
 }
@@ -68,6 +97,9 @@ pub struct TenantLimits {
     pub burst: u32,
     /// Unary RPCs in progress at once; 0 = no limit.
     pub inflight: u32,
+    /// Claims held by `wait` at once; 0 = no limit. Enforced where a Claim is held (the engine),
+    /// not by the admission layer, which cannot know whether a Claim will be held.
+    pub held_claims: u32,
 }
 
 impl TenantLimits {
@@ -76,9 +108,10 @@ impl TenantLimits {
         rate: 0.0,
         burst: 0,
         inflight: 0,
+        held_claims: 0,
     };
 
-    /// Whether neither limit applies.
+    /// Whether neither of the admission layer's limits (rate, in flight) applies.
     pub fn is_off(&self) -> bool {
         self.rate <= 0.0 && self.inflight == 0
     }
@@ -135,7 +168,7 @@ impl Policy {
         self.overrides.get(tenant).unwrap_or(&self.defaults)
     }
 
-    /// Whether no tenant has any limit (admission then costs nothing).
+    /// Whether no tenant has a rate or in-flight limit (the admission layer then costs nothing).
     pub fn is_off(&self) -> bool {
         self.off
     }
@@ -200,9 +233,13 @@ fn parse(
                 "inflight" => {
                     limits.inflight = count(value).map_err(|p| bad(format!("inflight {p}")))?
                 }
+                "held-claims" => {
+                    limits.held_claims =
+                        count(value).map_err(|p| bad(format!("held-claims {p}")))?
+                }
                 other => {
                     return Err(bad(format!(
-                        "unknown key {other:?} (use rate, burst or inflight)"
+                        "unknown key {other:?} (use rate, burst, inflight or held-claims)"
                     )))
                 }
             }
@@ -210,7 +247,8 @@ fn parse(
         }
         if !any {
             return Err(bad(
-                "no limits after the tenant (e.g. `rate=100 burst=200 inflight=50`)".into(),
+                "no limits after the tenant (e.g. `rate=100 burst=200 inflight=50 held-claims=5000`)"
+                    .into(),
             ));
         }
         if overrides.insert(tenant.to_owned(), limits).is_some() {
@@ -246,18 +284,20 @@ mod tests {
         rate: 10.0,
         burst: 0,
         inflight: 4,
+        held_claims: 1000,
     };
 
     #[test]
     fn overrides_take_the_flags_for_keys_they_leave_out() {
-        let text = "# vip\nacme rate=100 burst=200 inflight=50\n\nglobex   rate=0.5 \nfree rate=0 inflight=0\n";
+        let text = "# vip\nacme rate=100 burst=200 inflight=50 held-claims=20000\n\nglobex   rate=0.5 \nfree rate=0 inflight=0 held-claims=0\n";
         let policy = Policy::new(DEFAULTS, parse(text, &DEFAULTS).unwrap());
         assert_eq!(
             *policy.limits("acme"),
             TenantLimits {
                 rate: 100.0,
                 burst: 200,
-                inflight: 50
+                inflight: 50,
+                held_claims: 20000,
             }
         );
         assert_eq!(
@@ -265,10 +305,11 @@ mod tests {
             TenantLimits {
                 rate: 0.5,
                 burst: 0,
-                inflight: 4
+                inflight: 4,
+                held_claims: 1000,
             }
         );
-        assert!(policy.limits("free").is_off());
+        assert_eq!(*policy.limits("free"), TenantLimits::OFF);
         assert_eq!(*policy.limits("anyone-else"), DEFAULTS);
         assert_eq!(policy.overrides(), 3);
         assert!(!policy.is_off());
@@ -283,6 +324,11 @@ mod tests {
             ("acme rate=NaN\n", 1, "rate must be a number"),
             ("acme burst=1.5\n", 1, "burst must be a whole number"),
             ("acme inflight=-3\n", 1, "inflight must be a whole number"),
+            (
+                "acme held-claims=x\n",
+                1,
+                "held-claims must be a whole number",
+            ),
             ("acme speed=3\n", 1, "unknown key \"speed\""),
             ("acme rate\n", 1, "expected key=value"),
             ("#\nacme\n", 2, "no limits"),
@@ -299,7 +345,7 @@ mod tests {
         let limits = |rate, burst| TenantLimits {
             rate,
             burst,
-            inflight: 0,
+            ..TenantLimits::OFF
         };
         assert_eq!(limits(2.5, 0).bucket_size(), 3.0);
         assert_eq!(limits(0.1, 0).bucket_size(), 1.0);
@@ -313,6 +359,12 @@ mod tests {
             ..Default::default()
         };
         assert!(args(0.0).policy().unwrap().is_off());
+        // The held-claims bound is on by default, and not the admission layer's business.
+        let defaults = args(0.0).policy().unwrap();
+        assert_eq!(
+            defaults.limits("anyone").held_claims,
+            DEFAULT_TENANT_HELD_CLAIMS
+        );
         assert!(!args(5.0).policy().unwrap().is_off());
         for bad in [-1.0, f64::NAN, f64::INFINITY] {
             let err = args(bad).policy().unwrap_err();

@@ -210,6 +210,7 @@ mod tests {
                 rate,
                 burst,
                 inflight,
+                held_claims: 0,
             },
             HashMap::new(),
         )
@@ -285,6 +286,7 @@ mod tests {
                 rate: 1.0,
                 burst: 1,
                 inflight: 0,
+                held_claims: 0,
             },
             overrides,
         );

@@ -32,6 +32,7 @@ fn admission(rate: f64, burst: u32, inflight: u32) -> Admission {
             rate,
             burst,
             inflight,
+            held_claims: 0,
         },
         HashMap::new(),
     );

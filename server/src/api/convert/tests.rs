@@ -145,3 +145,31 @@ fn timestamps_round_trip_to_the_millisecond() {
     );
     assert_eq!(millis_of("x", &duration(61_001)).unwrap(), 61_001);
 }
+
+#[test]
+fn an_owner_with_control_characters_is_refused_naming_owner() {
+    let limits = Limits::default();
+    let claim = |owner: &str| v1::ClaimRequest {
+        namespace: "ns".into(),
+        key: "k".into(),
+        arguments: Some(v1::claim_request::Arguments::PayloadJson("{}".into())),
+        owner: owner.into(),
+        ..Default::default()
+    };
+    for bad in [
+        "w\x1b[2K\rforged",
+        "a\nb",
+        "tab\there",
+        "del\x7f",
+        "c1\u{9b}31m",
+    ] {
+        let err = claim_args(&claim(bad), &limits).unwrap_err();
+        assert!(
+            matches!(err, ApiError::InvalidField { ref field, .. } if field == "owner"),
+            "{bad:?}: {err:?}"
+        );
+    }
+    for good in ["", "worker-7@host.example", "Ünïcødé ✓"] {
+        assert_eq!(claim_args(&claim(good), &limits).unwrap().0.owner, good);
+    }
+}

@@ -4,6 +4,7 @@
 use super::*;
 
 mod cap_and_purge;
+mod nothing_ran;
 
 const T0: Millis = 1_000_000;
 const LEASE: Millis = 30_000;

@@ -1,9 +1,10 @@
 //! Expiry by state, through the engine, with the clock run far past the retention a record was
 //! claimed with: what must stay (an unsettled at-most-once record, an at-least-once record whose
-//! holder kept renewing) and what must still go (settled records).
+//! holder kept renewing, the gate of an abandoned gated key) and what must still go (settled
+//! records).
 
 use super::{fresh_id, T0};
-use crate::engine::{Clock, Engine, EngineError};
+use crate::engine::{Clock, Decider, Engine, EngineError};
 use crate::ledger::{
     ClaimArgs, ClaimOutcome, Disposition, LedgerError, Millis, OpError, OpResult, Semantics, Status,
 };
@@ -158,4 +159,53 @@ pub async fn expiry_removes_settled_records<S: Store>(store: S) {
             "{disposition:?}: a new operation"
         );
     }
+}
+
+/// The ABANDON tombstone of a gated key outlives retention, however long, and sweeps: a Claim a
+/// hundred retentions later that does not ask for approval still awaits it, and so does the
+/// key until someone decides (its record awaiting approval does not expire either).
+pub async fn expiry_keeps_the_gate_of_an_abandoned_key<S: Store>(store: S) {
+    let clock = Clock::manual(T0);
+    let engine = Engine::new(store, clock.clone());
+    let id = fresh_id("t1");
+    let plain = args(Semantics::AtLeastOnce);
+    let gated = ClaimArgs {
+        require_approval: true,
+        ..plain.clone()
+    };
+    let decider = Decider {
+        by: "ops",
+        note: "",
+        fingerprint: None,
+    };
+    let first = engine.claim(&id, &gated, None).await.unwrap();
+    assert_eq!(first.outcome, ClaimOutcome::AwaitingApproval);
+    engine.approve(&id, decider).await.unwrap();
+    let acquired = engine.claim(&id, &plain, None).await.unwrap();
+    assert_eq!(acquired.outcome, ClaimOutcome::Acquired);
+    let error = OpError {
+        code: 400,
+        message: "invalid".into(),
+        details: vec![],
+    };
+    assert!(engine
+        .fail(&id, 1, &error, Disposition::Abandon)
+        .await
+        .unwrap()
+        .is_none());
+    for _ in 0..2 {
+        clock.advance(100 * RETENTION);
+        engine.sweep(1000).await.unwrap();
+        let again = engine.claim(&id, &plain, None).await.unwrap();
+        assert_eq!(again.outcome, ClaimOutcome::AwaitingApproval);
+        assert_eq!(again.record.expires_at, None);
+    }
+    engine.approve(&id, decider).await.unwrap();
+    clock.advance(100 * RETENTION);
+    engine.sweep(1000).await.unwrap();
+    let acquired = engine.claim(&id, &plain, None).await.unwrap();
+    assert_eq!(
+        (acquired.outcome, acquired.lease.unwrap().token),
+        (ClaimOutcome::Acquired, 2)
+    );
 }
