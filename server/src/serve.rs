@@ -11,7 +11,7 @@ use crate::api::auth::Auth;
 use crate::api::LedgerService;
 use crate::engine::{Clock, Engine};
 use crate::inflight::InFlight;
-use crate::settings::{ConfigError, ServeConfig, StoreKind};
+use crate::settings::{ConfigError, ServeConfig, StoreKind, UnavailableError};
 use crate::store::embedded::{self, EmbeddedStore};
 use crate::store::Store;
 use oncekey_api::v1::ledger_server::LedgerServer;
@@ -65,9 +65,14 @@ pub async fn run(args: ServeConfig) -> anyhow::Result<()> {
             serve_store(store, &args, Arc::new(auth)).await
         }
         StoreKind::Cql => {
-            let store = crate::store::cql::CqlStore::connect(&args.cql)
-                .await
-                .map_err(|e| ConfigError(e.to_string()))?;
+            use crate::store::cql::{CqlStore, StartupError};
+            let patience =
+                Duration::from_millis(u64::try_from(args.cql_startup_timeout).unwrap_or(0));
+            let store = match CqlStore::connect_within(&args.cql, patience).await {
+                Ok(store) => store,
+                Err(StartupError::Refused(e)) => return Err(ConfigError(e.to_string()).into()),
+                Err(e) => return Err(UnavailableError(e.to_string()).into()),
+            };
             tracing::info!(keyspace = %args.cql.keyspace, local_dc = ?args.cql.local_dc, "cql store open");
             serve_store(store, &args, Arc::new(auth)).await
         }

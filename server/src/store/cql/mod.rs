@@ -38,6 +38,7 @@ mod index;
 mod list;
 pub mod migrate;
 mod replication;
+mod startup;
 mod statements;
 #[cfg(test)]
 mod tests;
@@ -54,6 +55,7 @@ mod writes;
 
 pub use config::{CqlConfig, CqlTlsConfig, SerialLevel};
 pub use connect::ConnectError;
+pub use startup::StartupError;
 pub use statements::Levels;
 
 use crate::ledger::{AttentionCounts, Millis, Record, RecordId};
@@ -93,13 +95,13 @@ impl CqlStore {
         migrate::check_applied(&session, keyspace).await?;
         let statements = Statements::prepare(&session, keyspace, levels)
             .await
-            .map_err(|e| ConnectError::Other(format!("preparing statements: {e}")))?;
+            .map_err(|e| ConnectError::of_prepare(&e))?;
         let index = index::IndexStatements::prepare(&session, keyspace, levels)
             .await
-            .map_err(|e| ConnectError::Other(format!("preparing statements: {e}")))?;
+            .map_err(|e| ConnectError::of_prepare(&e))?;
         let page_token_key = index::page_token_key(&session, keyspace, levels)
             .await
-            .map_err(|e| ConnectError::Other(format!("the page-token key: {e}")))?;
+            .map_err(|e| ConnectError::of_request("the page-token key", &e))?;
         Ok(Self {
             session,
             statements: Arc::new(statements),
