@@ -122,7 +122,8 @@ fn millis(t: Option<CqlTimestamp>) -> Option<Millis> {
 }
 
 impl CqlStore {
-    /// Writes `record`'s index rows: before the LWT of a transition, after that of a new record.
+    /// Writes `record`'s index rows: before the LWT of a transition, after that of a new record
+    /// (whose intent went before it: `pending`).
     pub(super) async fn put_index(&self, record: &Record, now: Millis) -> Result<(), StoreError> {
         let status = StatusRow::of(record).map(|row| {
             let values = index::put_status_values(&row, record, now);
@@ -180,7 +181,11 @@ impl CqlStore {
 
     /// The record of `id` as listed (no history, result body or error details), `None` when
     /// absent or expired at `now`.
-    async fn read_listed(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+    pub(super) async fn read_listed(
+        &self,
+        id: &RecordId,
+        now: Millis,
+    ) -> Result<Option<Record>, StoreError> {
         let result = self
             .session
             .execute_unpaged(

@@ -37,11 +37,14 @@ mod errors;
 mod index;
 mod list;
 pub mod migrate;
+mod pending;
 mod replication;
 mod startup;
 mod statements;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_index;
 #[cfg(test)]
 mod tests_levels;
 #[cfg(test)]
@@ -111,23 +114,14 @@ impl CqlStore {
     }
 }
 
-impl Store for CqlStore {
-    async fn get(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
-        let result = self
-            .session
-            .execute_unpaged(&self.statements.read, codec::key_values(id).to_vec())
-            .await
-            .map_err(|e| errors::classify(&e).into_store_error())?;
-        let record = with_first_row(result, |row| row.map(|r| r.record(id)).transpose())?;
-        Ok(record.flatten().filter(|r| !r.is_expired(now)))
-    }
-
-    async fn get_brief(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
-        // Not worth a statement of its own: a Claim inserts first (`insert_returns_live`).
-        self.get(id, now).await
-    }
-
-    async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
+impl CqlStore {
+    /// The lightweight transaction of `insert_if_absent`, without the intent before it or the
+    /// index rows after it.
+    pub(super) async fn insert_record(
+        &self,
+        record: &Record,
+        now: Millis,
+    ) -> Result<Cas, StoreError> {
         let write_id = rand::random();
         let key = codec::key_values(&record.id).to_vec();
         let ttl = codec::ttl_secs(record, now);
@@ -157,23 +151,53 @@ impl Store for CqlStore {
             }
         })?;
         let found = match existing {
-            None => return Ok(self.indexed_new(record, now).await),
+            None => return Ok(Cas::Applied),
             Some(Some(found)) => found,
             Some(None) => self.read_serial_for(&record.id, written.patience).await?,
         };
         if found.wrote(write_id) {
             // The row is this insert's own: an earlier copy of it applied (`resent`), or the
             // coordinator completed its accepted proposal before checking the condition.
-            return Ok(self.indexed_new(record, now).await);
+            return Ok(Cas::Applied);
         }
         match found.live(now) {
             Some(current) => Ok(Cas::Conflict(Some(current))),
             // Expired but not yet gone (TTLs count whole seconds), or only a row marker left.
-            None => match self.overwrite(record, found.version, now).await? {
-                Cas::Applied => Ok(self.indexed_new(record, now).await),
-                conflict => Ok(conflict),
-            },
+            None => self.overwrite(record, found.version, now).await,
         }
+    }
+}
+
+impl Store for CqlStore {
+    async fn get(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+        let result = self
+            .session
+            .execute_unpaged(&self.statements.read, codec::key_values(id).to_vec())
+            .await
+            .map_err(|e| errors::classify(&e).into_store_error())?;
+        let record = with_first_row(result, |row| row.map(|r| r.record(id)).transpose())?;
+        Ok(record.flatten().filter(|r| !r.is_expired(now)))
+    }
+
+    async fn get_brief(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+        // Not worth a statement of its own: a Claim inserts first (`insert_returns_live`).
+        self.get(id, now).await
+    }
+
+    async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
+        // The intent goes first, so that no new record can stay unlisted: see `pending`.
+        let intent = self.put_intent(record, now).await?;
+        let cas = self.insert_record(record, now).await?;
+        match &cas {
+            Cas::Applied => {
+                if self.indexed_new(record, now).await {
+                    self.drop_intent(&intent);
+                }
+            }
+            Cas::Conflict(_) => self.drop_intent(&intent),
+        }
+        // An error (the outcome may be unknown) leaves the intent to the readers.
+        Ok(cas)
     }
 
     async fn replace(

@@ -229,18 +229,21 @@ impl CqlStore {
         Proposal::Batch(batch, vec![values, mark])
     }
 
-    /// `Cas::Applied` for a new record, once its index rows are written (after its LWT: see
-    /// `index`). A failed index write is logged, not returned: the record exists, and the Claim
-    /// that made it must be answered.
-    pub(super) async fn indexed_new(&self, record: &Record, now: Millis) -> Cas {
-        if let Err(e) = self.put_index(record, now).await {
-            tracing::warn!(
-                error = %e,
-                namespace = %record.id.namespace,
-                "a new record's index rows were not written: it is not listed until it changes"
-            );
+    /// Writes a new record's index rows (after its LWT: see `index`); whether they were written.
+    /// A failure is logged, not returned: the record exists, the Claim that made it must be
+    /// answered, and its intent (`pending`), left in place, gets the rows written later.
+    pub(super) async fn indexed_new(&self, record: &Record, now: Millis) -> bool {
+        match self.put_index(record, now).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    namespace = %record.id.namespace,
+                    "a new record's index rows were not written: the needs-attention pass writes them"
+                );
+                false
+            }
         }
-        Cas::Applied
     }
 }
 
