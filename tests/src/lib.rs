@@ -25,7 +25,7 @@ pub mod requests;
 mod restart;
 pub mod server;
 
-pub use certs::{make_certificates, make_certificates_valid_for};
+pub use certs::{client_certificate_until, make_certificates, make_certificates_valid_for};
 pub use cql::{
     cassandra, migrated_keyspace, migrated_keyspace_with, node as cql_node,
     tls_node as cql_tls_node,

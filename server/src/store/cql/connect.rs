@@ -12,8 +12,9 @@ use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::errors::{
-    ConnectionError, ConnectionPoolError, ConnectionSetupRequestErrorKind, DbError, ExecutionError,
-    MetadataError, NewSessionError, PrepareError,
+    BrokenConnectionErrorKind, ConnectionError, ConnectionPoolError,
+    ConnectionSetupRequestErrorKind, DbError, ExecutionError, FrameHeaderParseError, MetadataError,
+    NewSessionError, PrepareError,
 };
 use scylla::policies::load_balancing::DefaultPolicy;
 use scylla::statement::SerialConsistency;
@@ -220,14 +221,26 @@ fn connection_refused(error: &ConnectionError) -> bool {
             | Kind::StartAuthSessionError(_)
             | Kind::AuthChallengeEvaluationError(_)
             | Kind::AuthFinishError(_) => true,
+            // The node's TLS alert (e.g. the client certificate refused) arrives on the first read.
+            Kind::BrokenConnection(broken) => matches!(
+                broken.downcast_ref::<BrokenConnectionErrorKind>(),
+                Some(BrokenConnectionErrorKind::FrameHeaderParseError(
+                    FrameHeaderParseError::HeaderIoError(io)
+                )) if tls_refusal(io)
+            ),
             _ => false,
         },
-        ConnectionError::IoError(io) => io
-            .get_ref()
-            .and_then(|inner| inner.downcast_ref::<openssl::ssl::Error>())
-            .is_some_and(|tls| tls.io_error().is_none() && tls.ssl_error().is_some()),
+        ConnectionError::IoError(io) => tls_refusal(io),
         _ => false,
     }
+}
+
+/// Whether an I/O error is a TLS handshake that failed on a certificate or protocol (an SSL
+/// error of its own, not one of the network under it).
+fn tls_refusal(io: &std::io::Error) -> bool {
+    io.get_ref()
+        .and_then(|inner| inner.downcast_ref::<openssl::ssl::Error>())
+        .is_some_and(|tls| tls.io_error().is_none() && tls.ssl_error().is_some())
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ mod list;
 pub mod migrate;
 mod pending;
 mod replication;
+mod sessions;
 mod startup;
 mod statements;
 #[cfg(test)]
@@ -75,7 +76,7 @@ use writes::{with_first_row, Mine, Patience, Proposal, StoredRow};
 /// The ledger on a CQL cluster.
 #[derive(Clone)]
 pub struct CqlStore {
-    session: Arc<Session>,
+    sessions: Arc<sessions::Sessions>,
     statements: Arc<Statements>,
     index: Arc<index::IndexStatements>,
     page_token_key: [u8; 32],
@@ -84,8 +85,11 @@ pub struct CqlStore {
 impl CqlStore {
     /// Connects with the `--cql-*` settings and checks that `oncekey migrate` ran on the keyspace.
     pub async fn connect(config: &CqlConfig) -> Result<Self, ConnectError> {
-        let session = connect::session(config).await?;
-        Self::open(Arc::new(session), &config.keyspace, connect::levels(config)).await
+        let session = Arc::new(connect::session(config).await?);
+        let levels = connect::levels(config);
+        let mut store = Self::open(session.clone(), &config.keyspace, levels).await?;
+        store.sessions = Arc::new(sessions::Sessions::new(session, Some(config.clone())));
+        Ok(store)
     }
 
     /// Opens the store on an existing session, with these consistency levels.
@@ -106,7 +110,7 @@ impl CqlStore {
             .await
             .map_err(|e| ConnectError::of_request("the page-token key", &e))?;
         Ok(Self {
-            session,
+            sessions: Arc::new(sessions::Sessions::new(session, None)),
             statements: Arc::new(statements),
             index: Arc::new(index),
             page_token_key,
@@ -171,7 +175,7 @@ impl CqlStore {
 impl Store for CqlStore {
     async fn get(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
         let result = self
-            .session
+            .session()
             .execute_unpaged(&self.statements.read, codec::key_values(id).to_vec())
             .await
             .map_err(|e| errors::classify(&e).into_store_error())?;
@@ -272,7 +276,7 @@ impl Store for CqlStore {
     async fn check_ready(&self) -> Result<(), StoreError> {
         // A QUORUM read of an empty partition: proves the table and a quorum of its replicas.
         let probe = RecordId::new("oncekey", "readiness.probe", "probe");
-        self.session
+        self.session()
             .execute_unpaged(&self.statements.read, codec::key_values(&probe).to_vec())
             .await
             .map(|_| ())

@@ -103,7 +103,7 @@ impl CqlStore {
             Some(CqlValue::Int(0)),
             Some(CqlValue::BigInt(intent.timestamp)),
         ]);
-        self.session
+        self.session()
             .execute_unpaged(&self.index.put_status, values)
             .await
             .map_err(|e| errors::classify(&e).into_store_error())?;

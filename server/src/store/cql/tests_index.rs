@@ -131,7 +131,7 @@ async fn intents_left(store: &CqlStore, keyspace: &str) -> usize {
     let mut left = 0;
     for shard in 0..index::SHARDS {
         let result = store
-            .session
+            .session()
             .query_unpaged(
                 format!(
                     "SELECT key FROM {keyspace}.records_by_status \

@@ -61,7 +61,7 @@ impl CqlStore {
         for attempt in 1u32.. {
             // Re-proposals wait as long as the execution profile allows.
             let patient = attempt > 1;
-            let error = match proposal.execute(&self.session, patient).await {
+            let error = match proposal.execute(&self.session(), patient).await {
                 Ok(result) => {
                     return Ok(Written {
                         result,
@@ -122,7 +122,7 @@ impl CqlStore {
     /// The row of `id` at SERIAL: sees every write accepted so far.
     pub(super) async fn read_serial(&self, id: &RecordId) -> Result<StoredRow, StoreError> {
         let result = self
-            .session
+            .session()
             .execute_unpaged(&self.statements.read_serial, codec::key_values(id).to_vec())
             .await
             .map_err(|e| errors::classify(&e).into_store_error())?;
