@@ -151,8 +151,14 @@ impl CqlStore {
                         tracing::debug!("a row of the intent bucket that is no intent: left");
                         continue;
                     };
-                    if self.resolve(&intent, age, now).await? {
-                        repaired += 1;
+                    // One intent that cannot be resolved now waits for the next pass; the
+                    // others (and the counts) go on.
+                    match self.resolve(&intent, age, now).await {
+                        Ok(true) => repaired += 1,
+                        Ok(false) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, namespace = %intent.id.namespace, "an insert intent was not resolved; the next pass tries again")
+                        }
                     }
                 }
                 if exhausted {
