@@ -96,3 +96,42 @@ impl CqlStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unreachable_cluster_is_tried_again_until_the_deadline() {
+        // Nothing listens on port 1: every attempt is refused at once.
+        let config = CqlConfig::new(&["127.0.0.1:1"], "oncekey");
+        let err = CqlStore::connect_within(&config, Duration::from_secs(1))
+            .await
+            .err()
+            .expect("no cluster");
+        match err {
+            StartupError::Unavailable { attempts, last, .. } => {
+                assert!(attempts >= 2, "tried again: {attempts}");
+                assert!(last.is_transient(), "{last}");
+                assert!(
+                    last.to_string().contains("--cql-nodes 127.0.0.1:1"),
+                    "{last}"
+                );
+            }
+            other => panic!("expected Unavailable, got {other}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refusal_ends_the_wait_at_once() {
+        let config = CqlConfig::new(&["127.0.0.1:1"], "Not-A-Keyspace");
+        let err = CqlStore::connect_within(&config, Duration::from_secs(3600))
+            .await
+            .err()
+            .expect("a bad keyspace name");
+        assert!(
+            matches!(&err, StartupError::Refused(ConnectError::Flag(m)) if m.contains("--cql-keyspace")),
+            "{err}"
+        );
+    }
+}
