@@ -112,6 +112,10 @@ pub struct ServeArgs {
     /// CQL connection (with --store cql).
     #[command(flatten)]
     pub cql: CqlArgs,
+    /// How long start-up keeps trying to open the CQL store while the cluster cannot answer
+    /// (nodes starting or down, too few replicas for QUORUM), each retry logged; then exit 69.
+    #[arg(long, env = "ONCEKEY_CQL_STARTUP_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub cql_startup_timeout: Millis,
     /// Tokens file: `tenant:sha256-hex-of-token` lines; reloaded when it changes, and on SIGHUP.
     #[arg(long, env = "ONCEKEY_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
@@ -208,6 +212,7 @@ impl ServeArgs {
             store: self.store.into(),
             data_dir: self.data_dir.clone(),
             cql: self.cql.config(),
+            cql_startup_timeout: self.cql_startup_timeout,
             tokens_file: self.tokens_file.clone(),
             allow_unauthenticated: self.allow_unauthenticated,
             default_lease: self.default_lease,

@@ -2,9 +2,10 @@
 //! command line clap refused.
 //!
 //! 0 success, 1 runtime failure, 64 (sysexits' EX_USAGE) bad configuration, 65 (EX_DATAERR) the
-//! embedded store's data is damaged or missing.
+//! embedded store's data is damaged or missing, 69 (EX_UNAVAILABLE) the CQL cluster did not become
+//! available before `--cql-startup-timeout`.
 
-use oncekey_server::settings::ConfigError;
+use oncekey_server::settings::{ConfigError, UnavailableError};
 use oncekey_server::store::embedded::IntegrityError;
 use std::process::ExitCode;
 
@@ -12,12 +13,18 @@ use std::process::ExitCode;
 const EXIT_CONFIG: u8 = 64;
 /// sysexits' EX_DATAERR: the data on disk, not the configuration, is wrong.
 const EXIT_DATA: u8 = 65;
+/// sysexits' EX_UNAVAILABLE: a service needed (the CQL cluster) did not answer in time.
+const EXIT_UNAVAILABLE: u8 = 69;
 
 /// Prints why a command failed and returns its exit code.
 pub fn report(e: &anyhow::Error) -> ExitCode {
     if let Some(config) = e.downcast_ref::<ConfigError>() {
         eprintln!("error: {config}");
         return ExitCode::from(EXIT_CONFIG);
+    }
+    if let Some(unavailable) = e.downcast_ref::<UnavailableError>() {
+        eprintln!("error: {unavailable}");
+        return ExitCode::from(EXIT_UNAVAILABLE);
     }
     if let Some(refusal) = e.downcast_ref::<IntegrityError>() {
         eprintln!("error: {refusal}");

@@ -2,7 +2,7 @@
 //! (`oncekey-server`, `oncekey-bench`, `oncekey-gateway`, the client). Exit codes: 0 success, 1
 //! runtime failure, 64 bad configuration (the message names the flag), 65 the embedded store's
 //! data is damaged or missing (the message says what and how to proceed, e.g.
-//! `--accept-data-loss`); see `exit`.
+//! `--accept-data-loss`), 69 the CQL cluster did not become available in time; see `exit`.
 
 mod args;
 mod bench;

@@ -1,6 +1,6 @@
 //! Reloads the tokens file and the gRPC port's TLS files when their contents change on disk, and
 //! on SIGHUP, through the reload functions of `api::auth` and `tls` (which keep what they had when
-//! a new file fails to load).
+//! a new file fails to load); `cql` does the same for the CQL store's client TLS files.
 //!
 //! Change detection polls: every `--reload-check-interval` the watched files are read and hashed
 //! (they are a few KiB), and a digest that differs from the last one seen triggers a reload. This
@@ -31,7 +31,7 @@ use std::time::Duration;
 /// Labels of the reload counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WhatLabels {
-    /// `tls` or `tokens`.
+    /// `tls`, `tokens` or `cql_tls`.
     pub what: &'static str,
 }
 
@@ -49,12 +49,12 @@ impl ReloadMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "reloads",
-            "tokens file (what=tokens) or TLS certificate (what=tls) reloads that took effect",
+            "tokens file (what=tokens), TLS certificate (what=tls) or CQL client TLS (what=cql_tls) reloads that took effect",
             self.reloads.clone(),
         );
         registry.register(
             "reload_failures",
-            "reloads of the tokens file or TLS files that failed, keeping the previous ones",
+            "reloads of the tokens file, TLS files or CQL client TLS files that failed, keeping the previous ones",
             self.failures.clone(),
         );
         registry.register(
@@ -340,5 +340,6 @@ pub async fn run(mut reloader: Reloader, every: Duration) {
     }
 }
 
+pub mod cql;
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,7 @@ use crate::api::auth::Auth;
 use crate::api::LedgerService;
 use crate::engine::{Clock, Engine};
 use crate::inflight::InFlight;
-use crate::settings::{ConfigError, ServeConfig, StoreKind};
+use crate::settings::{ConfigError, ServeConfig, StoreKind, UnavailableError};
 use crate::store::embedded::{self, EmbeddedStore};
 use crate::store::Store;
 use oncekey_api::v1::ledger_server::LedgerServer;
@@ -62,14 +62,39 @@ pub async fn run(args: ServeConfig) -> anyhow::Result<()> {
                 }
             };
             tracing::info!(data_dir = %args.data_dir.display(), "embedded store open");
-            serve_store(store, &args, Arc::new(auth)).await
+            serve_store(store, &args, Arc::new(auth), |_| {}).await
         }
         StoreKind::Cql => {
-            let store = crate::store::cql::CqlStore::connect(&args.cql)
-                .await
-                .map_err(|e| ConfigError(e.to_string()))?;
+            use crate::reload::cql::{CqlTlsFiles, CqlTlsReloader};
+            use crate::store::cql::{CqlStore, StartupError};
+            // Watched from before the store reads them: a change while it connects is reloaded.
+            let tls = &args.cql.tls;
+            let tls_files = CqlTlsFiles::new(
+                [&tls.cert, &tls.key, &tls.ca]
+                    .into_iter()
+                    .flatten()
+                    .cloned()
+                    .collect(),
+            );
+            let patience =
+                Duration::from_millis(u64::try_from(args.cql_startup_timeout).unwrap_or(0));
+            let store = match CqlStore::connect_within(&args.cql, patience).await {
+                Ok(store) => store,
+                Err(StartupError::Refused(e)) => return Err(ConfigError(e.to_string()).into()),
+                Err(e) => return Err(UnavailableError(e.to_string()).into()),
+            };
             tracing::info!(keyspace = %args.cql.keyspace, local_dc = ?args.cql.local_dc, "cql store open");
-            serve_store(store, &args, Arc::new(auth)).await
+            let every =
+                Duration::from_millis(u64::try_from(args.reload_check_interval).unwrap_or(0));
+            let reconnecting = store.clone();
+            serve_store(store, &args, Arc::new(auth), move |metrics| {
+                let reloader =
+                    tls_files.and_then(|files| CqlTlsReloader::new(reconnecting, files, metrics));
+                if let Some(reloader) = reloader {
+                    tokio::spawn(crate::reload::cql::run(reloader, every));
+                }
+            })
+            .await
         }
     }
 }
@@ -108,11 +133,13 @@ async fn bind(flag: &str, addr: std::net::SocketAddr) -> anyhow::Result<TcpListe
         .map_err(|e| ConfigError(format!("{flag} {addr}: {e}")).into())
 }
 
-/// Serves one store until shutdown.
+/// Serves one store until shutdown; `start_reloads` starts the store's own file reloads (given
+/// the reload metrics) once the server's are running.
 pub(crate) async fn serve_store<S: Store>(
     store: S,
     args: &ServeConfig,
     auth: Arc<Auth>,
+    start_reloads: impl FnOnce(crate::reload::ReloadMetrics),
 ) -> anyhow::Result<()> {
     let clock = match args.testing.clock_skew_ms {
         0 => Clock::System,
@@ -176,6 +203,7 @@ pub(crate) async fn serve_store<S: Store>(
     let reload_every =
         Duration::from_millis(u64::try_from(args.reload_check_interval).unwrap_or(0));
     tokio::spawn(crate::reload::run(reloader, reload_every));
+    start_reloads(engine.metrics().reload().clone());
 
     let inflight = InFlight::new(engine.metrics().clone());
     let router = Server::builder()

@@ -35,6 +35,8 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     /// CQL connection (with the CQL store).
     pub cql: CqlConfig,
+    /// How long start-up keeps trying to open the CQL store while the cluster cannot answer.
+    pub cql_startup_timeout: Millis,
     /// Tokens file: `tenant:sha256-hex-of-token` lines; `None`: dev mode (tenant header).
     pub tokens_file: Option<PathBuf>,
     /// Allow listening on a non-loopback address without a tokens file.
@@ -79,6 +81,12 @@ pub struct ServeConfig {
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
+/// A service the server needs (the CQL cluster) did not become available before its start-up
+/// deadline: nothing in the settings is known to be wrong; `oncekey` exits 69 (EX_UNAVAILABLE).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UnavailableError(pub String);
+
 impl ServeConfig {
     /// Checks the settings against each other and the documented bounds.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -113,6 +121,9 @@ impl ServeConfig {
         }
         if self.store == StoreKind::Cql {
             self.cql.validate()?;
+            if !(1_000..=3_600_000).contains(&self.cql_startup_timeout) {
+                return bad("--cql-startup-timeout must be between 1s and 1h".into());
+            }
         }
         let loopback = self.listen.ip().is_loopback();
         if self.tokens_file.is_none() && !loopback && !self.allow_unauthenticated {
@@ -154,6 +165,7 @@ impl ServeConfig {
             store: StoreKind::Embedded,
             data_dir: "./oncekey-data".into(),
             cql: CqlConfig::new(&["127.0.0.1:9042"], "oncekey"),
+            cql_startup_timeout: 60_000,
             tokens_file: None,
             allow_unauthenticated: false,
             default_lease: 30_000,

@@ -1,5 +1,6 @@
 //! Certificates made for one run with the `openssl` command line: a CA, a server certificate for
-//! localhost and 127.0.0.1, and a client certificate.
+//! localhost and 127.0.0.1, and a client certificate; and client certificates of a given CA that
+//! expire within seconds, made with the openssl crate.
 
 use std::path::Path;
 
@@ -84,4 +85,48 @@ pub fn make_certificates_valid_for(dir: &Path, days: u32) {
             ],
         );
     }
+}
+
+/// A client certificate signed by the CA in `ca_dir` (`ca.pem`, `ca.key`), valid from an hour
+/// ago until `not_after` (seconds since the Unix epoch): (certificate PEM, PKCS #8 key PEM). The
+/// command line gives validity in whole days; certificates that expire within a test are made
+/// here.
+pub fn client_certificate_until(ca_dir: &Path, name: &str, not_after: i64) -> (Vec<u8>, Vec<u8>) {
+    use openssl::asn1::{Asn1Integer, Asn1Time};
+    use openssl::bn::BigNum;
+    use openssl::ec::{EcGroup, EcKey};
+    use openssl::hash::MessageDigest;
+    use openssl::nid::Nid;
+    use openssl::pkey::PKey;
+    use openssl::x509::extension::ExtendedKeyUsage;
+    use openssl::x509::{X509NameBuilder, X509};
+    let read = |file: &str| std::fs::read(ca_dir.join(file)).expect("the CA's files");
+    let ca = X509::from_pem(&read("ca.pem")).expect("ca.pem");
+    let ca_key = PKey::private_key_from_pem(&read("ca.key")).expect("ca.key");
+    let group = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap();
+    let key = PKey::from_ec_key(EcKey::generate(&group).unwrap()).unwrap();
+    let mut subject = X509NameBuilder::new().unwrap();
+    subject.append_entry_by_text("CN", name).unwrap();
+    let subject = subject.build();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let mut cert = X509::builder().unwrap();
+    cert.set_version(2).unwrap();
+    let serial = BigNum::from_u32(rand::random::<u32>() >> 1).unwrap();
+    cert.set_serial_number(&Asn1Integer::from_bn(&serial).unwrap())
+        .unwrap();
+    cert.set_subject_name(&subject).unwrap();
+    cert.set_issuer_name(ca.subject_name()).unwrap();
+    cert.set_pubkey(&key).unwrap();
+    cert.set_not_before(&Asn1Time::from_unix(now - 3600).unwrap())
+        .unwrap();
+    cert.set_not_after(&Asn1Time::from_unix(not_after).unwrap())
+        .unwrap();
+    cert.append_extension(ExtendedKeyUsage::new().client_auth().build().unwrap())
+        .unwrap();
+    cert.sign(&ca_key, MessageDigest::sha256()).unwrap();
+    let pem = cert.build().to_pem().unwrap();
+    (pem, key.private_key_to_pem_pkcs8().unwrap())
 }

@@ -210,6 +210,8 @@ fn cql_serve_and_migrate_fail_clearly_without_a_schema_or_a_node() {
             nodes,
             "--cql-keyspace",
             keyspace,
+            "--cql-startup-timeout",
+            "1s",
         ])
     };
     let (code, _, stderr) = serve(cql_node(), missing);
@@ -221,8 +223,9 @@ fn cql_serve_and_migrate_fail_clearly_without_a_schema_or_a_node() {
         "{stderr}"
     );
 
+    // No node: a state that may pass, waited for until --cql-startup-timeout, then 69.
     let (code, _, stderr) = serve("127.0.0.1:1", "oncekey");
-    assert_eq!(code, 64, "{stderr}");
+    assert_eq!(code, 69, "{stderr}");
     assert!(stderr.contains("--cql-nodes 127.0.0.1:1"), "{stderr}");
 
     let (code, _, stderr) = run_cli(&[

@@ -233,3 +233,146 @@ fn cql_tls_without_a_ca_flag_trusts_the_system_cas() {
         String::from_utf8_lossy(&untrusted.stderr)
     );
 }
+
+/// The client certificate is reloaded when its files change, and new connections present the new
+/// one. The server starts with a certificate that expires within the test, its files in a
+/// directory laid out like a mounted Secret, all its connections through a relay; the files are
+/// replaced by a long-lived certificate; once the first one expired, the relay cuts every
+/// connection: the driver's new ones must present the new certificate (the node refuses the
+/// expired one), and Claims work again.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs Cassandra: scripts/test cql runs it"]
+async fn cql_client_certificate_reloaded_for_new_connections() {
+    let (node, dir) = cql_tls_node();
+    let keyspace = migrated_keyspace_with(node, &strs(&tls_flags(dir)));
+    let unix_now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+    };
+    let expires = unix_now() + 45;
+    let (short_cert, short_key) = client_certificate_until(dir, "short-lived", expires);
+    let (long_cert, long_key) = client_certificate_until(dir, "renewed", unix_now() + 86_400);
+    let ca = std::fs::read(dir.join("ca.pem")).unwrap();
+    let mut mounted = SecretMount::new(&[
+        ("ca.crt", &ca),
+        ("tls.crt", &short_cert),
+        ("tls.key", &short_key),
+    ]);
+    let relay = Relay::start(node);
+    let contact = relay.contact_point();
+    let file = |name: &str| mounted.path(name).display().to_string();
+    let (ca_file, cert_file, key_file) = (file("ca.crt"), file("tls.crt"), file("tls.key"));
+    let server = Server::start(&[
+        "--store",
+        "cql",
+        "--cql-nodes",
+        &contact,
+        "--cql-keyspace",
+        &keyspace,
+        "--cql-tls-ca",
+        &ca_file,
+        "--cql-tls-cert",
+        &cert_file,
+        "--cql-tls-key",
+        &key_file,
+        "--cql-tls-server-name",
+        NODE_NAME,
+        "--reload-check-interval",
+        "200ms",
+    ]);
+    let mut client = server.client("acme").await;
+    let first = client.claim(claim(NS, "before", r#"{"n":1}"#)).await;
+    assert_eq!(
+        outcome(&first.unwrap().into_inner()),
+        ClaimOutcome::Acquired
+    );
+
+    mounted.update(&[
+        ("ca.crt", &ca),
+        ("tls.crt", &long_cert),
+        ("tls.key", &long_key),
+    ]);
+    let reloads = r#"oncekey_reloads_total{what="cql_tls"}"#;
+    let mut reloaded = false;
+    for _ in 0..150 {
+        let (_, body) = http_get(&server.admin, "/metrics").await;
+        if metric(&body, reloads).is_some_and(|n| n >= 1.0) {
+            reloaded = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(reloaded, "no CQL TLS reload counted:\n{}", server.stderr());
+
+    // Past the first certificate's end, every connection is cut: only new ones are left.
+    while unix_now() <= expires + 1 {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    relay.cut_all();
+    let mut last = None;
+    for attempt in 0..60 {
+        let key = format!("after-{attempt}");
+        match client.claim(claim(NS, &key, r#"{"n":2}"#)).await {
+            Ok(answer) => {
+                assert_eq!(outcome(&answer.into_inner()), ClaimOutcome::Acquired);
+                return;
+            }
+            Err(status) => last = Some(status),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    panic!(
+        "no Claim succeeded over new connections after the cut: {last:?}\n{}",
+        server.stderr()
+    );
+}
+
+/// A client certificate the node refuses (here: expired) is a configuration error for `serve`:
+/// exit 64 at once, not a wait for a cluster that will not change its mind.
+#[test]
+#[ignore = "needs Cassandra: scripts/test cql runs it"]
+fn cql_serve_with_a_refused_client_certificate_exits_64() {
+    let (node, dir) = cql_tls_node();
+    let keyspace = migrated_keyspace_with(node, &strs(&tls_flags(dir)));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let (cert, key) = client_certificate_until(dir, "expired", now - 60);
+    let files = tempfile::tempdir().unwrap();
+    let (cert_file, key_file) = (files.path().join("tls.crt"), files.path().join("tls.key"));
+    std::fs::write(&cert_file, cert).unwrap();
+    std::fs::write(&key_file, key).unwrap();
+    let flags: Vec<String> = tls_flags(dir)
+        .chunks(2)
+        .flat_map(|pair| match pair[0].as_str() {
+            "--cql-tls-cert" => vec![pair[0].clone(), cert_file.display().to_string()],
+            "--cql-tls-key" => vec![pair[0].clone(), key_file.display().to_string()],
+            _ => pair.to_vec(),
+        })
+        .collect();
+    let mut args = vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--store",
+        "cql",
+        "--cql-nodes",
+        node,
+        "--cql-keyspace",
+        &keyspace,
+        "--cql-startup-timeout",
+        "10m",
+    ];
+    args.extend(strs(&flags));
+    let (code, _, stderr) = run_cli(&args);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(
+        stderr.contains("certificate expired") && stderr.contains("--cql-nodes"),
+        "{stderr}"
+    );
+}

@@ -1,6 +1,8 @@
 //! The CQL store's needs-attention counts (`Store::attention`): a pass over the index rows of the
 //! buckets every tenant shares (PROCESSING, AT_MOST_ONCE PROCESSING, UNKNOWN), each candidate
-//! checked against its record like a listing does (`list`), stale rows deleted on the way.
+//! checked against its record like a listing does (`list`), stale rows deleted on the way. The
+//! pass first resolves the insert intents left behind (`pending`): it is what lists a record whose
+//! server stopped between the record's write and its index rows.
 
 use super::index::{self, StatusRow, SHARDS};
 use super::list::{record_is_stale, text, Row, PARTITION_PAGE};
@@ -17,6 +19,9 @@ impl CqlStore {
         &self,
         now: Millis,
     ) -> Result<AttentionCounts, StoreError> {
+        // First the records whose insert left its intent behind (`pending`), so that they
+        // are counted (and listed) too.
+        self.resolve_intents(now).await?;
         let mut counts = AttentionCounts::default();
         for bucket in Attention::buckets() {
             let leased = matches!(

@@ -5,11 +5,17 @@
 //! Errors here are startup errors, worded for the operator and naming the flag to fix. Nothing here
 //! touches the ledger table.
 
+use super::errors::Failure;
 use super::statements::Levels;
 use super::{CqlConfig, SerialLevel};
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
+use scylla::errors::{
+    BrokenConnectionErrorKind, ConnectionError, ConnectionPoolError,
+    ConnectionSetupRequestErrorKind, DbError, ExecutionError, FrameHeaderParseError, MetadataError,
+    NewSessionError, PrepareError,
+};
 use scylla::policies::load_balancing::DefaultPolicy;
 use scylla::statement::SerialConsistency;
 use std::time::Duration;
@@ -26,9 +32,18 @@ pub enum ConnectError {
     /// A flag is malformed.
     #[error("{0}")]
     Flag(String),
-    /// No contact point answered.
+    /// No contact point answered (a state that may pass: nodes starting, a network not up yet).
     #[error("--cql-nodes {nodes}: cannot connect to the cluster: {reason}")]
     Unreachable {
+        /// The contact points tried.
+        nodes: String,
+        /// The driver's reason.
+        reason: String,
+    },
+    /// A node answered and refused this client: authentication, or TLS (a certificate refused
+    /// either way). Retrying with the same settings will not help.
+    #[error("--cql-nodes {nodes}: cannot connect to the cluster: {reason}")]
+    Refused {
         /// The contact points tried.
         nodes: String,
         /// The driver's reason.
@@ -45,9 +60,54 @@ pub enum ConnectError {
         /// The first migration not applied.
         missing: String,
     },
+    /// The cluster could not serve a start-up read or statement now (too few replicas alive, a
+    /// timeout): a state that may pass.
+    #[error("--store cql: {0}")]
+    Unavailable(String),
     /// Any other failure while starting.
     #[error("--store cql: {0}")]
     Other(String),
+}
+
+impl ConnectError {
+    /// Whether the failure may pass without a change of settings (nodes starting or down, too
+    /// few replicas alive), so that trying again later can succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ConnectError::Unreachable { .. } | ConnectError::Unavailable(_)
+        )
+    }
+
+    /// The error of a start-up statement that failed: `Unavailable` unless the cluster refused
+    /// the statement itself.
+    pub fn of_request(context: &str, error: &ExecutionError) -> Self {
+        match super::errors::classify(error) {
+            Failure::Refused(_) => ConnectError::Other(format!("{context}: {error}")),
+            Failure::NotSent(_) | Failure::MaybeRan(_) => {
+                ConnectError::Unavailable(format!("{context}: {error}"))
+            }
+        }
+    }
+
+    /// The error of preparing a statement at start-up: `Other` when the cluster refused it
+    /// (a missing table, no permission), `Unavailable` otherwise.
+    pub fn of_prepare(error: &PrepareError) -> Self {
+        let refused = match error {
+            PrepareError::AllAttemptsFailed { first_attempt } => {
+                matches!(
+                    super::errors::classify_attempt(first_attempt, String::new()),
+                    Failure::Refused(_)
+                )
+            }
+            PrepareError::PreparedStatementIdsMismatch => true,
+            _ => false,
+        };
+        match refused {
+            true => ConnectError::Other(format!("preparing statements: {error}")),
+            false => ConnectError::Unavailable(format!("preparing statements: {error}")),
+        }
+    }
 }
 
 /// Checks `--cql-keyspace`: an unquoted CQL identifier in lower case (what CQL folds it to).
@@ -120,13 +180,67 @@ pub async fn session(config: &CqlConfig) -> Result<Session, ConnectError> {
             ))
         }
     }
-    builder
-        .build()
-        .await
-        .map_err(|e| ConnectError::Unreachable {
-            nodes: nodes.join(","),
-            reason: e.to_string(),
-        })
+    builder.build().await.map_err(|e| {
+        let (nodes, reason) = (nodes.join(","), e.to_string());
+        match refused(&e) {
+            true => ConnectError::Refused { nodes, reason },
+            false => ConnectError::Unreachable { nodes, reason },
+        }
+    })
+}
+
+/// Whether opening a session failed because a node refused this client (credentials, a
+/// certificate, settings the driver cannot use), rather than because no node could be reached.
+fn refused(error: &NewSessionError) -> bool {
+    match error {
+        NewSessionError::EmptyKnownNodesList | NewSessionError::IllegalConfig(_) => true,
+        NewSessionError::MetadataError(MetadataError::ConnectionPoolError(
+            ConnectionPoolError::Broken {
+                last_connection_error,
+            },
+        )) => connection_refused(last_connection_error),
+        _ => false,
+    }
+}
+
+/// Whether a connection failed on a refusal: authentication, or a TLS handshake that failed on
+/// a certificate (not on the network under it).
+fn connection_refused(error: &ConnectionError) -> bool {
+    use ConnectionSetupRequestErrorKind as Kind;
+    match error {
+        ConnectionError::ConnectionSetupRequestError(setup) => match setup.get_error() {
+            Kind::DbError(db, _) => matches!(
+                db,
+                DbError::AuthenticationError
+                    | DbError::Unauthorized
+                    | DbError::ProtocolError
+                    | DbError::ConfigError
+                    | DbError::Invalid
+            ),
+            Kind::MissingAuthentication
+            | Kind::StartAuthSessionError(_)
+            | Kind::AuthChallengeEvaluationError(_)
+            | Kind::AuthFinishError(_) => true,
+            // The node's TLS alert (e.g. the client certificate refused) arrives on the first read.
+            Kind::BrokenConnection(broken) => matches!(
+                broken.downcast_ref::<BrokenConnectionErrorKind>(),
+                Some(BrokenConnectionErrorKind::FrameHeaderParseError(
+                    FrameHeaderParseError::HeaderIoError(io)
+                )) if tls_refusal(io)
+            ),
+            _ => false,
+        },
+        ConnectionError::IoError(io) => tls_refusal(io),
+        _ => false,
+    }
+}
+
+/// Whether an I/O error is a TLS handshake that failed on a certificate or protocol (an SSL
+/// error of its own, not one of the network under it).
+fn tls_refusal(io: &std::io::Error) -> bool {
+    io.get_ref()
+        .and_then(|inner| inner.downcast_ref::<openssl::ssl::Error>())
+        .is_some_and(|tls| tls.io_error().is_none() && tls.ssl_error().is_some())
 }
 
 #[cfg(test)]

@@ -43,7 +43,8 @@ pub fn classify(error: &ExecutionError) -> Failure {
     }
 }
 
-fn classify_attempt(error: &RequestAttemptError, msg: String) -> Failure {
+/// Classifies the error of one attempt (`msg`: the message to carry).
+pub fn classify_attempt(error: &RequestAttemptError, msg: String) -> Failure {
     match error {
         RequestAttemptError::SerializationError(_)
         | RequestAttemptError::CqlRequestSerialization(_) => Failure::Refused(msg),

@@ -7,10 +7,11 @@
 //!   LWT; once the LWT applied, the rows of the bucket (or parent) it left are deleted in the
 //!   background. A failed LWT leaves rows that point at a state the record is not in: readers
 //!   skip and delete them.
-//! - a **new record** (`Store::insert_if_absent`) writes its rows *after* its LWT applied: a Claim
-//!   of an existing key (most Claims, under retries) then costs no index write. A server that
-//!   dies between the two leaves the new record unlisted until its next transition; the Claim
-//!   that made it was never answered, so no caller acted on it.
+//! - a **new record** (`Store::insert_if_absent`) writes its rows *after* its LWT applied (a row
+//!   per insert attempt would be a stale row per Claim of an existing key), and an *intent* row
+//!   before it (`pending`), deleted once the rows are written or the LWT refused: a server that
+//!   dies between the LWT and the rows leaves the intent, from which the needs-attention pass
+//!   writes the rows.
 //!
 //! Every row is written `USING TIMESTAMP` `write_timestamp(record)`, which grows with every
 //! transition of a record and across its incarnations, so a delete of the bucket a record left

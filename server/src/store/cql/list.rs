@@ -122,14 +122,16 @@ fn millis(t: Option<CqlTimestamp>) -> Option<Millis> {
 }
 
 impl CqlStore {
-    /// Writes `record`'s index rows: before the LWT of a transition, after that of a new record.
+    /// Writes `record`'s index rows: before the LWT of a transition, after that of a new record
+    /// (whose intent went before it: `pending`).
     pub(super) async fn put_index(&self, record: &Record, now: Millis) -> Result<(), StoreError> {
+        let session = self.session();
         let status = StatusRow::of(record).map(|row| {
             let values = index::put_status_values(&row, record, now);
-            self.session.execute_unpaged(&self.index.put_status, values)
+            session.execute_unpaged(&self.index.put_status, values)
         });
         let child = index::put_child_values(record, now)
-            .map(|values| self.session.execute_unpaged(&self.index.put_child, values));
+            .map(|values| session.execute_unpaged(&self.index.put_child, values));
         let (status, child) = futures_util::future::join(
             futures_util::future::OptionFuture::from(status),
             futures_util::future::OptionFuture::from(child),
@@ -164,7 +166,7 @@ impl CqlStore {
 
     /// Runs index deletes in the background; a failure only leaves a stale row.
     pub(super) fn spawn_deletes(&self, deletes: Vec<(&'static str, Vec<super::Value>)>) {
-        let (session, statements) = (self.session.clone(), self.index.clone());
+        let (session, statements) = (self.session(), self.index.clone());
         tokio::spawn(async move {
             for (table, values) in deletes {
                 let statement = match table {
@@ -180,9 +182,13 @@ impl CqlStore {
 
     /// The record of `id` as listed (no history, result body or error details), `None` when
     /// absent or expired at `now`.
-    async fn read_listed(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+    pub(super) async fn read_listed(
+        &self,
+        id: &RecordId,
+        now: Millis,
+    ) -> Result<Option<Record>, StoreError> {
         let result = self
-            .session
+            .session()
             .execute_unpaged(
                 &self.index.read_listed,
                 super::codec::key_values(id).to_vec(),
@@ -217,7 +223,7 @@ impl CqlStore {
         with_lease: bool,
     ) -> Result<Vec<Row>, StoreError> {
         let result = self
-            .session
+            .session()
             .execute_unpaged(statement, values)
             .await
             .map_err(|e| errors::classify(&e).into_store_error())?;

@@ -108,7 +108,11 @@ impl MigrateError {
         matches!(
             self,
             MigrateError::NoReplication(_)
-                | MigrateError::Connect(ConnectError::Flag(_) | ConnectError::Unreachable { .. })
+                | MigrateError::Connect(
+                    ConnectError::Flag(_)
+                        | ConnectError::Unreachable { .. }
+                        | ConnectError::Refused { .. }
+                )
         )
     }
 }

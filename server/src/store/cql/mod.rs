@@ -37,10 +37,15 @@ mod errors;
 mod index;
 mod list;
 pub mod migrate;
+mod pending;
 mod replication;
+mod sessions;
+mod startup;
 mod statements;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_index;
 #[cfg(test)]
 mod tests_levels;
 #[cfg(test)]
@@ -54,6 +59,7 @@ mod writes;
 
 pub use config::{CqlConfig, CqlTlsConfig, SerialLevel};
 pub use connect::ConnectError;
+pub use startup::StartupError;
 pub use statements::Levels;
 
 use crate::ledger::{AttentionCounts, Millis, Record, RecordId};
@@ -70,7 +76,7 @@ use writes::{with_first_row, Mine, Patience, Proposal, StoredRow};
 /// The ledger on a CQL cluster.
 #[derive(Clone)]
 pub struct CqlStore {
-    session: Arc<Session>,
+    sessions: Arc<sessions::Sessions>,
     statements: Arc<Statements>,
     index: Arc<index::IndexStatements>,
     page_token_key: [u8; 32],
@@ -79,8 +85,11 @@ pub struct CqlStore {
 impl CqlStore {
     /// Connects with the `--cql-*` settings and checks that `oncekey migrate` ran on the keyspace.
     pub async fn connect(config: &CqlConfig) -> Result<Self, ConnectError> {
-        let session = connect::session(config).await?;
-        Self::open(Arc::new(session), &config.keyspace, connect::levels(config)).await
+        let session = Arc::new(connect::session(config).await?);
+        let levels = connect::levels(config);
+        let mut store = Self::open(session.clone(), &config.keyspace, levels).await?;
+        store.sessions = Arc::new(sessions::Sessions::new(session, Some(config.clone())));
+        Ok(store)
     }
 
     /// Opens the store on an existing session, with these consistency levels.
@@ -93,15 +102,15 @@ impl CqlStore {
         migrate::check_applied(&session, keyspace).await?;
         let statements = Statements::prepare(&session, keyspace, levels)
             .await
-            .map_err(|e| ConnectError::Other(format!("preparing statements: {e}")))?;
+            .map_err(|e| ConnectError::of_prepare(&e))?;
         let index = index::IndexStatements::prepare(&session, keyspace, levels)
             .await
-            .map_err(|e| ConnectError::Other(format!("preparing statements: {e}")))?;
+            .map_err(|e| ConnectError::of_prepare(&e))?;
         let page_token_key = index::page_token_key(&session, keyspace, levels)
             .await
-            .map_err(|e| ConnectError::Other(format!("the page-token key: {e}")))?;
+            .map_err(|e| ConnectError::of_request("the page-token key", &e))?;
         Ok(Self {
-            session,
+            sessions: Arc::new(sessions::Sessions::new(session, None)),
             statements: Arc::new(statements),
             index: Arc::new(index),
             page_token_key,
@@ -109,23 +118,14 @@ impl CqlStore {
     }
 }
 
-impl Store for CqlStore {
-    async fn get(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
-        let result = self
-            .session
-            .execute_unpaged(&self.statements.read, codec::key_values(id).to_vec())
-            .await
-            .map_err(|e| errors::classify(&e).into_store_error())?;
-        let record = with_first_row(result, |row| row.map(|r| r.record(id)).transpose())?;
-        Ok(record.flatten().filter(|r| !r.is_expired(now)))
-    }
-
-    async fn get_brief(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
-        // Not worth a statement of its own: a Claim inserts first (`insert_returns_live`).
-        self.get(id, now).await
-    }
-
-    async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
+impl CqlStore {
+    /// The lightweight transaction of `insert_if_absent`, without the intent before it or the
+    /// index rows after it.
+    pub(super) async fn insert_record(
+        &self,
+        record: &Record,
+        now: Millis,
+    ) -> Result<Cas, StoreError> {
         let write_id = rand::random();
         let key = codec::key_values(&record.id).to_vec();
         let ttl = codec::ttl_secs(record, now);
@@ -155,23 +155,53 @@ impl Store for CqlStore {
             }
         })?;
         let found = match existing {
-            None => return Ok(self.indexed_new(record, now).await),
+            None => return Ok(Cas::Applied),
             Some(Some(found)) => found,
             Some(None) => self.read_serial_for(&record.id, written.patience).await?,
         };
         if found.wrote(write_id) {
             // The row is this insert's own: an earlier copy of it applied (`resent`), or the
             // coordinator completed its accepted proposal before checking the condition.
-            return Ok(self.indexed_new(record, now).await);
+            return Ok(Cas::Applied);
         }
         match found.live(now) {
             Some(current) => Ok(Cas::Conflict(Some(current))),
             // Expired but not yet gone (TTLs count whole seconds), or only a row marker left.
-            None => match self.overwrite(record, found.version, now).await? {
-                Cas::Applied => Ok(self.indexed_new(record, now).await),
-                conflict => Ok(conflict),
-            },
+            None => self.overwrite(record, found.version, now).await,
         }
+    }
+}
+
+impl Store for CqlStore {
+    async fn get(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+        let result = self
+            .session()
+            .execute_unpaged(&self.statements.read, codec::key_values(id).to_vec())
+            .await
+            .map_err(|e| errors::classify(&e).into_store_error())?;
+        let record = with_first_row(result, |row| row.map(|r| r.record(id)).transpose())?;
+        Ok(record.flatten().filter(|r| !r.is_expired(now)))
+    }
+
+    async fn get_brief(&self, id: &RecordId, now: Millis) -> Result<Option<Record>, StoreError> {
+        // Not worth a statement of its own: a Claim inserts first (`insert_returns_live`).
+        self.get(id, now).await
+    }
+
+    async fn insert_if_absent(&self, record: &Record, now: Millis) -> Result<Cas, StoreError> {
+        // The intent goes first, so that no new record can stay unlisted: see `pending`.
+        let intent = self.put_intent(record, now).await?;
+        let cas = self.insert_record(record, now).await?;
+        match &cas {
+            Cas::Applied => {
+                if self.indexed_new(record, now).await {
+                    self.drop_intent(&intent);
+                }
+            }
+            Cas::Conflict(_) => self.drop_intent(&intent),
+        }
+        // An error (the outcome may be unknown) leaves the intent to the readers.
+        Ok(cas)
     }
 
     async fn replace(
@@ -246,7 +276,7 @@ impl Store for CqlStore {
     async fn check_ready(&self) -> Result<(), StoreError> {
         // A QUORUM read of an empty partition: proves the table and a quorum of its replicas.
         let probe = RecordId::new("oncekey", "readiness.probe", "probe");
-        self.session
+        self.session()
             .execute_unpaged(&self.statements.read, codec::key_values(&probe).to_vec())
             .await
             .map(|_| ())

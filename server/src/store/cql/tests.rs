@@ -79,7 +79,7 @@ pub(super) async fn fresh_store() -> (CqlStore, String) {
     let store = CqlStore::connect(&cql_args(&keyspace))
         .await
         .unwrap_or_else(|e| panic!("connect {keyspace}: {e}"));
-    drop_stale_keyspaces(&store.session).await;
+    drop_stale_keyspaces(&store.session()).await;
     (store, keyspace)
 }
 

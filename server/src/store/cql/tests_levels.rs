@@ -48,7 +48,7 @@ fn levels_of(store: &CqlStore) -> (Vec<StatementLevels>, Option<Consistency>) {
 
 fn profile_serial(store: &CqlStore) -> Option<SerialConsistency> {
     store
-        .session
+        .session()
         .get_default_execution_profile_handle()
         .to_profile()
         .get_serial_consistency()

@@ -19,7 +19,7 @@ fn impatient(store: &CqlStore, timeout: Duration) -> CqlStore {
         b
     };
     CqlStore {
-        session: store.session.clone(),
+        sessions: store.sessions.clone(),
         statements: Arc::new(Statements {
             read: st.read.clone(),
             read_serial: st.read_serial.clone(),
@@ -59,7 +59,7 @@ async fn uncertain_writes_are_settled_truthfully() {
     values.push(Some(CqlValue::Int(60)));
     let mark = codec::mark_values(&rec, [0; 16], 60);
     let answer = stores[0]
-        .session
+        .session()
         .batch(&stores[0].statements.insert, vec![values, mark])
         .await;
     let e = answer.expect_err("a write with timeout 0 times out");
@@ -178,7 +178,7 @@ async fn a_hit_write_leaves_the_outcome_alone() {
              WHERE tenant = ? AND namespace = ? AND key = ?"
         );
         let result = store
-            .session
+            .session()
             .query_unpaged(text, codec::key_values(&rec.id).to_vec())
             .await
             .unwrap()

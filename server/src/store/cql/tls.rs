@@ -98,7 +98,13 @@ pub fn context(args: &CqlTlsConfig) -> Result<Option<OpenSsl010Config>, String> 
         );
         false
     });
-    Ok(Some(OpenSsl010Config::new(builder)))
+    // No TLS session resumption: a resumed session skips the node's checks of the client
+    // certificate, so a connection could go on authenticating with a certificate the files no
+    // longer hold (expired, revoked, replaced). Connections are long-lived; the full handshake of
+    // the few new ones costs little.
+    Ok(Some(
+        OpenSsl010Config::new(builder).set_use_tls_tickets(false),
+    ))
 }
 
 #[cfg(test)]

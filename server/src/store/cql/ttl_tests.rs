@@ -15,7 +15,7 @@ async fn cell_ttls(store: &CqlStore, keyspace: &str, id: &RecordId) -> Option<Ve
          FROM {keyspace}.records WHERE tenant = ? AND namespace = ? AND key = ?"
     );
     let rows = store
-        .session
+        .session()
         .query_unpaged(text, codec::key_values(id).to_vec())
         .await
         .unwrap()

@@ -16,7 +16,7 @@ async fn a_migration_stopped_half_way_runs_again() {
     // claim is gone, and the next migrator runs the file again over columns that exist.
     let store = CqlStore::connect(&cql_args(&keyspace)).await.unwrap();
     store
-        .session
+        .session()
         .query_unpaged(
             format!("DELETE FROM {keyspace}.schema_migrations WHERE version = 2 IF EXISTS"),
             (),
@@ -54,7 +54,7 @@ async fn rows_written_before_0002_read_without_gate_cap_or_decision() {
     values.push(Some(codec::timestamp(now)));
     values.push(Some(codec::timestamp(now)));
     values.push(Some(codec::timestamp(now + 60_000)));
-    store.session.query_unpaged(text, values).await.unwrap();
+    store.session().query_unpaged(text, values).await.unwrap();
     let record = store.get(&id, now).await.unwrap().expect("the old row");
     assert_eq!((record.status, record.attempt), (Status::Retry, 2));
     assert!(!record.require_approval);
@@ -74,7 +74,7 @@ async fn a_claim_whose_earlier_copy_applied_is_recognised() {
     // As if this migrator's claim of the last migration had applied while its answer was lost.
     let last = migrate::MIGRATIONS.last().unwrap();
     store
-        .session
+        .session()
         .query_unpaged(
             format!(
                 "UPDATE {keyspace}.schema_migrations SET applied_at = null, owner = 'me', \
@@ -87,13 +87,13 @@ async fn a_claim_whose_earlier_copy_applied_is_recognised() {
         .unwrap();
     let applied = tokio::time::timeout(
         Duration::from_secs(60),
-        migrate::apply_claimed_by(&store.session, &keyspace, last, "me"),
+        migrate::apply_claimed_by(&store.session(), &keyspace, last, "me"),
     )
     .await
     .expect("the migrator recognises its own claim instead of waiting for it to grow stale")
     .unwrap();
     assert!(applied, "this migrator applied it");
-    migrate::check_applied(&store.session, &keyspace)
+    migrate::check_applied(&store.session(), &keyspace)
         .await
         .unwrap();
 }

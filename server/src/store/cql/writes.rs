@@ -61,7 +61,7 @@ impl CqlStore {
         for attempt in 1u32.. {
             // Re-proposals wait as long as the execution profile allows.
             let patient = attempt > 1;
-            let error = match proposal.execute(&self.session, patient).await {
+            let error = match proposal.execute(&self.session(), patient).await {
                 Ok(result) => {
                     return Ok(Written {
                         result,
@@ -122,7 +122,7 @@ impl CqlStore {
     /// The row of `id` at SERIAL: sees every write accepted so far.
     pub(super) async fn read_serial(&self, id: &RecordId) -> Result<StoredRow, StoreError> {
         let result = self
-            .session
+            .session()
             .execute_unpaged(&self.statements.read_serial, codec::key_values(id).to_vec())
             .await
             .map_err(|e| errors::classify(&e).into_store_error())?;
@@ -229,18 +229,21 @@ impl CqlStore {
         Proposal::Batch(batch, vec![values, mark])
     }
 
-    /// `Cas::Applied` for a new record, once its index rows are written (after its LWT: see
-    /// `index`). A failed index write is logged, not returned: the record exists, and the Claim
-    /// that made it must be answered.
-    pub(super) async fn indexed_new(&self, record: &Record, now: Millis) -> Cas {
-        if let Err(e) = self.put_index(record, now).await {
-            tracing::warn!(
-                error = %e,
-                namespace = %record.id.namespace,
-                "a new record's index rows were not written: it is not listed until it changes"
-            );
+    /// Writes a new record's index rows (after its LWT: see `index`); whether they were written.
+    /// A failure is logged, not returned: the record exists, the Claim that made it must be
+    /// answered, and its intent (`pending`), left in place, gets the rows written later.
+    pub(super) async fn indexed_new(&self, record: &Record, now: Millis) -> bool {
+        match self.put_index(record, now).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    namespace = %record.id.namespace,
+                    "a new record's index rows were not written: the needs-attention pass writes them"
+                );
+                false
+            }
         }
-        Cas::Applied
     }
 }
 
