@@ -600,7 +600,8 @@ type ClaimRequest struct {
 	// Acquire an UNKNOWN at-most-once operation to reconcile it (instead of NEEDS_RECONCILIATION).
 	Reconcile bool `protobuf:"varint,10,opt,name=reconcile,proto3" json:"reconcile,omitempty"`
 	// Hold an IN_PROGRESS answer until the record settles, or an AWAITING_APPROVAL one until it is
-	// decided, or until this runs out (at most 60 s).
+	// decided, or until this runs out (at most 60 s). A Claim that would be held beyond its
+	// tenant's held-claims limit (default 1000) is refused RESOURCE_EXHAUSTED RATE_LIMITED.
 	Wait *durationpb.Duration `protobuf:"bytes,11,opt,name=wait,proto3" json:"wait,omitempty"`
 	// Create the record AWAITING_APPROVAL: nobody acquires it before an Approve (only the first Claim
 	// of a key sets it; an ABANDON keeps it for the key's next life).
@@ -1461,7 +1462,10 @@ type FailRequest struct {
 	// What went wrong.
 	Error *OperationError `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	// What the failure means for later Claims.
-	Disposition   Disposition `protobuf:"varint,5,opt,name=disposition,proto3,enum=oncekey.v1.Disposition" json:"disposition,omitempty"`
+	Disposition Disposition `protobuf:"varint,5,opt,name=disposition,proto3,enum=oncekey.v1.Disposition" json:"disposition,omitempty"`
+	// The holder ran nothing under this lease (e.g. it had run out before the ACQUIRED answer
+	// arrived): the acquisition is not counted against max_attempts.
+	NothingRan    bool `protobuf:"varint,6,opt,name=nothing_ran,json=nothingRan,proto3" json:"nothing_ran,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1529,6 +1533,13 @@ func (x *FailRequest) GetDisposition() Disposition {
 		return x.Disposition
 	}
 	return Disposition_DISPOSITION_UNSPECIFIED
+}
+
+func (x *FailRequest) GetNothingRan() bool {
+	if x != nil {
+		return x.NothingRan
+	}
+	return false
 }
 
 // The answer to a Fail.
@@ -2556,14 +2567,16 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"leaseToken\x123\n" +
 	"\x06result\x18\x04 \x01(\v2\x1b.oncekey.v1.OperationResultR\x06result\">\n" +
 	"\x10CompleteResponse\x12*\n" +
-	"\x06record\x18\x01 \x01(\v2\x12.oncekey.v1.RecordR\x06record\"\xcb\x01\n" +
+	"\x06record\x18\x01 \x01(\v2\x12.oncekey.v1.RecordR\x06record\"\xec\x01\n" +
 	"\vFailRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1f\n" +
 	"\vlease_token\x18\x03 \x01(\x04R\n" +
 	"leaseToken\x120\n" +
 	"\x05error\x18\x04 \x01(\v2\x1a.oncekey.v1.OperationErrorR\x05error\x129\n" +
-	"\vdisposition\x18\x05 \x01(\x0e2\x17.oncekey.v1.DispositionR\vdisposition\":\n" +
+	"\vdisposition\x18\x05 \x01(\x0e2\x17.oncekey.v1.DispositionR\vdisposition\x12\x1f\n" +
+	"\vnothing_ran\x18\x06 \x01(\bR\n" +
+	"nothingRan\":\n" +
 	"\fFailResponse\x12*\n" +
 	"\x06record\x18\x01 \x01(\v2\x12.oncekey.v1.RecordR\x06record\"\x97\x01\n" +
 	"\fRenewRequest\x12\x1c\n" +

@@ -294,18 +294,20 @@ class CompleteResponse(_message.Message):
     def __init__(self, record: _Optional[_Union[Record, _Mapping]] = ...) -> None: ...
 
 class FailRequest(_message.Message):
-    __slots__ = ("namespace", "key", "lease_token", "error", "disposition")
+    __slots__ = ("namespace", "key", "lease_token", "error", "disposition", "nothing_ran")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     DISPOSITION_FIELD_NUMBER: _ClassVar[int]
+    NOTHING_RAN_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     key: str
     lease_token: int
     error: OperationError
     disposition: Disposition
-    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., lease_token: _Optional[int] = ..., error: _Optional[_Union[OperationError, _Mapping]] = ..., disposition: _Optional[_Union[Disposition, str]] = ...) -> None: ...
+    nothing_ran: bool
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., lease_token: _Optional[int] = ..., error: _Optional[_Union[OperationError, _Mapping]] = ..., disposition: _Optional[_Union[Disposition, str]] = ..., nothing_ran: _Optional[bool] = ...) -> None: ...
 
 class FailResponse(_message.Message):
     __slots__ = ("record",)

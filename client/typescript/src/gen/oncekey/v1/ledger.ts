@@ -582,7 +582,8 @@ export interface ClaimRequest {
   reconcile: boolean;
   /**
    * Hold an IN_PROGRESS answer until the record settles, or an AWAITING_APPROVAL one until it is
-   * decided, or until this runs out (at most 60 s).
+   * decided, or until this runs out (at most 60 s). A Claim that would be held beyond its
+   * tenant's held-claims limit (default 1000) is refused RESOURCE_EXHAUSTED RATE_LIMITED.
    */
   wait?:
     | Duration
@@ -766,6 +767,11 @@ export interface FailRequest {
     | undefined;
   /** What the failure means for later Claims. */
   disposition: Disposition;
+  /**
+   * The holder ran nothing under this lease (e.g. it had run out before the ACQUIRED answer
+   * arrived): the acquisition is not counted against max_attempts.
+   */
+  nothingRan: boolean;
 }
 
 /** The answer to a Fail. */
@@ -2654,7 +2660,7 @@ export const CompleteResponse: MessageFns<CompleteResponse> = {
 };
 
 function createBaseFailRequest(): FailRequest {
-  return { namespace: "", key: "", leaseToken: 0n, error: undefined, disposition: 0 };
+  return { namespace: "", key: "", leaseToken: 0n, error: undefined, disposition: 0, nothingRan: false };
 }
 
 export const FailRequest: MessageFns<FailRequest> = {
@@ -2676,6 +2682,9 @@ export const FailRequest: MessageFns<FailRequest> = {
     }
     if (message.disposition !== 0) {
       writer.uint32(40).int32(message.disposition);
+    }
+    if (message.nothingRan !== false) {
+      writer.uint32(48).bool(message.nothingRan);
     }
     return writer;
   },
@@ -2733,6 +2742,14 @@ export const FailRequest: MessageFns<FailRequest> = {
             message.disposition = reader.int32() as any;
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.nothingRan = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2756,6 +2773,11 @@ export const FailRequest: MessageFns<FailRequest> = {
         : 0n,
       error: isSet(object.error) ? OperationError.fromJSON(object.error) : undefined,
       disposition: isSet(object.disposition) ? dispositionFromJSON(object.disposition) : 0,
+      nothingRan: isSet(object.nothingRan)
+        ? globalThis.Boolean(object.nothingRan)
+        : isSet(object.nothing_ran)
+        ? globalThis.Boolean(object.nothing_ran)
+        : false,
     };
   },
 
@@ -2776,6 +2798,9 @@ export const FailRequest: MessageFns<FailRequest> = {
     if (message.disposition !== 0) {
       obj.disposition = dispositionToJSON(message.disposition);
     }
+    if (message.nothingRan !== false) {
+      obj.nothingRan = message.nothingRan;
+    }
     return obj;
   },
 
@@ -2793,6 +2818,7 @@ export const FailRequest: MessageFns<FailRequest> = {
       ? OperationError.fromPartial(object.error)
       : undefined;
     message.disposition = object.disposition ?? 0;
+    message.nothingRan = object.nothingRan ?? false;
     return message;
   },
 };
