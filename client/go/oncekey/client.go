@@ -209,6 +209,10 @@ func (c *Client) Complete(ctx context.Context, req *oncekeyv1.CompleteRequest) (
 }
 
 // Fail sends a Fail, retrying transient failures (an identical Fail is safe to resend).
+// req.NothingRan says that nothing ran under the lease (typically one that had run out before its
+// Claim's answer arrived, so the caller never started): the acquisition is then not counted
+// against the operation's max_attempts, and the receipt's reason is NOTHING_RAN. Set it only when
+// nothing ran; ReleaseUnused is the usual way.
 func (c *Client) Fail(ctx context.Context, req *oncekeyv1.FailRequest) (*oncekeyv1.FailResponse, error) {
 	var res *oncekeyv1.FailResponse
 	err := c.call(ctx, "Fail", 0, false, func(ctx context.Context, opts ...grpc.CallOption) (err error) {
@@ -216,6 +220,27 @@ func (c *Client) Fail(ctx context.Context, req *oncekeyv1.FailRequest) (*oncekey
 		return err
 	})
 	return res, err
+}
+
+// ReleaseUnused sends a Fail RETRYABLE with NothingRan, storing message as the error: it releases a
+// lease under which nothing ran (one that had run out before its Claim's answer arrived, so the
+// caller never started), so that the next Claim acquires it again and the acquisition does not
+// count against the operation's max_attempts. It returns the record (RETRY). For an effect that
+// may have run, use Fail.
+func (c *Client) ReleaseUnused(ctx context.Context, key OperationKey, token uint64, message string) (*Record, error) {
+	if key.err != nil {
+		return nil, key.err
+	}
+	res, err := c.Fail(ctx, &oncekeyv1.FailRequest{
+		Namespace: key.namespace, Key: key.key, LeaseToken: token,
+		Error:       &oncekeyv1.OperationError{Message: message},
+		Disposition: oncekeyv1.Disposition_DISPOSITION_RETRYABLE,
+		NothingRan:  true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return recordFromProto(res.GetRecord()), nil
 }
 
 // Renew sends a Renew, retrying transient failures.

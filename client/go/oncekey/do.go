@@ -140,8 +140,9 @@ func Owner(owner string) RunOption { return func(o *runOptions) { o.owner = owne
 // deadline (the client's settle timeout), so a cancelled call still releases its key.
 //
 // A lease that had already run out (on this machine's clock) when the Claim's answer arrived runs
-// nothing, since another holder may be taking the operation over: it is released for a retry and
-// the key claimed again until the wait timeout, then Do returns a *LeaseLostError with no Err.
+// nothing, since another holder may be taking the operation over: it is released for a retry
+// (saying nothing ran, so not counted against MaxAttempts) and the key claimed again until the
+// wait timeout, then Do returns a *LeaseLostError with no Err.
 //
 // Errors: ErrKeyReused, ErrInProgress (*InProgressError), ErrNeedsReconciliation,
 // ErrAwaitingApproval (*AwaitingApprovalError, with RequireApproval),
@@ -304,15 +305,12 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, fp []byte,
 func lapsed(lease *Lease) bool { return !lease.ExpiresAt().After(time.Now()) }
 
 // releaseLapsed releases a lease that had run out before its Claim's answer arrived (see lapsed):
-// Fail RETRYABLE, since nothing ran under it, unless it is already gone (taken over or settled).
-// Past the deadline it returns a *LeaseLostError; otherwise it pauses briefly and returns nil, and
-// the caller claims again.
+// Fail RETRYABLE with NothingRan (ReleaseUnused), since nothing ran under it, so the release does
+// not use up one of the operation's max_attempts; unless it is already gone (taken over or
+// settled). Past the deadline it returns a *LeaseLostError; otherwise it pauses briefly and
+// returns nil, and the caller claims again.
 func (c *Client) releaseLapsed(ctx context.Context, key OperationKey, lease *Lease, deadline time.Time) error {
-	_, err := c.Fail(ctx, &oncekeyv1.FailRequest{
-		Namespace: key.namespace, Key: key.key, LeaseToken: lease.token,
-		Error:       &oncekeyv1.OperationError{Message: lapsedMessage},
-		Disposition: oncekeyv1.Disposition_DISPOSITION_RETRYABLE,
-	})
+	_, err := c.ReleaseUnused(ctx, key, lease.token, lapsedMessage)
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		return err
 	}

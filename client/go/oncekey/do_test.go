@@ -283,7 +283,9 @@ func TestLeaseLostCancelsTheFunction(t *testing.T) {
 // A lease that had run out before its Claim's answer arrived (here: a server whose clock runs 2 s
 // behind grants 1 s leases that end before "now" on this machine, as a Claim answered after its
 // lease would) must not run the function: another holder may be taking it over. Each such lease is
-// released as RETRY, and once the wait is over Do says LeaseLost with no function error.
+// released as RETRY saying nothing ran, so an operation capped at one attempt keeps it (a plain
+// release would use it up: the next Claim would fail it with 429), and once the wait is over Do
+// says LeaseLost with no function error.
 func TestALeaseThatRanOutBeforeTheAnswerArrivedRunsNothing(t *testing.T) {
 	s := &server{dir: t.TempDir(), port: freePort(), admin: freePort(), env: []string{"ONCEKEY_TEST_CLOCK_SKEW_MS=-2000"}}
 	if err := s.start(""); err != nil {
@@ -297,7 +299,7 @@ func TestALeaseThatRanOutBeforeTheAnswerArrivedRunsNothing(t *testing.T) {
 	_, err := Do(ctx, c, key, "x", func(context.Context) (string, error) {
 		runs.Add(1)
 		return "ran", nil
-	}, LeaseTTL(time.Second), WaitTimeout(500*time.Millisecond))
+	}, LeaseTTL(time.Second), WaitTimeout(500*time.Millisecond), MaxAttempts(1))
 	if n := runs.Load(); n != 0 {
 		t.Fatalf("the function ran %d times under a lapsed lease", n)
 	}
@@ -311,6 +313,22 @@ func TestALeaseThatRanOutBeforeTheAnswerArrivedRunsNothing(t *testing.T) {
 	}
 	if rec.Error == nil || rec.Error.Message != lapsedMessage {
 		t.Fatalf("stored error %+v; want %q", rec.Error, lapsedMessage)
+	}
+	receipts := failReceipts(t, c, key)
+	for _, r := range receipts {
+		if r != "RETRYABLE NOTHING_RAN" {
+			t.Fatalf("fail receipts %q; want each RETRYABLE NOTHING_RAN", receipts)
+		}
+	}
+	if len(receipts) == 0 {
+		t.Fatal("no Fail receipt")
+	}
+	// A lease long enough to outlast the skew: acquired, the one attempt still there.
+	res, err := c.Claim(ctx, &oncekeyv1.ClaimRequest{Namespace: key.namespace, Key: key.key,
+		Arguments: &oncekeyv1.ClaimRequest_Fingerprint{Fingerprint: rec.Fingerprint}, MaxAttempts: 1,
+		LeaseTtl: durationpb.New(10 * time.Second)})
+	if err != nil || res.GetOutcome() != oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_ACQUIRED {
+		t.Fatalf("claim again: %v %v; want ACQUIRED", res, err)
 	}
 }
 

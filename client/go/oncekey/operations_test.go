@@ -207,6 +207,82 @@ func TestAttemptCapFailsTheKeyWith429(t *testing.T) {
 	}
 }
 
+// failReceipts returns the outcome and reason of each Fail receipt in key's history, oldest first
+// ("RETRYABLE NOTHING_RAN"), read with the generated client (Client.Lookup reads no history).
+func failReceipts(t *testing.T, c *Client, key OperationKey) []string {
+	t.Helper()
+	res, err := c.Ledger.Lookup(context.Background(),
+		&oncekeyv1.LookupRequest{Namespace: key.namespace, Key: key.key, IncludeHistory: true})
+	if err != nil {
+		t.Fatalf("lookup with history: %v", err)
+	}
+	var out []string
+	for _, e := range res.GetHistory() {
+		if e.GetKind() == oncekeyv1.EventKind_EVENT_KIND_FAIL {
+			out = append(out, e.GetOutcome()+" "+e.GetReason())
+		}
+	}
+	return out
+}
+
+// With MaxAttempts(1): a lease released saying nothing ran (ReleaseUnused, or Fail with
+// NothingRan) is acquired again and its receipt says NOTHING_RAN; released by a plain RETRYABLE
+// Fail, the one attempt is spent and the next Claim fails the operation with 429.
+func TestAReleaseSayingNothingRanLeavesTheAttempt(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t, sharedServer)
+	for _, way := range []string{"ReleaseUnused", "NothingRan", "plain"} {
+		key := uniqueKey(t, "jobs.run", way)
+		claim := &oncekeyv1.ClaimRequest{Namespace: key.namespace, Key: key.key,
+			Arguments: &oncekeyv1.ClaimRequest_PayloadJson{PayloadJson: "{}"}, MaxAttempts: 1}
+		first, err := c.Claim(ctx, claim)
+		if err != nil || first.GetOutcome() != oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_ACQUIRED {
+			t.Fatalf("%s: first claim %v %v", way, first, err)
+		}
+		token := first.GetLease().GetToken()
+		var status Status
+		switch way {
+		case "ReleaseUnused":
+			rec, err := c.ReleaseUnused(ctx, key, token, "not started")
+			if err != nil {
+				t.Fatalf("%s: %v", way, err)
+			}
+			status = rec.Status
+		default:
+			res, err := c.Fail(ctx, &oncekeyv1.FailRequest{Namespace: key.namespace, Key: key.key, LeaseToken: token,
+				Error:       &oncekeyv1.OperationError{Message: "not started"},
+				Disposition: oncekeyv1.Disposition_DISPOSITION_RETRYABLE, NothingRan: way == "NothingRan"})
+			if err != nil {
+				t.Fatalf("%s: %v", way, err)
+			}
+			status = Status(res.GetRecord().GetStatus())
+		}
+		if status != StatusRetry {
+			t.Fatalf("%s: released to %v, want RETRY", way, status)
+		}
+		again, err := c.Claim(ctx, claim)
+		if err != nil {
+			t.Fatalf("%s: second claim: %v", way, err)
+		}
+		receipts := failReceipts(t, c, key)
+		if way == "plain" {
+			if again.GetOutcome() != oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_FAILED || again.GetRecord().GetError().GetCode() != 429 {
+				t.Fatalf("plain: the attempt should be spent, got %v", again)
+			}
+			if len(receipts) == 0 || receipts[0] != "RETRYABLE " {
+				t.Fatalf("plain: fail receipts %q", receipts)
+			}
+			continue
+		}
+		if again.GetOutcome() != oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_ACQUIRED || again.GetLease().GetToken() != 2 {
+			t.Fatalf("%s: the attempt should be left, got %v", way, again)
+		}
+		if len(receipts) != 1 || receipts[0] != "RETRYABLE NOTHING_RAN" {
+			t.Fatalf("%s: fail receipts %q", way, receipts)
+		}
+	}
+}
+
 func TestBadCapsAndNotesAreRefusedBeforeSending(t *testing.T) {
 	ctx := context.Background()
 	c := dial(t, sharedServer)

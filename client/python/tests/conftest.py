@@ -95,3 +95,20 @@ def server(tmp_path):
 def tenant():
     """A tenant of its own for each test: no test sees another's records."""
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def fail_reasons(target: str, tenant: str, namespace: str, key: str) -> list[tuple[str, str]]:
+    """The (outcome, reason) of each Fail receipt in the record's history, oldest first: Lookup with
+    ``include_history`` through the generated stub (the client's ``lookup`` reads no history)."""
+    import grpc
+
+    from oncekey.v1 import ledger_pb2 as pb
+    from oncekey.v1 import ledger_pb2_grpc
+
+    with grpc.insecure_channel(target) as channel:
+        response = ledger_pb2_grpc.LedgerStub(channel).Lookup(
+            pb.LookupRequest(namespace=namespace, key=key, include_history=True),
+            metadata=(("x-oncekey-tenant", tenant),),
+            timeout=10,
+        )
+    return [(e.outcome, e.reason) for e in response.history if e.kind == pb.EVENT_KIND_FAIL]

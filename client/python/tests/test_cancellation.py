@@ -176,9 +176,11 @@ def test_a_sync_function_that_stops_on_a_lost_lease_raises_lease_lost(server, te
 def test_a_lease_that_ran_out_before_the_answer_arrived_runs_nothing(tmp_path, tenant):
     """A server whose clock runs 2 s behind grants 1 s leases that have ended on this machine's
     clock when the answer arrives, as a Claim answered after its lease would: another holder may be
-    taking the operation over, so the function must not run. Each such lease is released as RETRY,
-    and once the wait is over the call raises ``LeaseLost`` with no operation error."""
-    from conftest import Server
+    taking the operation over, so the function must not run. Each such lease is released as RETRY
+    saying ``nothing_ran``, so an operation capped at one attempt keeps it (a plain release would
+    use it up: the next Claim would fail the operation with 429), and once the wait is over the
+    call raises ``LeaseLost`` with no operation error."""
+    from conftest import Server, fail_reasons
 
     behind = Server(tmp_path / "behind", env={"ONCEKEY_TEST_CLOCK_SKEW_MS": "-2000"}).start()
     runs = []
@@ -186,12 +188,16 @@ def test_a_lease_that_ran_out_before_the_answer_arrived_runs_nothing(tmp_path, t
         with oncekey.Client(behind.target, tenant=tenant) as client:
             key = OperationKey("email.send", "late-sync")
             with pytest.raises(oncekey.LeaseLost) as lost:
-                client.run(key, {}, lambda lease: runs.append(lease.token), lease_ttl=1.0, wait=0.5)
+                client.run(key, {}, lambda lease: runs.append(lease.token), lease_ttl=1.0, wait=0.5, max_attempts=1)
             assert runs == [], "nothing may run under a lapsed lease"
             assert lost.value.token >= 1 and lost.value.operation_error is None
             record = client.lookup(key)
             assert record.status is RecordStatus.RETRY, "released, not left held"
             assert record.error.message == "the lease ran out before the Claim's answer arrived: the operation did not run"
+            releases = fail_reasons(behind.target, tenant, key.namespace, key.key)
+            assert releases and releases == [("RETRYABLE", "NOTHING_RAN")] * len(releases)
+            # A lease long enough to outlast the skew: acquired, the one attempt still there.
+            assert client.claim(key, {}, max_attempts=1, lease_ttl=10.0).outcome is oncekey.Outcome.ACQUIRED
 
         async def main():
             async with oncekey.AsyncClient(behind.target, tenant=tenant) as client:
@@ -201,13 +207,18 @@ def test_a_lease_that_ran_out_before_the_answer_arrived_runs_nothing(tmp_path, t
                     runs.append(lease.token)
 
                 with pytest.raises(oncekey.LeaseLost) as lost:
-                    await client.run(key, {}, effect, lease_ttl=1.0, wait=0.5)
-                return lost.value, await client.lookup(key)
+                    await client.run(key, {}, effect, lease_ttl=1.0, wait=0.5, max_attempts=1)
+                record = await client.lookup(key)
+                releases = fail_reasons(behind.target, tenant, key.namespace, key.key)
+                again = await client.claim(key, {}, max_attempts=1, lease_ttl=10.0)
+                return lost.value, record, releases, again.outcome
 
-        lost_async, record = asyncio.run(main())
+        lost_async, record, releases, again = asyncio.run(main())
         assert runs == [], "nothing may run under a lapsed lease"
         assert lost_async.token >= 1 and lost_async.operation_error is None
         assert record.status is RecordStatus.RETRY, "released, not left held"
+        assert releases and releases == [("RETRYABLE", "NOTHING_RAN")] * len(releases)
+        assert again is oncekey.Outcome.ACQUIRED, "the one attempt is still there"
     finally:
         behind.kill()
 

@@ -16,7 +16,7 @@ import pytest
 
 import oncekey
 from oncekey import Decision, OperationKey, Outcome, RecordStatus, Semantics
-from conftest import Server
+from conftest import Server, fail_reasons
 
 
 def unique(prefix: str) -> str:
@@ -180,6 +180,54 @@ def test_the_attempt_cap_fails_the_key_for_good_with_429(server, tenant):
         with pytest.raises(oncekey.OperationFailed):  # replayed from now on
             deliver(hook)
         assert len(runs) == 2
+
+
+def test_a_release_saying_nothing_ran_leaves_the_attempt_and_a_plain_one_spends_it(server, tenant):
+    """With ``max_attempts=1``: a lease released with ``nothing_ran`` (``release_unused``, or
+    ``fail(..., nothing_ran=True)``) is acquired again and its receipt says ``NOTHING_RAN``; released
+    by a plain RETRYABLE Fail, the one attempt is spent and the next Claim fails with 429."""
+    with oncekey.Client(server.target, tenant=tenant) as client:
+        ways = {
+            "release_unused": lambda key, token: client.release_unused(key, token, "not started"),
+            "fail_nothing_ran": lambda key, token: client.fail(
+                key, token, "not started", oncekey.Disposition.RETRYABLE, nothing_ran=True
+            ),
+            "fail": lambda key, token: client.fail(key, token, "not started", oncekey.Disposition.RETRYABLE),
+        }
+        for name, release in ways.items():
+            key = OperationKey("jobs.run", unique(name))
+            first = client.claim(key, {}, max_attempts=1)
+            assert first.outcome is Outcome.ACQUIRED and first.lease is not None
+            assert release(key, first.lease.token).status is RecordStatus.RETRY
+            again = client.claim(key, {}, max_attempts=1)
+            if name == "fail":
+                assert again.outcome is Outcome.FAILED, name
+                assert again.record.error.code == 429
+                assert fail_reasons(server.target, tenant, key.namespace, key.key)[0] == ("RETRYABLE", "")
+            else:
+                assert again.outcome is Outcome.ACQUIRED, name
+                assert (again.lease.token, again.record.attempt) == (2, 2)
+                assert fail_reasons(server.target, tenant, key.namespace, key.key) == [("RETRYABLE", "NOTHING_RAN")]
+
+    async def main() -> None:
+        async with oncekey.AsyncClient(server.target, tenant=tenant) as client:
+            for name in ("release_unused", "fail_nothing_ran", "fail"):
+                key = OperationKey("jobs.run", unique(f"async-{name}"))
+                first = await client.claim(key, {}, max_attempts=1)
+                assert first.lease is not None
+                if name == "release_unused":
+                    released = await client.release_unused(key, first.lease.token, "not started")
+                else:
+                    released = await client.fail(
+                        key, first.lease.token, "not started", oncekey.Disposition.RETRYABLE, nothing_ran=name != "fail"
+                    )
+                assert released is not None and released.status is RecordStatus.RETRY
+                again = await client.claim(key, {}, max_attempts=1)
+                assert again.outcome is (Outcome.FAILED if name == "fail" else Outcome.ACQUIRED), name
+                reason = "" if name == "fail" else "NOTHING_RAN"
+                assert fail_reasons(server.target, tenant, key.namespace, key.key)[0] == ("RETRYABLE", reason)
+
+    asyncio.run(main())
 
 
 def test_the_attempt_cap_is_checked_before_anything_is_sent(server, tenant):

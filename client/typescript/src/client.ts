@@ -66,6 +66,17 @@ export interface ClaimOptions {
   signal?: AbortSignal;
 }
 
+/** A Fail. */
+export interface FailOptions {
+  /**
+   * Nothing ran under this lease (typically one that had run out before its Claim's answer
+   * arrived, so the caller never started): the acquisition is then not counted against the
+   * operation's `maxAttempts`, and the receipt's reason is `NOTHING_RAN`. Say it only when nothing
+   * ran; `releaseUnused` is the usual way. Default false.
+   */
+  nothingRan?: boolean;
+}
+
 /** An Approve or Reject. */
 export interface DecisionOptions {
   /** Kept with the decision (at most 1 KiB; no control characters but newline and tab); a Reject's error message. */
@@ -160,8 +171,18 @@ export class OncekeyClient {
     return requireRecord(res.record);
   }
 
-  /** Fails an operation held with `token`: `retryable` releases it, `final` stores the error, `abandon` forgets it. */
-  async fail(key: KeyLike, token: bigint, error: Partial<StoredError>, disposition: Disposition): Promise<OperationRecord | undefined> {
+  /**
+   * Fails an operation held with `token`: `retryable` releases it, `final` stores the error,
+   * `abandon` forgets it (resolves to undefined). `options.nothingRan`: nothing ran under this
+   * lease, so the acquisition does not count against `maxAttempts` (see `FailOptions`).
+   */
+  async fail(
+    key: KeyLike,
+    token: bigint,
+    error: Partial<StoredError>,
+    disposition: Disposition,
+    options: FailOptions = {},
+  ): Promise<OperationRecord | undefined> {
     const op = toKey(key);
     const res = await this.transport.unary<v1.FailRequest, v1.FailResponse>(
       "fail",
@@ -171,10 +192,21 @@ export class OncekeyClient {
         leaseToken: token,
         error: { code: error.code ?? 0, message: error.message ?? "", details: Buffer.from(error.details ?? Buffer.alloc(0)) },
         disposition: DISPOSITION[disposition],
+        nothingRan: options.nothingRan ?? false,
       },
       { gated: false, token },
     );
     return res.record ? recordFromWire(res.record) : undefined;
+  }
+
+  /**
+   * Fail `retryable` with `nothingRan`: releases a lease under which nothing ran (one that had run
+   * out before its Claim's answer arrived, so the caller never started), so that the next Claim
+   * acquires it again and the acquisition does not count against the operation's `maxAttempts`;
+   * resolves to the record (RETRY), as `fail` does. For an effect that may have run, use `fail`.
+   */
+  async releaseUnused(key: KeyLike, token: bigint, error: Partial<StoredError>): Promise<OperationRecord | undefined> {
+    return this.fail(key, token, error, "retryable", { nothingRan: true });
   }
 
   /** Renews a lease to `leaseTtl` ms from now (server default when undefined). */

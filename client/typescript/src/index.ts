@@ -10,7 +10,7 @@
  * operation's arguments; `v1` is the generated oncekey.v1 code (ts-proto), for full control.
  */
 export { OncekeyClient, MAX_WAIT } from "./client";
-export type { ClaimOptions, DecisionOptions, KeyLike } from "./client";
+export type { ClaimOptions, DecisionOptions, FailOptions, KeyLike } from "./client";
 export { TENANT_HEADER } from "./transport";
 export { MAX_PAGE_SIZE } from "./list";
 export type { ListedStatus, ListOptions, RecordPage } from "./list";

@@ -5,9 +5,9 @@
  * Every other outcome comes back without running the function.
  *
  * A lease that had already run out (on this machine's clock) when the Claim's answer arrived runs
- * nothing, since another holder may be taking the operation over: it is released for a retry and
- * the key claimed again while `wait` lasts, then the call rejects with a `LeaseLostError` (no
- * `cause`).
+ * nothing, since another holder may be taking the operation over: it is released for a retry
+ * (saying nothing ran, so not counted against `maxAttempts`) and the key claimed again while `wait`
+ * lasts, then the call rejects with a `LeaseLostError` (no `cause`).
  *
  * Settling never depends on the caller: a cancelled or timed-out call rejects at once with the
  * caller's reason, while the function is told to stop (its `AbortSignal`) and its outcome is still
@@ -208,8 +208,10 @@ function lapsed(grant: LeaseGrant): boolean {
 
 /**
  * Releases a lease that had run out before its Claim's answer arrived (see `lapsed`): Fail
- * RETRYABLE, since nothing ran under it, unless it is already gone (taken over or settled). Past
- * the deadline it throws a `LeaseLostError`; otherwise it pauses briefly and the caller claims again.
+ * RETRYABLE with `nothingRan` (`releaseUnused`), since nothing ran under it, so the release does
+ * not use up one of the operation's `maxAttempts`; unless it is already gone (taken over or
+ * settled). Past the deadline it throws a `LeaseLostError`; otherwise it pauses briefly and the
+ * caller claims again.
  */
 async function releaseLapsed(
   client: OncekeyClient,
@@ -219,7 +221,7 @@ async function releaseLapsed(
   signal: AbortSignal | undefined,
 ): Promise<void> {
   try {
-    await client.fail(key, grant.token, { code: 0, message: LAPSED_MESSAGE }, "retryable");
+    await client.releaseUnused(key, grant.token, { code: 0, message: LAPSED_MESSAGE });
   } catch (e) {
     if (!(e instanceof LeaseLostError)) throw e; // LEASE_LOST or ALREADY_SETTLED: it is gone anyway
   }

@@ -6,7 +6,7 @@ import { afterEach, test } from "node:test";
 import assert from "node:assert/strict";
 import { LeaseLostError, NeedsReconciliationError, OncekeyClient, OperationKey, UnavailableError } from "../src";
 import type { Lease } from "../src";
-import { sleep, TestServer, uniqueKey } from "./server";
+import { failReceipts, sleep, TestServer, uniqueKey } from "./server";
 
 const cleanup: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -129,7 +129,9 @@ test("takeover while running: the function's signal fires with LeaseLostError, a
 test("a lease that ran out before the Claim's answer arrived: nothing runs, it is released, LeaseLostError", async () => {
   // A server whose clock runs 2 s behind grants 1 s leases that have ended on this machine's clock
   // when the answer arrives, as a Claim answered after its lease would: another holder may be
-  // taking the operation over, so the function must not run.
+  // taking the operation over, so the function must not run. Each release says nothing ran, so an
+  // operation capped at one attempt keeps it (a plain release would use it up: the next Claim
+  // would fail it with 429).
   const server = new TestServer([], { ONCEKEY_TEST_CLOCK_SKEW_MS: "-2000" });
   cleanup.push(() => server.dispose());
   await server.start();
@@ -141,7 +143,7 @@ test("a lease that ran out before the Claim's answer arrived: nothing runs, it i
     runs++;
     return "ran";
   };
-  const err = await client.run(key, null, fn, { leaseTtl: 1000, wait: 500 }).catch((e) => e);
+  const err = await client.run(key, null, fn, { leaseTtl: 1000, wait: 500, maxAttempts: 1 }).catch((e) => e);
   assert.equal(runs, 0, "nothing may run under a lapsed lease");
   assert.ok(err instanceof LeaseLostError, String(err));
   assert.ok(err.token >= 1n, String(err.token));
@@ -149,6 +151,12 @@ test("a lease that ran out before the Claim's answer arrived: nothing runs, it i
   const record = await client.lookup(key);
   assert.equal(record?.status, "RETRY", "released, not left held");
   assert.equal(record?.error?.message, "the lease ran out before the Claim's answer arrived: the operation did not run");
+  const receipts = await failReceipts(client, key.namespace, key.key);
+  assert.ok(receipts.length > 0);
+  assert.deepEqual(receipts, receipts.map(() => "RETRYABLE NOTHING_RAN"));
+  // A lease long enough to outlast the skew: acquired, the one attempt still there.
+  const again = await client.claim(key, { args: null, maxAttempts: 1, leaseTtl: 10_000 });
+  assert.equal(again.outcome, "ACQUIRED");
 });
 
 test("the caller's signal: the call rejects with its reason, the function is told, the key is released", async () => {

@@ -20,7 +20,7 @@ import {
   UnsettledAtMostOnceError,
   fingerprint,
 } from "../src";
-import { sleep, TestServer, uniqueKey } from "./server";
+import { failReceipts, sleep, TestServer, uniqueKey } from "./server";
 
 const server = new TestServer();
 let client: OncekeyClient;
@@ -145,6 +145,30 @@ test("the attempt cap fails the key for good with 429 after that many runs", asy
   assert.equal(runs, 2);
   const record = await client.lookup({ namespace: "webhook.deliver", key: hook });
   assert.deepEqual([record?.status, record?.attempt, record?.maxAttempts], ["FAILED", 2, 2]);
+});
+
+test("with maxAttempts 1, a release saying nothing ran leaves the attempt; a plain one spends it", async () => {
+  const ways = {
+    releaseUnused: (key: OperationKey, token: bigint) => client.releaseUnused(key, token, { message: "not started" }),
+    nothingRan: (key: OperationKey, token: bigint) =>
+      client.fail(key, token, { message: "not started" }, "retryable", { nothingRan: true }),
+    plain: (key: OperationKey, token: bigint) => client.fail(key, token, { message: "not started" }, "retryable"),
+  };
+  for (const [name, release] of Object.entries(ways)) {
+    const key = OperationKey.of("jobs.run", uniqueKey(name));
+    const first = await client.claim(key, { args: {}, maxAttempts: 1 });
+    assert.equal(first.outcome, "ACQUIRED", name);
+    assert.equal((await release(key, first.lease!.token))?.status, "RETRY", name);
+    const again = await client.claim(key, { args: {}, maxAttempts: 1 });
+    const receipts = await failReceipts(client, key.namespace, key.key);
+    if (name === "plain") {
+      assert.deepEqual([again.outcome, again.record?.error?.code], ["FAILED", 429], name);
+      assert.equal(receipts[0], "RETRYABLE ", name);
+    } else {
+      assert.deepEqual([again.outcome, again.lease?.token, again.record?.attempt], ["ACQUIRED", 2n, 2], name);
+      assert.deepEqual(receipts, ["RETRYABLE NOTHING_RAN"], name);
+    }
+  }
 });
 
 test("bad caps, notes and pins are refused before anything is sent", async () => {

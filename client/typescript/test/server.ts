@@ -8,6 +8,8 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { v1 } from "../src";
+import type { OncekeyClient } from "../src";
 
 const REPO = join(__dirname, "..", "..", "..", "..");
 
@@ -86,3 +88,17 @@ export function uniqueKey(prefix: string): string {
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The outcome and reason of each Fail receipt in an operation's history, oldest first
+ * (`"RETRYABLE NOTHING_RAN"`): Lookup with `includeHistory` through the generated client
+ * (`client.lookup` reads no history).
+ */
+export function failReceipts(client: OncekeyClient, namespace: string, key: string): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    client.ledger.lookup({ namespace, key, includeHistory: true }, (err, res) => {
+      if (err) return reject(err);
+      resolve(res.history.filter((e) => e.kind === v1.EventKind.EVENT_KIND_FAIL).map((e) => `${e.outcome} ${e.reason}`));
+    });
+  });
+}

@@ -162,9 +162,16 @@ def complete_request(key: OperationKey, token: int, result: StoredResult) -> pb.
     return pb.CompleteRequest(namespace=key.namespace, key=key.key, lease_token=token, result=result.to_wire())
 
 
-def fail_request(key: OperationKey, token: int, error: StoredError, disposition: Disposition) -> pb.FailRequest:
+def fail_request(
+    key: OperationKey, token: int, error: StoredError, disposition: Disposition, *, nothing_ran: bool = False
+) -> pb.FailRequest:
     return pb.FailRequest(
-        namespace=key.namespace, key=key.key, lease_token=token, error=error.to_wire(), disposition=disposition.wire()
+        namespace=key.namespace,
+        key=key.key,
+        lease_token=token,
+        error=error.to_wire(),
+        disposition=disposition.wire(),
+        nothing_ran=bool(nothing_ran),
     )
 
 
@@ -218,9 +225,10 @@ def renew_request(key: OperationKey, token: int, lease_ttl: float | None) -> pb.
 
 
 def lapsed_release_request(key: OperationKey, token: int) -> pb.FailRequest:
-    """The Fail that releases a lease which had run out before its Claim's answer arrived: RETRYABLE,
-    since nothing ran under it."""
-    return fail_request(key, token, StoredError(0, LAPSED_MESSAGE), Disposition.RETRYABLE)
+    """The Fail that releases a lease which had run out before its Claim's answer arrived: RETRYABLE
+    with ``nothing_ran``, since nothing ran under it (so the release does not use up one of the
+    operation's ``max_attempts``)."""
+    return fail_request(key, token, StoredError(0, LAPSED_MESSAGE), Disposition.RETRYABLE, nothing_ran=True)
 
 
 def lapsed(grant: LeaseGrant) -> bool:

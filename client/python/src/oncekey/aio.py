@@ -138,11 +138,24 @@ class AsyncClient(AsyncOperations):
         stored = encode_result(result)
         return Record.from_wire((await self._call("Complete", _core.complete_request(key, token, stored))).record)
 
-    async def fail(self, key: OperationKey, token: int, error: StoredError | str, disposition: Disposition) -> Record | None:
-        """``Fail``: as ``Client.fail``."""
+    async def fail(
+        self,
+        key: OperationKey,
+        token: int,
+        error: StoredError | str,
+        disposition: Disposition,
+        *,
+        nothing_ran: bool = False,
+    ) -> Record | None:
+        """``Fail``: as ``Client.fail`` (``nothing_ran=True``: nothing ran under this lease, so the
+        acquisition does not count against ``max_attempts``)."""
         error = StoredError(message=error) if isinstance(error, str) else error
-        response = await self._call("Fail", _core.fail_request(key, token, error, disposition))
+        response = await self._call("Fail", _core.fail_request(key, token, error, disposition, nothing_ran=nothing_ran))
         return Record.from_wire(response.record) if response.HasField("record") else None
+
+    async def release_unused(self, key: OperationKey, token: int, error: StoredError | str) -> Record | None:
+        """``Fail`` RETRYABLE with ``nothing_ran``: as ``Client.release_unused``."""
+        return await self.fail(key, token, error, Disposition.RETRYABLE, nothing_ran=True)
 
     async def renew(self, key: OperationKey, token: int, lease_ttl: float | None = None) -> LeaseGrant:
         """``Renew``: as ``Client.renew``."""

@@ -130,11 +130,32 @@ class Client(Operations):
         stored = encode_result(result)
         return Record.from_wire(self._call("Complete", _core.complete_request(key, token, stored)).record)
 
-    def fail(self, key: OperationKey, token: int, error: StoredError | str, disposition: Disposition) -> Record | None:
-        """``Fail``: settles an acquired operation as failed; None after ``ABANDON`` (deleted)."""
+    def fail(
+        self,
+        key: OperationKey,
+        token: int,
+        error: StoredError | str,
+        disposition: Disposition,
+        *,
+        nothing_ran: bool = False,
+    ) -> Record | None:
+        """``Fail``: settles an acquired operation as failed; None after ``ABANDON`` (deleted).
+
+        ``nothing_ran=True`` says that nothing ran under this lease (typically one that had run out
+        before its Claim's answer arrived, so the caller never started): the acquisition is then not
+        counted against the operation's ``max_attempts``, and the receipt's reason is
+        ``NOTHING_RAN``. Say it only when nothing ran; ``release_unused`` is the usual way."""
         error = StoredError(message=error) if isinstance(error, str) else error
-        response = self._call("Fail", _core.fail_request(key, token, error, disposition))
+        response = self._call("Fail", _core.fail_request(key, token, error, disposition, nothing_ran=nothing_ran))
         return Record.from_wire(response.record) if response.HasField("record") else None
+
+    def release_unused(self, key: OperationKey, token: int, error: StoredError | str) -> Record | None:
+        """``Fail`` RETRYABLE with ``nothing_ran``: releases a lease under which nothing ran (one
+        that had run out before its Claim's answer arrived, so the caller never started), so that
+        the next Claim acquires it again and the acquisition does not count against the
+        operation's ``max_attempts``; returns the record (RETRY), as ``fail`` does. For an effect
+        that may have run, use ``fail``."""
+        return self.fail(key, token, error, Disposition.RETRYABLE, nothing_ran=True)
 
     def renew(self, key: OperationKey, token: int, lease_ttl: float | None = None) -> LeaseGrant:
         """``Renew``: extends the lease to ``lease_ttl`` seconds from now (server default 30)."""
@@ -173,8 +194,9 @@ class Client(Operations):
         AWAITING_APPROVAL: waits up to ``wait`` seconds for the decision, then ``AwaitingApproval``
         (``fn`` never runs before an approval; a rejection is ``OperationFailed``, code 403).
         A lease that had already run out (on this machine's clock) when the Claim's answer arrived
-        runs nothing: it is released for a retry and the key claimed again while ``wait`` lasts,
-        then ``LeaseLost`` (with no ``operation_error``).
+        runs nothing: it is released for a retry (saying nothing ran, so not counted against
+        ``max_attempts``) and the key claimed again while ``wait`` lasts, then ``LeaseLost`` (with
+        no ``operation_error``).
 
         Options: ``lease_ttl``, ``retention``, ``semantics``, ``wait``, ``owner``, ``final``,
         ``abandon``, ``require_approval``, ``max_attempts`` (see ``oncekey.Options``).
@@ -281,8 +303,9 @@ class Client(Operations):
 
     def _release_lapsed(self, key: OperationKey, grant: LeaseGrant, deadline: float) -> None:
         """Releases a lease that had run out before its Claim's answer arrived (nothing ran under
-        it), unless it is already gone (taken over or settled); past the wait, ``LeaseLost``, else
-        a short pause before the next Claim."""
+        it, so the Fail says ``nothing_ran`` and the release does not use up an attempt), unless it
+        is already gone (taken over or settled); past the wait, ``LeaseLost``, else a short pause
+        before the next Claim."""
         try:
             self._call("Fail", _core.lapsed_release_request(key, grant.token))
         except LeaseLost:
