@@ -299,43 +299,69 @@ impl Reloader {
     }
 }
 
+/// What wakes a reload loop: SIGHUP (reload everything) and, every `every` when not zero, a check
+/// for changed files. Shared by the loops of the gRPC port's files and the CQL client's.
+struct Triggers {
+    hup: Option<tokio::signal::unix::Signal>,
+    tick: Option<tokio::time::Interval>,
+}
+
+impl Triggers {
+    /// `what` names the files in the warning when SIGHUP cannot be handled.
+    fn new(every: Duration, what: &str) -> Self {
+        let hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(hup) => Some(hup),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot handle SIGHUP; {what} are reloaded only on change");
+                None
+            }
+        };
+        let tick = (!every.is_zero()).then(|| {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick
+        });
+        Self { hup, tick }
+    }
+
+    /// Waits for the next trigger (forever when there is none).
+    async fn next(&mut self) -> Trigger {
+        loop {
+            let hangup = async {
+                match &mut self.hup {
+                    Some(hup) => hup.recv().await.is_some(),
+                    None => std::future::pending().await,
+                }
+            };
+            let poll = async {
+                match &mut self.tick {
+                    Some(tick) => tick.tick().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let signalled = tokio::select! {
+                signal = hangup => Some(signal),
+                _ = poll => None,
+            };
+            match signalled {
+                Some(true) => return Trigger::Sighup,
+                // The signal stream ended: from now on only the checks.
+                Some(false) => self.hup = None,
+                None => return Trigger::FileChange,
+            }
+        }
+    }
+}
+
 /// Runs `reloader`: on SIGHUP, and every `every` (when not zero) for changed files. Runs until
 /// the process ends.
 pub async fn run(mut reloader: Reloader, every: Duration) {
-    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(hup) => Some(hup),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot handle SIGHUP; files are reloaded only on change");
-            None
-        }
-    };
-    let mut tick = (!every.is_zero()).then(|| {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick
-    });
+    let mut triggers = Triggers::new(every, "files");
     loop {
-        let hangup = async {
-            match &mut hup {
-                Some(hup) => hup.recv().await.is_some(),
-                None => std::future::pending().await,
-            }
-        };
-        let poll = async {
-            match &mut tick {
-                Some(tick) => tick.tick().await,
-                None => std::future::pending().await,
-            }
-        };
         // The files are small and local (mounted Secrets): read on this task, as SIGHUP always was.
-        let signalled = tokio::select! {
-            signal = hangup => Some(signal),
-            _ = poll => None,
-        };
-        match signalled {
-            Some(true) => reloader.reload_all(),
-            Some(false) => hup = None,
-            None => reloader.reload_changed(),
+        match triggers.next().await {
+            Trigger::Sighup => reloader.reload_all(),
+            Trigger::FileChange => reloader.reload_changed(),
         }
     }
 }

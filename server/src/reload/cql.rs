@@ -10,7 +10,7 @@
 //! `oncekey_reload_failures_total{what="cql_tls"}`; one that failed only because the cluster did
 //! not answer is tried again at every check until it succeeds or the files change again.
 
-use super::{ReloadMetrics, Trigger, Watched};
+use super::{ReloadMetrics, Trigger, Triggers, Watched};
 use crate::store::cql::CqlStore;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -90,39 +90,11 @@ impl CqlTlsReloader {
 
 /// Runs `reloader`: on SIGHUP, and every `every` (when not zero). Runs until the process ends.
 pub async fn run(mut reloader: CqlTlsReloader, every: Duration) {
-    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(hup) => Some(hup),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot handle SIGHUP; the CQL client TLS files are reloaded only on change");
-            None
-        }
-    };
-    let mut tick = (!every.is_zero()).then(|| {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick
-    });
+    let mut triggers = Triggers::new(every, "the CQL client TLS files");
     loop {
-        let hangup = async {
-            match &mut hup {
-                Some(hup) => hup.recv().await.is_some(),
-                None => std::future::pending().await,
-            }
-        };
-        let poll = async {
-            match &mut tick {
-                Some(tick) => tick.tick().await,
-                None => std::future::pending().await,
-            }
-        };
-        let signalled = tokio::select! {
-            signal = hangup => Some(signal),
-            _ = poll => None,
-        };
-        match signalled {
-            Some(true) => reloader.reload_all().await,
-            Some(false) => hup = None,
-            None => reloader.reload_changed().await,
+        match triggers.next().await {
+            Trigger::Sighup => reloader.reload_all().await,
+            Trigger::FileChange => reloader.reload_changed().await,
         }
     }
 }

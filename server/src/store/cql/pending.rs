@@ -19,8 +19,9 @@
 //!
 //! This module must not write the records table.
 
+use super::attention::SharedWalk;
 use super::index::{self, StatusRow};
-use super::list::{text, PARTITION_PAGE};
+use super::list::text;
 use super::{errors, CqlStore};
 use crate::ledger::{Millis, Record, RecordId};
 use crate::store::StoreError;
@@ -121,48 +122,25 @@ impl CqlStore {
     /// their index rows written here.
     pub(super) async fn resolve_intents(&self, now: Millis) -> Result<usize, StoreError> {
         let mut repaired = 0;
-        for shard in 0..index::SHARDS {
-            let mut after = (String::new(), String::new(), String::new());
-            loop {
-                let values = vec![
-                    text(index::SHARED_SCOPE),
-                    text(PENDING_BUCKET),
-                    Some(CqlValue::Int(shard)),
-                    text(&after.0),
-                    text(&after.1),
-                    text(&after.2),
-                    Some(CqlValue::Int(PARTITION_PAGE)),
-                ];
-                let rows = self.rows(&self.index.page_partition, values, true).await?;
-                let exhausted = rows.len() < PARTITION_PAGE as usize;
-                if let Some(last) = rows.last() {
-                    after = (
-                        last.id.tenant.clone(),
-                        last.id.namespace.clone(),
-                        last.id.key.clone(),
-                    );
+        let mut walk = SharedWalk::new(PENDING_BUCKET);
+        while let Some(rows) = self.next_shared_page(&mut walk).await? {
+            for row in rows {
+                let age = now.saturating_sub(row.written_at);
+                if age < PENDING_GRACE_MS {
+                    continue;
                 }
-                for row in rows {
-                    let age = now.saturating_sub(row.written_at);
-                    if age < PENDING_GRACE_MS {
-                        continue;
+                let Some(intent) = Intent::from_row(&row) else {
+                    tracing::debug!("a row of the intent bucket that is no intent: left");
+                    continue;
+                };
+                // One intent that cannot be resolved now waits for the next pass; the
+                // others (and the counts) go on.
+                match self.resolve(&intent, age, now).await {
+                    Ok(true) => repaired += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, namespace = %intent.id.namespace, "an insert intent was not resolved; the next pass tries again")
                     }
-                    let Some(intent) = Intent::from_row(&row) else {
-                        tracing::debug!("a row of the intent bucket that is no intent: left");
-                        continue;
-                    };
-                    // One intent that cannot be resolved now waits for the next pass; the
-                    // others (and the counts) go on.
-                    match self.resolve(&intent, age, now).await {
-                        Ok(true) => repaired += 1,
-                        Ok(false) => {}
-                        Err(e) => {
-                            tracing::warn!(error = %e, namespace = %intent.id.namespace, "an insert intent was not resolved; the next pass tries again")
-                        }
-                    }
-                }
-                if exhausted {
-                    break;
                 }
             }
         }
