@@ -67,6 +67,9 @@ pub async fn run(args: ServeConfig) -> anyhow::Result<()> {
         StoreKind::Cql => {
             use crate::reload::cql::{CqlTlsFiles, CqlTlsReloader};
             use crate::store::cql::{CqlStore, StartupError};
+            if args.testing.planted_lost_update {
+                crate::store::cql::plant_lost_update();
+            }
             // Watched from before the store reads them: a change while it connects is reloaded.
             let tls = &args.cql.tls;
             let tls_files = CqlTlsFiles::new(

@@ -8,6 +8,10 @@
 //! - `ONCEKEY_TEST_EMBEDDED_CHECKPOINT_INTERVAL`: the embedded store's longest time between
 //!   checkpoints, as a duration (`50ms`, `1h`); with a long one its write-ahead log keeps every
 //!   write since the last checkpoint, e.g. to build a damaged log. Default 50ms, 1ms ..= 1h.
+//! - `ONCEKEY_TEST_PLANTED_BUG=lost-update`: the CQL store's replacing writes check
+//!   `version >= ?` instead of `version = ?`, so a write decided on a stale read still applies (a
+//!   lost update): the known bug the cluster fault tests plant to show that their
+//!   linearizability checker catches it. Unset by default; any other value is refused.
 //!
 //! Why environment variables and not a cargo feature or hidden flags: the tests run the very
 //! binary that ships (a feature would build another one, and cargo's feature unification would
@@ -22,6 +26,8 @@ use crate::settings::{parse_duration, ConfigError};
 pub const CLOCK_SKEW_MS: &str = "ONCEKEY_TEST_CLOCK_SKEW_MS";
 /// The variable setting the embedded store's longest time between checkpoints.
 pub const EMBEDDED_CHECKPOINT_INTERVAL: &str = "ONCEKEY_TEST_EMBEDDED_CHECKPOINT_INTERVAL";
+/// The variable planting a known bug (`lost-update`).
+pub const PLANTED_BUG: &str = "ONCEKEY_TEST_PLANTED_BUG";
 
 /// The test-only knobs; `TestKnobs::default()` is production.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +36,8 @@ pub struct TestKnobs {
     pub clock_skew_ms: Millis,
     /// The embedded store's longest time between checkpoints, in milliseconds.
     pub embedded_checkpoint_interval: Millis,
+    /// The CQL store's replacing writes skip their version check (a planted lost update).
+    pub planted_lost_update: bool,
 }
 
 impl Default for TestKnobs {
@@ -37,6 +45,7 @@ impl Default for TestKnobs {
         Self {
             clock_skew_ms: 0,
             embedded_checkpoint_interval: 50,
+            planted_lost_update: false,
         }
     }
 }
@@ -61,6 +70,14 @@ impl TestKnobs {
         if let Some(text) = var(EMBEDDED_CHECKPOINT_INTERVAL) {
             knobs.embedded_checkpoint_interval = parse_duration(&text)
                 .map_err(|e| ConfigError(format!("{EMBEDDED_CHECKPOINT_INTERVAL}: {e}")))?;
+        }
+        if let Some(text) = var(PLANTED_BUG) {
+            if text.trim() != "lost-update" {
+                return Err(ConfigError(format!(
+                    "{PLANTED_BUG}={text:?}: the only planted bug is `lost-update`"
+                )));
+            }
+            knobs.planted_lost_update = true;
         }
         knobs.validate()?;
         Ok(knobs)
@@ -106,10 +123,12 @@ mod tests {
         let set = knobs(&[
             (CLOCK_SKEW_MS, "-2000"),
             (EMBEDDED_CHECKPOINT_INTERVAL, "1h"),
+            (PLANTED_BUG, "lost-update"),
         ])
         .unwrap();
         assert_eq!(set.clock_skew_ms, -2000);
         assert_eq!(set.embedded_checkpoint_interval, 3_600_000);
+        assert!(set.planted_lost_update);
         assert!(set.any_set());
     }
 
@@ -122,6 +141,8 @@ mod tests {
             interval.0.contains(EMBEDDED_CHECKPOINT_INTERVAL),
             "{interval}"
         );
+        let bug = knobs(&[(PLANTED_BUG, "everything")]).unwrap_err();
+        assert!(bug.0.contains(PLANTED_BUG), "{bug}");
         let interval = knobs(&[(EMBEDDED_CHECKPOINT_INTERVAL, "a while")]).unwrap_err();
         assert!(
             interval.0.contains(EMBEDDED_CHECKPOINT_INTERVAL),

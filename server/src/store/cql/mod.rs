@@ -60,7 +60,7 @@ mod writes;
 pub use config::{CqlConfig, CqlTlsConfig, SerialLevel};
 pub use connect::ConnectError;
 pub use startup::StartupError;
-pub use statements::Levels;
+pub use statements::{plant_lost_update, Levels};
 
 use crate::ledger::{AttentionCounts, Millis, Record, RecordId};
 use crate::store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};

@@ -12,6 +12,7 @@ use scylla::policies::retry::FallthroughRetryPolicy;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// The table holding the records (inside the configured keyspace).
@@ -170,13 +171,24 @@ pub fn delete_text(keyspace: &str) -> String {
     )
 }
 
-/// The condition of `replace`: the version the write was decided on, on a live record. With
-/// `ONCEKEY_TEST_PLANTED_BUG=lost-update` in the environment it is weakened to `version >= ?`, so
-/// a write decided on a stale read still applies (a lost update): the known bug the cluster tests
-/// plant to show that their linearizability checker catches it. Never set it anywhere else.
+/// Set by `plant_lost_update` (a test knob); read when statements are prepared.
+static PLANTED_LOST_UPDATE: AtomicBool = AtomicBool::new(false);
+
+/// Test knob `ONCEKEY_TEST_PLANTED_BUG=lost-update` (`crate::testing`, which `serve` warns about
+/// at start-up): stores opened from now on in this process prepare `replace` weakened to
+/// `version >= ?`, so a write decided on a stale read still applies (a lost update) — the known
+/// bug the cluster fault tests plant to show that their linearizability checker catches it.
+pub fn plant_lost_update() {
+    PLANTED_LOST_UPDATE.store(true, Ordering::Relaxed);
+}
+
+/// The condition of `replace`: the version the write was decided on, on a live record (unless
+/// the lost update is planted).
 fn replace_condition() -> &'static str {
-    if std::env::var("ONCEKEY_TEST_PLANTED_BUG").as_deref() == Ok("lost-update") {
-        tracing::warn!("ONCEKEY_TEST_PLANTED_BUG=lost-update: replacing writes skip their version check (a planted bug, for tests only)");
+    if PLANTED_LOST_UPDATE.load(Ordering::Relaxed) {
+        tracing::warn!(
+            "planted bug lost-update: replacing writes skip their version check (for tests only)"
+        );
         "version >= ? AND expires_at > ?"
     } else {
         "version = ? AND expires_at > ?"
