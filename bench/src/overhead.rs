@@ -2,7 +2,7 @@
 //! server) next to the lightweight transactions it issues, run raw with the same workers
 //! (`--cql-raw`). For the whole cycle, its Claim (raw: the conditional insert) and its Complete
 //! (raw: the conditional replace) at p50, p90, p99 and the mean: the overhead is
-//! `oncekey / raw − 1`, in percent. Issue 8 asks for at most 15 %.
+//! `oncekey / raw − 1`, in percent; the target is at most 15 %.
 
 use super::recorder::{Recorder, Series};
 use hdrhistogram::Histogram;
