@@ -112,32 +112,12 @@ pub struct GatewayArgs {
     pub idle_timeout: Duration,
 }
 
-/// Parses `500ms`, `30s`, `5m`, `24h`, `30d` (or a bare number of seconds), as `oncekey serve`
-/// does.
+/// Parses `500ms`, `30s`, `5m`, `24h`, `30d` (or a bare number of seconds): `oncekey serve`'s
+/// parser (`oncekey_server::settings::parse_duration`), as a `Duration`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 30s, 5m, 24h or 30d"))?;
-    let ms_per_unit: u64 = match unit {
-        "ms" => 1,
-        "" | "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
-            ))
-        }
-    };
-    n.checked_mul(ms_per_unit)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("{text:?} is too long"))
+    let ms = oncekey_server::settings::parse_duration(text)?;
+    // Digits only, so never negative.
+    Ok(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
 }
 
 #[cfg(test)]
