@@ -201,17 +201,13 @@ mod tests {
     #[test]
     fn a_listed_record_has_no_history_body_or_details() {
         let id = crate::ledger::RecordId::new("t", "ns", "k");
-        let args = crate::ledger::ClaimArgs {
-            fingerprint: [1; 32],
-            lease_ttl: 1_000,
-            retention: 60_000,
-            semantics: crate::ledger::Semantics::AtLeastOnce,
-            owner: "o".into(),
-            parent: None,
-            reconcile: false,
-            require_approval: false,
-            max_attempts: 0,
-        };
+        let args = crate::ledger::ClaimArgs::for_test(
+            [1; 32],
+            crate::ledger::Semantics::AtLeastOnce,
+            1_000,
+            60_000,
+            "o",
+        );
         let mut record = crate::ledger::claim(&id, None, &args, 0)
             .unwrap()
             .record()

@@ -60,17 +60,7 @@ mod tests {
     use crate::ledger::{ClaimArgs, Semantics};
 
     fn processing(key: &str) -> Record {
-        let args = ClaimArgs {
-            fingerprint: [1; 32],
-            lease_ttl: 1000,
-            retention: 60_000,
-            semantics: Semantics::AtLeastOnce,
-            owner: "w".into(),
-            parent: None,
-            reconcile: false,
-            require_approval: false,
-            max_attempts: 0,
-        };
+        let args = ClaimArgs::for_test([1; 32], Semantics::AtLeastOnce, 1000, 60_000, "w");
         let id = RecordId::new("t", "ns", key);
         crate::ledger::claim(&id, None, &args, 0)
             .unwrap()

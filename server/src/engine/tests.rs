@@ -6,17 +6,7 @@ use crate::store::memory::MemoryStore;
 use crate::store::{Capabilities, Cas};
 
 fn args() -> ClaimArgs {
-    ClaimArgs {
-        fingerprint: [1; 32],
-        lease_ttl: 60_000,
-        retention: 600_000,
-        semantics: Semantics::AtLeastOnce,
-        owner: "here".into(),
-        parent: None,
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
-    }
+    ClaimArgs::for_test([1; 32], Semantics::AtLeastOnce, 60_000, 600_000, "here")
 }
 
 fn result() -> OpResult {

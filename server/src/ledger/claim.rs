@@ -39,6 +39,30 @@ pub struct ClaimArgs {
     pub max_attempts: u32,
 }
 
+#[cfg(test)]
+impl ClaimArgs {
+    /// The tests' Claim: every option off (no parent, reconcile, approval or attempt cap).
+    pub(crate) fn for_test(
+        fingerprint: [u8; 32],
+        semantics: Semantics,
+        lease_ttl: Millis,
+        retention: Millis,
+        owner: &str,
+    ) -> Self {
+        Self {
+            fingerprint,
+            lease_ttl,
+            retention,
+            semantics,
+            owner: owner.into(),
+            parent: None,
+            reconcile: false,
+            require_approval: false,
+            max_attempts: 0,
+        }
+    }
+}
+
 /// What the caller should do: the one outcome type of the server (the API maps it to the wire's
 /// enum, metrics label counters with `name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -88,17 +88,7 @@ mod tests {
     }
 
     fn args(semantics: Semantics) -> ClaimArgs {
-        ClaimArgs {
-            fingerprint: [1; 32],
-            lease_ttl: LEASE,
-            retention: RETENTION,
-            semantics,
-            owner: "worker-1".into(),
-            parent: None,
-            reconcile: false,
-            require_approval: false,
-            max_attempts: 0,
-        }
+        ClaimArgs::for_test([1; 32], semantics, LEASE, RETENTION, "worker-1")
     }
 
     fn claimed(semantics: Semantics, now: Millis) -> Record {

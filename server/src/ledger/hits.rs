@@ -175,17 +175,7 @@ mod tests {
     const T0: Millis = 1_000_000;
 
     fn args(fp: u8, owner: &str) -> ClaimArgs {
-        ClaimArgs {
-            fingerprint: [fp; 32],
-            lease_ttl: 30_000,
-            retention: 600_000,
-            semantics: Semantics::AtLeastOnce,
-            owner: owner.into(),
-            parent: None,
-            reconcile: false,
-            require_approval: false,
-            max_attempts: 0,
-        }
+        ClaimArgs::for_test([fp; 32], Semantics::AtLeastOnce, 30_000, 600_000, owner)
     }
 
     fn id() -> RecordId {

@@ -87,17 +87,7 @@ mod tests {
     }
 
     fn args(semantics: Semantics) -> ClaimArgs {
-        ClaimArgs {
-            fingerprint: [1; 32],
-            lease_ttl: LEASE,
-            retention: DAY,
-            semantics,
-            owner: "worker".into(),
-            parent: None,
-            reconcile: false,
-            require_approval: false,
-            max_attempts: 0,
-        }
+        ClaimArgs::for_test([1; 32], semantics, LEASE, DAY, "worker")
     }
 
     #[test]

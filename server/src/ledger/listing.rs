@@ -289,17 +289,7 @@ mod tests {
     const LEASE: Millis = 30_000;
 
     fn args(semantics: Semantics) -> ClaimArgs {
-        ClaimArgs {
-            fingerprint: [1; 32],
-            lease_ttl: LEASE,
-            retention: 3_600_000,
-            semantics,
-            owner: "w".into(),
-            parent: None,
-            reconcile: false,
-            require_approval: false,
-            max_attempts: 0,
-        }
+        ClaimArgs::for_test([1; 32], semantics, LEASE, 3_600_000, "w")
     }
 
     fn claimed(semantics: Semantics) -> Record {

@@ -15,17 +15,13 @@ fn id() -> RecordId {
 }
 
 fn args(fp: u8) -> ClaimArgs {
-    ClaimArgs {
-        fingerprint: [fp; 32],
-        lease_ttl: LEASE,
-        retention: RETENTION,
-        semantics: Semantics::AtLeastOnce,
-        owner: "worker-1".into(),
-        parent: None,
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
-    }
+    ClaimArgs::for_test(
+        [fp; 32],
+        Semantics::AtLeastOnce,
+        LEASE,
+        RETENTION,
+        "worker-1",
+    )
 }
 
 fn amo(fp: u8) -> ClaimArgs {

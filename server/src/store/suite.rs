@@ -87,17 +87,7 @@ macro_rules! store_suite {
 }
 
 fn args(fp: u8) -> ClaimArgs {
-    ClaimArgs {
-        fingerprint: [fp; 32],
-        lease_ttl: 30_000,
-        retention: 3_600_000,
-        semantics: Semantics::AtLeastOnce,
-        owner: "suite".into(),
-        parent: None,
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
-    }
+    ClaimArgs::for_test([fp; 32], Semantics::AtLeastOnce, 30_000, 3_600_000, "suite")
 }
 
 fn record(id: &RecordId, now: i64) -> Record {

@@ -30,17 +30,7 @@ impl Fixture {
 
     /// Claims `key` with a lease of `ttl` ms; returns its token.
     async fn claim(&self, key: &str, ttl: Millis) -> u64 {
-        let args = ClaimArgs {
-            fingerprint: [3; 32],
-            lease_ttl: ttl,
-            retention: 600_000,
-            semantics: Semantics::AtLeastOnce,
-            owner: "worker".into(),
-            parent: None,
-            reconcile: false,
-            require_approval: false,
-            max_attempts: 0,
-        };
+        let args = ClaimArgs::for_test([3; 32], Semantics::AtLeastOnce, ttl, 600_000, "worker");
         let id = RecordId::new("acme", "ka.ns", key);
         let reply = self.engine.claim(&id, &args, None).await.unwrap();
         reply.lease.unwrap().token

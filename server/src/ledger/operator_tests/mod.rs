@@ -15,17 +15,13 @@ fn id() -> RecordId {
 }
 
 fn args(fp: u8) -> ClaimArgs {
-    ClaimArgs {
-        fingerprint: [fp; 32],
-        lease_ttl: LEASE,
-        retention: RETENTION,
-        semantics: Semantics::AtLeastOnce,
-        owner: "agent-1".into(),
-        parent: None,
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
-    }
+    ClaimArgs::for_test(
+        [fp; 32],
+        Semantics::AtLeastOnce,
+        LEASE,
+        RETENTION,
+        "agent-1",
+    )
 }
 
 fn gated(fp: u8) -> ClaimArgs {

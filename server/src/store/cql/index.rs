@@ -326,17 +326,7 @@ mod tests {
 
     fn claimed(semantics: Semantics, now: Millis) -> Record {
         let id = RecordId::new("t", "ns", "k");
-        let args = ClaimArgs {
-            fingerprint: [1; 32],
-            lease_ttl: 1_000,
-            retention: 60_000,
-            semantics,
-            owner: "o".into(),
-            parent: None,
-            reconcile: false,
-            require_approval: false,
-            max_attempts: 0,
-        };
+        let args = ClaimArgs::for_test([1; 32], semantics, 1_000, 60_000, "o");
         claim(&id, None, &args, now).unwrap().record().clone()
     }
 

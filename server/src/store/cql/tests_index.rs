@@ -95,17 +95,7 @@ impl Store for Dying {
 const LEASE: Millis = 1_000;
 
 fn at_most_once() -> ClaimArgs {
-    ClaimArgs {
-        fingerprint: [3; 32],
-        lease_ttl: LEASE,
-        retention: 3_600_000,
-        semantics: Semantics::AtMostOnce,
-        owner: "worker-1".into(),
-        parent: None,
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
-    }
+    ClaimArgs::for_test([3; 32], Semantics::AtMostOnce, LEASE, 3_600_000, "worker-1")
 }
 
 /// The ids `engine` lists for `tenant` under `status` (every page).

@@ -64,17 +64,13 @@ async fn works(store: &CqlStore) {
     )
     .unwrap();
     let id = RecordId::new("t", "levels.ns", format!("k-{}", rand::random::<u64>()));
-    let args = crate::ledger::ClaimArgs {
-        fingerprint: [1; 32],
-        lease_ttl: 30_000,
-        retention: 86_400_000,
-        semantics: crate::ledger::Semantics::AtLeastOnce,
-        owner: "w".into(),
-        parent: None,
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
-    };
+    let args = crate::ledger::ClaimArgs::for_test(
+        [1; 32],
+        crate::ledger::Semantics::AtLeastOnce,
+        30_000,
+        86_400_000,
+        "w",
+    );
     let decision = crate::ledger::claim(&id, None, &args, now).unwrap();
     let record = decision.record();
     assert_eq!(

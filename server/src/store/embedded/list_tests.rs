@@ -11,18 +11,11 @@ const TENANT: &str = "acme";
 
 fn args(semantics: Semantics) -> ClaimArgs {
     ClaimArgs {
-        fingerprint: [1; 32],
-        lease_ttl: 60_000,
-        retention: 3_600_000,
-        semantics,
-        owner: "t".into(),
         parent: Some(crate::ledger::ParentRef {
             namespace: "flows".into(),
             key: "f".into(),
         }),
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
+        ..ClaimArgs::for_test([1; 32], semantics, 60_000, 3_600_000, "t")
     }
 }
 

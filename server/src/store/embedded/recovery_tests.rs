@@ -52,17 +52,7 @@ pub(super) fn id(i: usize) -> RecordId {
 }
 
 pub(super) async fn insert(store: &EmbeddedStore, i: usize) {
-    let args = ClaimArgs {
-        fingerprint: [1; 32],
-        lease_ttl: 30_000,
-        retention: 3_600_000,
-        semantics: Semantics::AtLeastOnce,
-        owner: "t".into(),
-        parent: None,
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
-    };
+    let args = ClaimArgs::for_test([1; 32], Semantics::AtLeastOnce, 30_000, 3_600_000, "t");
     let now = Clock::System.now();
     let record = crate::ledger::claim(&id(i), None, &args, now).unwrap();
     let cas = store.insert_if_absent(record.record(), now).await.unwrap();

@@ -291,17 +291,7 @@ mod tests {
     use redb::{Database, ReadableTableMetadata};
 
     fn record(version: u64, body: usize) -> Record {
-        let args = ClaimArgs {
-            fingerprint: [1; 32],
-            lease_ttl: 1000,
-            retention: 60_000,
-            semantics: Semantics::AtLeastOnce,
-            owner: "t".into(),
-            parent: None,
-            reconcile: false,
-            require_approval: false,
-            max_attempts: 0,
-        };
+        let args = ClaimArgs::for_test([1; 32], Semantics::AtLeastOnce, 1000, 60_000, "t");
         let id = RecordId::new("t", "ns", "big");
         let mut record = crate::ledger::claim(&id, None, &args, 1)
             .unwrap()

@@ -46,17 +46,7 @@ async fn concurrent_claims_share_fsyncs() {
 }
 
 pub(super) fn claim_args() -> ClaimArgs {
-    ClaimArgs {
-        fingerprint: [1; 32],
-        lease_ttl: 30_000,
-        retention: 60_000,
-        semantics: Semantics::AtLeastOnce,
-        owner: "t".into(),
-        parent: None,
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
-    }
+    ClaimArgs::for_test([1; 32], Semantics::AtLeastOnce, 30_000, 60_000, "t")
 }
 
 /// A crash image: redb's file as of its last durable commit, and the log as it is now. Opening

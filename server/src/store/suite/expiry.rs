@@ -15,17 +15,7 @@ const RETENTION: Millis = 10_000;
 const LEASE: Millis = 4_000;
 
 fn args(semantics: Semantics) -> ClaimArgs {
-    ClaimArgs {
-        fingerprint: [5; 32],
-        lease_ttl: LEASE,
-        retention: RETENTION,
-        semantics,
-        owner: "suite".into(),
-        parent: None,
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
-    }
+    ClaimArgs::for_test([5; 32], semantics, LEASE, RETENTION, "suite")
 }
 
 fn result() -> OpResult {

@@ -17,15 +17,8 @@ pub(super) const LEASE: Millis = 30_000;
 
 pub(super) fn args(semantics: Semantics, parent: Option<ParentRef>) -> ClaimArgs {
     ClaimArgs {
-        fingerprint: [3; 32],
-        lease_ttl: LEASE,
-        retention: 3_600_000,
-        semantics,
-        owner: "suite".into(),
         parent,
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
+        ..ClaimArgs::for_test([3; 32], semantics, LEASE, 3_600_000, "suite")
     }
 }
 

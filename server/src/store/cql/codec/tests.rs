@@ -4,17 +4,8 @@ use super::*;
 
 fn rec(expires_at: Millis) -> Record {
     let id = RecordId::new("t", "ns", "k");
-    let args = crate::ledger::ClaimArgs {
-        fingerprint: [1; 32],
-        lease_ttl: 1_000,
-        retention: 60_000,
-        semantics: Semantics::AtLeastOnce,
-        owner: "o".into(),
-        parent: None,
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
-    };
+    let args =
+        crate::ledger::ClaimArgs::for_test([1; 32], Semantics::AtLeastOnce, 1_000, 60_000, "o");
     let mut r = crate::ledger::claim(&id, None, &args, 0)
         .unwrap()
         .record()

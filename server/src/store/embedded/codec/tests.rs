@@ -26,18 +26,11 @@ fn ids_do_not_collide() {
 fn records_round_trip() {
     let id = RecordId::new("t", "ns", "k");
     let args = crate::ledger::ClaimArgs {
-        fingerprint: [3; 32],
-        lease_ttl: 1000,
-        retention: 60_000,
-        semantics: Semantics::AtMostOnce,
-        owner: "w".into(),
         parent: Some(ParentRef {
             namespace: "p".into(),
             key: "pk".into(),
         }),
-        reconcile: false,
-        require_approval: false,
-        max_attempts: 0,
+        ..crate::ledger::ClaimArgs::for_test([3; 32], Semantics::AtMostOnce, 1000, 60_000, "w")
     };
     let mut record = crate::ledger::claim(&id, None, &args, 5)
         .unwrap()
