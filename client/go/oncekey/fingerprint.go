@@ -49,7 +49,8 @@ func FingerprintJSON(text string) ([]byte, error) {
 // Canonicalize returns the RFC 8785 (JCS) canonical form of a JSON text. A number the canonical
 // form cannot keep exactly (docs/api.md#numbers: beyond ±(2^53−1), or more digits than its double
 // keeps) is refused with an *InexactNumberError naming the first such number's JSON path; a text
-// that is not I-JSON with an error wrapping ErrInvalidJSON.
+// that is not I-JSON, or nests arrays and objects deeper than MaxDepth, with an error wrapping
+// ErrInvalidJSON.
 func Canonicalize(text string) (string, error) {
 	p := parser{text: text}
 	p.space()

@@ -135,3 +135,24 @@ func TestGoValuesWithInexactNumbersAreRefused(t *testing.T) {
 		t.Fatalf("numbers within 2^53-1: %x, %v; want %x", ok, err, want)
 	}
 }
+
+func TestNestingDeeperThanMaxDepthIsRefused(t *testing.T) {
+	nested := func(depth int) string {
+		return strings.Repeat("[", depth) + strings.Repeat("]", depth)
+	}
+	if _, err := Canonicalize(nested(MaxDepth)); err != nil {
+		t.Fatalf("%d levels: %v", MaxDepth, err)
+	}
+	_, err := Canonicalize(nested(MaxDepth + 1))
+	if !errors.Is(err, ErrInvalidJSON) || !strings.Contains(err.Error(), "deeper than 128") {
+		t.Fatalf("%d levels: %v", MaxDepth+1, err)
+	}
+	// Objects count as arrays do, and the check is on the way in (nothing deeper is parsed).
+	deep := strings.Repeat(`{"a":`, MaxDepth) + "1" + strings.Repeat("}", MaxDepth)
+	if _, err := FingerprintJSON(deep); err != nil {
+		t.Fatalf("%d objects: %v", MaxDepth, err)
+	}
+	if _, err := FingerprintJSON(`[` + deep + `]`); !errors.Is(err, ErrInvalidJSON) {
+		t.Fatalf("%d levels: %v", MaxDepth+1, err)
+	}
+}

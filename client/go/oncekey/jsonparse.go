@@ -14,6 +14,10 @@ import (
 	"unicode/utf8"
 )
 
+// MaxDepth is the deepest nesting of arrays and objects a fingerprinted JSON text may have (the
+// outermost counts as 1), as the server's payload_json (docs/api.md): 128 allowed, 129 refused.
+const MaxDepth = 128
+
 type member struct {
 	name  string
 	value any
@@ -67,7 +71,19 @@ func (p *parser) value() (any, error) {
 	}
 }
 
+// nest refuses a container that would open deeper than MaxDepth (the path holds one step per
+// open container, so its length is the depth outside this one).
+func (p *parser) nest() error {
+	if len(p.path) >= MaxDepth {
+		return p.errorf("arrays and objects nest deeper than %d levels", MaxDepth)
+	}
+	return nil
+}
+
 func (p *parser) object() (any, error) {
+	if err := p.nest(); err != nil {
+		return nil, err
+	}
 	p.pos++ // {
 	members := []member{}
 	seen := map[string]bool{}
@@ -116,6 +132,9 @@ func (p *parser) object() (any, error) {
 }
 
 func (p *parser) array() (any, error) {
+	if err := p.nest(); err != nil {
+		return nil, err
+	}
 	p.pos++ // [
 	items := []any{}
 	p.space()
