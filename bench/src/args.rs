@@ -1,6 +1,5 @@
 //! The `oncekey bench` flags and their checks. Nothing here talks to a server.
 
-use super::driver::Kind;
 use clap::{Args, ValueEnum};
 use oncekey_server::ledger::Millis;
 use oncekey_server::settings::{parse_duration, ConfigError};
@@ -306,4 +305,23 @@ mod tests {
         assert!(parse_mix("noop=0").is_err());
         assert!(parse_mix("cycle").is_err());
     }
+}
+
+/// What one op does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A health Check.
+    Noop,
+    /// Claim + Complete of a fresh key.
+    Cycle,
+    /// Claim of a completed key.
+    Replay,
+    /// Claim of a hot key, Complete when acquired.
+    Storm,
+    /// A cycle creating a preload record.
+    Fill,
+    /// A cycle completing a key for `replay`.
+    ReplaySetup,
+    /// An HTTP POST with a fresh Idempotency-Key (through the gateway, or direct).
+    HttpPost,
 }

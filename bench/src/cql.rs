@@ -13,7 +13,8 @@
 //! between the two is what the service adds (gRPC, validation, the engine, and the QUORUM read
 //! its Complete makes before the conditional write).
 
-use super::grpc::{Claimed, ARGUMENTS};
+use super::claimed::Claimed;
+use super::grpc::ARGUMENTS;
 use oncekey_server::ledger::{
     self, Change, ClaimArgs, Millis, OpResult, Record, RecordId, Semantics,
 };

@@ -3,10 +3,12 @@
 //! Each worker records into its own `Recorder`; the results are merged once at the end.
 
 use super::args::BenchArgs;
+use super::args::Kind;
+use super::claimed::Claimed;
 use super::cpu;
 use super::cql::CqlConn;
 use super::gateway::HttpConn;
-use super::grpc::{Claimed, GrpcConn};
+use super::grpc::GrpcConn;
 use super::keys::Keys;
 use super::peer::PgConn;
 use super::peers::{self, etcd::EtcdConn, redis::RedisConn};
@@ -18,25 +20,6 @@ use std::time::{Duration, Instant};
 /// ClaimOutcome values the driver checks (proto numbering).
 const ACQUIRED: i32 = 1;
 const COMPLETED: i32 = 2;
-
-/// What one op does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A health Check.
-    Noop,
-    /// Claim + Complete of a fresh key.
-    Cycle,
-    /// Claim of a completed key.
-    Replay,
-    /// Claim of a hot key, Complete when acquired.
-    Storm,
-    /// A cycle creating a preload record.
-    Fill,
-    /// A cycle completing a key for `replay`.
-    ReplaySetup,
-    /// An HTTP POST with a fresh Idempotency-Key (through the gateway, or direct).
-    HttpPost,
-}
 
 /// One worker's connection: the server under test, a peer design, or the raw CQL LWTs.
 pub enum Conn {

@@ -3,6 +3,7 @@
 //! fingerprint bytes, the result body, the identity header.
 
 use super::args::BenchArgs;
+use super::claimed::Claimed;
 use anyhow::Context as _;
 use oncekey_api::v1::{self, ledger_client::LedgerClient};
 use tonic::metadata::{AsciiMetadataValue, MetadataKey};
@@ -92,14 +93,6 @@ pub struct GrpcConn {
     fingerprint: Vec<u8>,
     body: Vec<u8>,
     namespace: String,
-}
-
-/// What a Claim answered.
-pub struct Claimed {
-    /// The proto `ClaimOutcome` value.
-    pub outcome: i32,
-    /// The lease token when ACQUIRED.
-    pub token: u64,
 }
 
 impl GrpcConn {

@@ -16,6 +16,7 @@
 //! what it measures is the server.
 
 mod args;
+mod claimed;
 mod cpu;
 mod cql;
 mod driver;
@@ -32,7 +33,8 @@ mod report;
 pub use args::{BenchArgs, Scenario};
 
 use anyhow::Context as _;
-use driver::{Conn, Kind, Plan, Workload};
+use args::Kind;
+use driver::{Conn, Plan, Workload};
 use report::{Report, ScenarioResult};
 use std::sync::Arc;
 

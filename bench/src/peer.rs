@@ -7,7 +7,7 @@
 //! Every statement commits on its own with synchronous_commit on: durable before it answers, as
 //! the embedded store is.
 
-use super::grpc::Claimed;
+use super::claimed::Claimed;
 use anyhow::Context as _;
 use std::sync::Arc;
 use tokio_postgres::{Client, NoTls, Statement};

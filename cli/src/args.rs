@@ -8,6 +8,7 @@ mod cql;
 pub use admission::AdmissionArgs;
 pub use cql::{CqlArgs, MigrateArgs};
 
+use crate::log_format::LogFormat;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use oncekey_server::ledger::Millis;
 use oncekey_server::settings::{parse_duration, ServeConfig};
@@ -83,15 +84,6 @@ pub enum StoreKind {
     Embedded,
     /// A ScyllaDB / Apache Cassandra cluster.
     Cql,
-}
-
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 /// `oncekey serve`
@@ -189,15 +181,6 @@ impl From<StoreKind> for oncekey_server::settings::StoreKind {
         match kind {
             StoreKind::Embedded => Self::Embedded,
             StoreKind::Cql => Self::Cql,
-        }
-    }
-}
-
-impl From<LogFormat> for oncekey_server::telemetry::LogFormat {
-    fn from(format: LogFormat) -> Self {
-        match format {
-            LogFormat::Text => Self::Text,
-            LogFormat::Json => Self::Json,
         }
     }
 }

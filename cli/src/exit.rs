@@ -5,6 +5,7 @@
 //! embedded store's data is damaged or missing, 69 (EX_UNAVAILABLE) the CQL cluster did not become
 //! available before `--cql-startup-timeout`.
 
+use oncekey_server::serve::ServeError;
 use oncekey_server::settings::{ConfigError, UnavailableError};
 use oncekey_server::store::embedded::IntegrityError;
 use std::process::ExitCode;
@@ -18,6 +19,16 @@ const EXIT_UNAVAILABLE: u8 = 69;
 
 /// Prints why a command failed and returns its exit code.
 pub fn report(e: &anyhow::Error) -> ExitCode {
+    if let Some(serve) = e.downcast_ref::<ServeError>() {
+        let code = match serve {
+            ServeError::Config(_) => EXIT_CONFIG,
+            ServeError::Unavailable(_) => EXIT_UNAVAILABLE,
+            ServeError::Integrity(_) => EXIT_DATA,
+            _ => 1,
+        };
+        eprintln!("error: {e:#}");
+        return ExitCode::from(code);
+    }
     if let Some(config) = e.downcast_ref::<ConfigError>() {
         eprintln!("error: {config}");
         return ExitCode::from(EXIT_CONFIG);

@@ -2,8 +2,8 @@
 //! `oncekey-gateway` crate's) plus the client commands' ledger connection (`--server`, `--token`,
 //! `--tenant`, TLS). Everything else lives in that crate.
 
-use crate::args::LogFormat;
 use crate::client::ConnArgs;
+use crate::log_format::LogFormat;
 use clap::Args;
 use oncekey_server::settings::ConfigError;
 use oncekey_server::telemetry;

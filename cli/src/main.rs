@@ -9,6 +9,7 @@ mod bench;
 mod client;
 mod exit;
 mod gateway;
+mod log_format;
 mod migrate;
 mod operations;
 mod records;
@@ -58,7 +59,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             if let Some(otel) = otel {
                 tokio::task::spawn_blocking(move || otel.shutdown()).await?;
             }
-            return result;
+            return Ok(result?);
         }
         Command::Migrate(args) => return migrate::run(args.config()).await,
         Command::Token(TokenCommand::New {

@@ -2,6 +2,7 @@
 //! and the tower stack (retries, circuit breaker) that every clone of a [`Client`] shares over one
 //! HTTP/2 channel.
 
+use crate::credentials::{Credentials, LedgerRpc};
 use crate::stack::{self, BreakerPolicy, CircuitBreakerLayer, Counters, RetryPolicy, Stack, Stats};
 use oncekey_api::v1::ledger_client::LedgerClient;
 use std::fmt;
@@ -9,9 +10,8 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tonic::metadata::{AsciiMetadataValue, MetadataValue};
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 /// The per-call timeout when [`ConnectOptions::timeout`] is unset.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -143,29 +143,6 @@ impl TlsOptions {
         Ok(config)
     }
 }
-
-/// Adds the credentials to every call.
-#[derive(Clone)]
-pub struct Credentials {
-    authorization: Option<AsciiMetadataValue>,
-    tenant: Option<AsciiMetadataValue>,
-}
-
-impl tonic::service::Interceptor for Credentials {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(value) = &self.authorization {
-            req.metadata_mut().insert("authorization", value.clone());
-        }
-        if let Some(value) = &self.tenant {
-            req.metadata_mut()
-                .insert(oncekey_api::TENANT_HEADER, value.clone());
-        }
-        Ok(req)
-    }
-}
-
-/// The generated Ledger client with credentials attached: no timeout, no retries.
-pub type LedgerRpc = LedgerClient<InterceptedService<Channel, Credentials>>;
 
 /// A connection to an Oncekey server; cheap to clone (all clones share one HTTP/2 channel, one
 /// retry policy and one circuit breaker).

@@ -77,6 +77,7 @@ pub use oncekey_api::fingerprint;
 
 mod arguments;
 mod connect;
+mod credentials;
 mod error;
 mod key;
 mod lease;
@@ -90,9 +91,9 @@ mod types;
 
 pub use arguments::{default_arguments, default_key};
 pub use connect::{
-    Client, ClientError, ConnectOptions, Credentials, LedgerRpc, TlsOptions,
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT,
+    Client, ClientError, ConnectOptions, TlsOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT,
 };
+pub use credentials::{Credentials, LedgerRpc};
 pub use error::{Error, Reason, RETRY_PUSHBACK_HEADER};
 pub use key::{KeyBuilder, KeyError, OperationKey, MAX_KEY_BYTES};
 pub use lease::{KeepAliveGuard, Lease};

@@ -3,6 +3,7 @@
 //! chose, plus a stored error's message: never a stored body, a token, a key or anything of
 //! another tenant.
 
+use crate::metrics::Outcome;
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderValue, StatusCode};
 use std::time::Duration;
@@ -173,6 +174,11 @@ impl IntoResponse for Problem {
         }
         response
     }
+}
+
+/// A problem answer and how to count it.
+pub(crate) fn problem(p: Problem, outcome: Outcome) -> (Response, Outcome) {
+    (p.into_response(), outcome)
 }
 
 #[cfg(test)]

@@ -14,11 +14,11 @@ use crate::headers::{self, Origin};
 use crate::key::{self, KeyHeader};
 use crate::ledger::{self, Answer, ClaimError};
 use crate::metrics::Outcome;
-use crate::problem::{Kind, Problem};
+use crate::problem::{problem, Kind, Problem};
 use crate::Gateway;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http::{header, Request, StatusCode};
 use oncekey_client::{StoredError, StoredResult};
 use sha2::Digest;
@@ -244,11 +244,6 @@ fn outcome_unknown() -> (Response, Outcome) {
         ),
         Outcome::needs_reconciliation,
     )
-}
-
-/// A problem answer and how to count it.
-pub(crate) fn problem(p: Problem, outcome: Outcome) -> (Response, Outcome) {
-    (p.into_response(), outcome)
 }
 
 /// The stored response of `result`, byte for byte, with `Idempotent-Replayed: true`.

@@ -142,8 +142,8 @@ pub enum Refusal {
 }
 
 /// The proto `ClaimOutcome` of a peer's answer and the token (the driver's view).
-pub fn outcome(claim: &Claim, body: &[u8]) -> Result<super::grpc::Claimed, String> {
-    use super::grpc::Claimed;
+pub fn outcome(claim: &Claim, body: &[u8]) -> Result<super::claimed::Claimed, String> {
+    use super::claimed::Claimed;
     Ok(match claim {
         Claim::Acquired { token } => Claimed {
             outcome: 1,

@@ -5,7 +5,8 @@
 
 use super::{etcd::EtcdPeer, redis::RedisPeer, Design, PeerKind};
 use crate::args::BenchArgs;
-use crate::driver::{self, Conn, Kind, Plan, Workload};
+use crate::args::Kind;
+use crate::driver::{self, Conn, Plan, Workload};
 use crate::report::{Report, ScenarioResult};
 use crate::{cpu, grpc, keys, peer};
 use anyhow::Context as _;

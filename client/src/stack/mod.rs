@@ -15,7 +15,7 @@ pub use breaker::{BreakerPolicy, CircuitBreaker, CircuitBreakerLayer, CircuitSta
 pub use retry::{RetryLayer, RetryPolicy, Retrying};
 pub use timeout::{Timeout, TimeoutLayer};
 
-use crate::connect::LedgerRpc;
+use crate::credentials::LedgerRpc;
 use crate::error::Error;
 use oncekey_api::v1;
 use std::future::Future;

@@ -13,58 +13,15 @@ import { grpcCode } from "./status";
 import { Transport } from "./transport";
 import type { ConnectOptions } from "./transport";
 import { checkNote, claimedFromWire, duration, leaseFromWire, maxAttemptsToWire, recordFromWire, semanticsToWire } from "./types";
-import type { Claimed, LeaseGrant, OperationRecord, OperationRef, Semantics, StoredError, StoredResult } from "./types";
+import type { Claimed, LeaseGrant, OperationRecord, StoredError, StoredResult } from "./types";
 import { listAll, listPage } from "./list";
 import type { ListOptions, RecordPage } from "./list";
+import { MAX_WAIT } from "./options";
+import type { ClaimOptions, KeyLike } from "./options";
 import { execute } from "./run";
 import type { Done, Operation, RunOptions } from "./run";
 import { makeIdempotent } from "./wrap";
 import type { Idempotent, IdempotentOptions } from "./wrap";
-
-/** An operation: an `OperationKey`, or a plain `{namespace, key}` (with an optional parent). */
-export type KeyLike = OperationKey | { namespace: string; key: string; parent?: OperationRef };
-
-/** A Claim, without the operation's identity. Durations in milliseconds. */
-export interface ClaimOptions {
-  /** The significant arguments, fingerprinted here (RFC 8785 + SHA-256). */
-  args?: unknown;
-  /** Or their fingerprint, computed earlier with `fingerprint(args)` (32 bytes). */
-  fingerprint?: Uint8Array;
-  /** Or the arguments as a JSON text, fingerprinted by the server. */
-  payloadJson?: string;
-  /** Lease length (1 s ..= 1 h; server default 30 s). */
-  leaseTtl?: number;
-  /** How long the record is kept after it settles (server default 24 h). */
-  retention?: number;
-  /** Fixed by the first Claim of a key (default `AT_LEAST_ONCE`). */
-  semantics?: Semantics;
-  /** Names the holder in the record (default: the client's owner). */
-  owner?: string;
-  /** The parent operation, recorded for audit (default: the key's parent). */
-  parent?: OperationRef;
-  /** Take over an UNKNOWN at-most-once operation to reconcile it. */
-  reconcile?: boolean;
-  /** Hold an IN_PROGRESS answer up to this long (at most 60 000) for the outcome, or an AWAITING_APPROVAL one for the decision. */
-  wait?: number;
-  /**
-   * Create the record awaiting approval: nobody acquires it before someone approves it
-   * (`client.approve`); until then Claims answer `AWAITING_APPROVAL`. Fixed by the first Claim of a key.
-   */
-  requireApproval?: boolean;
-  /**
-   * Answer what this Claim would get now without writing anything (no record, lease, dedup hit or
-   * receipt): `Claimed.dryRun` is true and there is no lease.
-   */
-  dryRun?: boolean;
-  /**
-   * Cap the acquisitions of the operation (reconciliations not counted; 0 or undefined: no cap):
-   * past it a released operation fails for good with code 429 ("attempts exhausted"). Fixed by the
-   * first Claim of a key.
-   */
-  maxAttempts?: number;
-  /** Aborts the Claim and its retries. */
-  signal?: AbortSignal;
-}
 
 /** A Fail. */
 export interface FailOptions {
@@ -94,8 +51,6 @@ const DISPOSITION: { [k in Disposition]: v1.Disposition } = {
   abandon: v1.Disposition.DISPOSITION_ABANDON,
 };
 
-/** The longest `wait` the server honors. */
-export const MAX_WAIT = 60_000;
 
 /** A connection to an Oncekey server. */
 export class OncekeyClient {

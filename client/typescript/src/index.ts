@@ -9,8 +9,10 @@
  * (`OncekeyError` and its subclasses). `fingerprint` computes the RFC 8785 fingerprint of an
  * operation's arguments; `v1` is the generated oncekey.v1 code (ts-proto), for full control.
  */
-export { OncekeyClient, MAX_WAIT } from "./client";
-export type { ClaimOptions, DecisionOptions, FailOptions, KeyLike } from "./client";
+export { OncekeyClient } from "./client";
+export { MAX_WAIT } from "./options";
+export type { DecisionOptions, FailOptions } from "./client";
+export type { ClaimOptions, KeyLike } from "./options";
 export { TENANT_HEADER } from "./transport";
 export { MAX_PAGE_SIZE } from "./list";
 export type { ListedStatus, ListOptions, RecordPage } from "./list";

@@ -15,8 +15,9 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { randomBytes } from "node:crypto";
-import type { OncekeyClient } from "./client";
-import { MAX_WAIT } from "./client";
+import { MAX_WAIT } from "./options";
+import type { Done, Operation, RunClient, RunOptions } from "./options";
+export type { Done, Operation, RunOptions } from "./options";
 import {
   AbandonError,
   AwaitingApprovalError,
@@ -28,7 +29,6 @@ import {
   OperationFailedError,
   ResultDecodeError,
 } from "./errors";
-import type { Disposition } from "./errors";
 import { fingerprint } from "./fingerprint";
 import type { OperationKey } from "./key";
 import { KeepAlive } from "./lease";
@@ -36,67 +36,7 @@ import type { Lease } from "./lease";
 import { sleep } from "./retry";
 import { complete, fail } from "./settle";
 import { maxAttemptsToWire } from "./types";
-import type { LeaseGrant, OperationRecord, Semantics, StoredResult } from "./types";
-
-/** The function run under a lease. */
-export type Operation<T> = (lease: Lease) => T | Promise<T>;
-
-/** How `run` claims and runs an operation. Durations in milliseconds. */
-export interface RunOptions {
-  /** Aborts the call: it rejects at once with the signal's reason; the function's own signal fires too. */
-  signal?: AbortSignal;
-  /** Rejects the call with a `TimeoutError` DOMException after this long (as `AbortSignal.timeout`). */
-  timeout?: number;
-  /** Lease length (server default 30 s); the server renews it every third of that while the function runs. */
-  leaseTtl?: number;
-  /** How long the outcome is kept after it settles (server default 24 h); must outlast every retry. */
-  retention?: number;
-  /** `AT_MOST_ONCE`: a vanished holder's operation needs reconciliation instead of running again. */
-  semantics?: Semantics;
-  /**
-   * How long to wait for another holder's outcome, or for an approval (default 60 000); 0 rejects
-   * with `InProgressError` (or `AwaitingApprovalError`) at once.
-   */
-  wait?: number;
-  /** Names the holder in the record (default: the client's owner). */
-  owner?: string;
-  /**
-   * Nobody runs the operation before someone approves it (`client.approve`): a run waits up to
-   * `wait` for the decision, then rejects with `AwaitingApprovalError`. Fixed by the first Claim of a key.
-   */
-  requireApproval?: boolean;
-  /**
-   * Caps the runs of the operation (reconciliations not counted; 0 or undefined: no cap): past it,
-   * a released operation fails for good with code 429, "attempts exhausted" (`OperationFailedError`).
-   */
-  maxAttempts?: number;
-  /** How a thrown error settles the operation (default: `FinalError` final, `AbandonError` abandon, else retryable). */
-  disposition?: (error: unknown) => Disposition;
-  /**
-   * The arguments' fingerprint (32 bytes), used instead of fingerprinting `args`: e.g. a listed
-   * record's `fingerprint`, to reconcile it without knowing its arguments.
-   */
-  fingerprint?: Uint8Array;
-  /**
-   * Store the function's value verbatim instead of as JSON: it returns a `StoredResult` (code,
-   * body bytes, content type, metadata), and replays give the stored `StoredResult` back.
-   */
-  raw?: boolean;
-}
-
-/** The value of an operation and where it came from. */
-export interface Done<T> {
-  value: T;
-  /** True when the value is a stored result replayed from an earlier run (the function did not run). */
-  replayed: boolean;
-  /**
-   * The Claim outcome the value came from: `ACQUIRED` (the function ran in this call) or
-   * `COMPLETED` (an earlier run's stored result, replayed).
-   */
-  outcome: "ACQUIRED" | "COMPLETED";
-  /** The SUCCEEDED record. */
-  record: OperationRecord;
-}
+import type { LeaseGrant, StoredResult } from "./types";
 
 /** Milliseconds between Claims while an approval is awaited and the server's hold ran out early. */
 const APPROVAL_POLL = 100;
@@ -118,7 +58,7 @@ export function currentLease(): Lease | undefined {
 }
 
 export async function execute<T>(
-  client: OncekeyClient,
+  client: RunClient,
   key: OperationKey,
   args: unknown,
   fn: Operation<T>,
@@ -214,7 +154,7 @@ function lapsed(grant: LeaseGrant): boolean {
  * caller claims again.
  */
 async function releaseLapsed(
-  client: OncekeyClient,
+  client: RunClient,
   key: OperationKey,
   grant: LeaseGrant,
   deadline: number,
@@ -237,7 +177,7 @@ async function releaseLapsed(
 
 /** Runs `fn` under `grant`, then settles; the caller's abort rejects at once, the settle goes on. */
 async function acquired<T>(
-  client: OncekeyClient,
+  client: RunClient,
   key: OperationKey,
   grant: LeaseGrant,
   fn: Operation<T>,
@@ -300,7 +240,7 @@ async function acquired<T>(
 }
 
 /** Releases (Fail RETRYABLE) `key` if this run's owner holds it. */
-async function releaseIfOurs(client: OncekeyClient, key: OperationKey, owner: string): Promise<void> {
+async function releaseIfOurs(client: RunClient, key: OperationKey, owner: string): Promise<void> {
   const record = await client.lookup(key);
   if (record?.status === "PROCESSING" && record.leaseOwner === owner) {
     await client.fail(key, record.fencingToken, { message: "cancelled by the caller before it started" }, "retryable");

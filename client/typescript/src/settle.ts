@@ -4,18 +4,17 @@
  * value, or the function's own error once recorded; a value that cannot be stored is recorded as a
  * final failure, so that the effect is not run again.
  */
-import type { OncekeyClient } from "./client";
+import type { Done, RunClient, RunOptions } from "./options";
 import { dispositionOf, FinalError, LeaseLostError, UnavailableError } from "./errors";
 import type { Disposition } from "./errors";
 import type { OperationKey } from "./key";
-import type { Done, RunOptions } from "./run";
 import { codeName, grpcCode, reason } from "./status";
 import type { StoredResult } from "./types";
 
 /** The longest error message the server stores, in bytes; longer ones are cut. */
 const MAX_MESSAGE_BYTES = 16 * 1024;
 
-export async function complete<T>(client: OncekeyClient, key: OperationKey, token: bigint, value: T, options: RunOptions): Promise<Done<T>> {
+export async function complete<T>(client: RunClient, key: OperationKey, token: bigint, value: T, options: RunOptions): Promise<Done<T>> {
   let result: Partial<StoredResult>;
   try {
     if (options.raw && (typeof value !== "object" || value === null)) throw new TypeError("with `raw`, the function must return a StoredResult");
@@ -48,7 +47,7 @@ export async function complete<T>(client: OncekeyClient, key: OperationKey, toke
   }
 }
 
-export async function fail<T>(client: OncekeyClient, key: OperationKey, token: bigint, error: unknown, options: RunOptions): Promise<Done<T>> {
+export async function fail<T>(client: RunClient, key: OperationKey, token: bigint, error: unknown, options: RunOptions): Promise<Done<T>> {
   const disposition = options.disposition?.(error) ?? dispositionOf(error);
   const stored = {
     code: error instanceof FinalError ? error.code : 0,
@@ -69,7 +68,7 @@ export async function fail<T>(client: OncekeyClient, key: OperationKey, token: b
 
 export /** Fails without throwing (the caller throws its own error afterwards). */
 async function settleFailure(
-  client: OncekeyClient,
+  client: RunClient,
   key: OperationKey,
   token: bigint,
   error: { code: number; message: string },

@@ -9,10 +9,14 @@
  * (docs/api.md#default-arguments-and-key). Inside the function, `currentLease()` gives the lease
  * and the `AbortSignal` to stop on.
  */
-import type { OncekeyClient } from "./client";
 import { defaultArguments, fingerprint, keyOf } from "./fingerprint";
 import { OperationKey } from "./key";
-import type { Done, RunOptions } from "./run";
+import type { Done, Operation, RunOptions } from "./options";
+
+/** What a wrapped function needs of its client (an `OncekeyClient`): its run. */
+export interface Runner {
+  runDetailed<T>(key: OperationKey, args: unknown, fn: Operation<T>, options?: RunOptions): Promise<Done<T>>;
+}
 
 /** How a wrapped function's calls map to operations. */
 export interface IdempotentOptions<A extends unknown[]> extends Omit<RunOptions, "signal" | "timeout"> {
@@ -60,7 +64,7 @@ export type Idempotent<A extends unknown[], R> = ((...args: A) => Promise<R>) & 
 };
 
 export function makeIdempotent<A extends unknown[], R>(
-  client: OncekeyClient,
+  client: Runner,
   fn: (...args: A) => R | Promise<R>,
   options: IdempotentOptions<A>,
 ): Idempotent<A, Awaited<R>> {

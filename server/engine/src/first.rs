@@ -15,12 +15,12 @@ use tokio::sync::Notify;
 
 /// The keys whose first look is in flight, sharded by id.
 #[derive(Default)]
-pub struct FirstLooks {
+pub(crate) struct FirstLooks {
     shards: Sharded<Arc<Notify>>,
 }
 
 /// The first look at a key, in flight until dropped: the duplicates waiting for it go on then.
-pub struct Leading<'a> {
+pub(crate) struct Leading<'a> {
     looks: &'a FirstLooks,
     id: RecordId,
 }
@@ -40,7 +40,7 @@ impl FirstLooks {
 
     /// `Some` when this Claim leads the first look at `id`; `None` once the first look that was
     /// in flight when it arrived has ended (the caller should read, not insert).
-    pub async fn enter(&self, id: &RecordId) -> Option<Leading<'_>> {
+    pub(crate) async fn enter(&self, id: &RecordId) -> Option<Leading<'_>> {
         let ended = {
             let mut shard = self.shard(id);
             match shard.get(id) {

@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 const SHARDS: usize = 16;
 
 /// Held Claims by tenant.
-pub struct HeldClaims {
+pub(crate) struct HeldClaims {
     shards: [Mutex<HashMap<String, u32>>; SHARDS],
     hasher: RandomState,
     /// Every tenant's held Claims, for `/metrics`.
@@ -22,7 +22,7 @@ pub struct HeldClaims {
 
 impl HeldClaims {
     /// No Claim held yet; `total` follows the count of every tenant's.
-    pub fn new(total: Gauge) -> Self {
+    pub(crate) fn new(total: Gauge) -> Self {
         Self {
             shards: std::array::from_fn(|_| Mutex::default()),
             hasher: RandomState::new(),
@@ -33,7 +33,7 @@ impl HeldClaims {
 
 /// One held Claim of a tenant, counted until dropped.
 #[must_use = "the Claim counts as held while the permit lives"]
-pub struct HeldPermit<'a> {
+pub(crate) struct HeldPermit<'a> {
     held: &'a HeldClaims,
     tenant: String,
 }
@@ -45,7 +45,7 @@ impl HeldClaims {
     }
 
     /// Counts one more held Claim of `tenant`, unless it holds `max` already (`max` 0: no bound).
-    pub fn enter(&self, tenant: &str, max: u32) -> Option<HeldPermit<'_>> {
+    pub(crate) fn enter(&self, tenant: &str, max: u32) -> Option<HeldPermit<'_>> {
         let mut shard = self.shard(tenant);
         let count = match shard.get_mut(tenant) {
             Some(count) => count,
@@ -63,7 +63,7 @@ impl HeldClaims {
     }
 
     /// How many Claims `tenant` holds now.
-    pub fn of(&self, tenant: &str) -> u32 {
+    pub(crate) fn of(&self, tenant: &str) -> u32 {
         self.shard(tenant).get(tenant).copied().unwrap_or(0)
     }
 }

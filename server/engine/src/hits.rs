@@ -18,7 +18,7 @@
 
 mod flush;
 
-pub use flush::flush;
+pub(crate) use flush::flush;
 
 use super::sharded::Sharded;
 use oncekey_ledger::{count_hits, Event, HitBatch, Life, Record, RecordId, Share};
@@ -122,7 +122,7 @@ impl Parked {
 
 /// Parked hits, sharded by record id.
 #[derive(Default)]
-pub struct Hits {
+pub(crate) struct Hits {
     shards: Sharded<Parked>,
 }
 
@@ -140,7 +140,7 @@ impl Hits {
 
     /// Parks one hit of `record`'s life with its receipt. Returns whether the caller must start a
     /// flush for this key.
-    pub fn park(&self, record: &Record, receipt: Event) -> bool {
+    pub(crate) fn park(&self, record: &Record, receipt: Event) -> bool {
         let mut shard = self.shard(&record.id);
         // A key already parked (the common case under duplicates) costs no copy of its id.
         if let Some(parked) = shard.get_mut(&record.id) {
@@ -154,7 +154,7 @@ impl Hits {
 
     /// Takes the oldest life's parked hits of `id` for writing (the key stays owned by its flush
     /// task, and the hits stay visible to reads until written); `None` when nothing is left.
-    pub fn take(&self, id: &RecordId) -> Option<HitBatch> {
+    pub(crate) fn take(&self, id: &RecordId) -> Option<HitBatch> {
         let mut shard = self.shard(id);
         let parked = shard.get_mut(id)?;
         if parked.pending.is_empty() {
@@ -168,7 +168,7 @@ impl Hits {
 
     /// The taken hits of `id` are about to be written over stored version `base`: from now on a
     /// stored version past `base` may hold them.
-    pub fn writing(&self, id: &RecordId, base: u64) {
+    pub(crate) fn writing(&self, id: &RecordId, base: u64) {
         self.with(id, |parked| {
             if let Some(batch) = parked.inflight.as_mut() {
                 batch.write = Write::Sent { base };
@@ -178,7 +178,7 @@ impl Hits {
     }
 
     /// The taken hits of `id` are in the store from `version` on.
-    pub fn written(&self, id: &RecordId, version: u64) {
+    pub(crate) fn written(&self, id: &RecordId, version: u64) {
         self.with(id, |parked| {
             if let Some(mut batch) = parked.inflight.take() {
                 batch.write = Write::Applied { version };
@@ -192,7 +192,7 @@ impl Hits {
     }
 
     /// The taken hits of `id` have no record to go to (it is gone, or was created afresh).
-    pub fn void(&self, id: &RecordId) {
+    pub(crate) fn void(&self, id: &RecordId) {
         self.with(id, |parked| {
             parked.inflight = None;
             parked.resolved();
@@ -201,7 +201,7 @@ impl Hits {
 
     /// Puts back the taken hits of `id`, whose write failed (no stored version has them), ahead
     /// of newer ones of their life.
-    pub fn restore(&self, id: &RecordId) {
+    pub(crate) fn restore(&self, id: &RecordId) {
         self.with(id, |parked| {
             if let Some(mut batch) = parked.inflight.take() {
                 batch.write = Write::Unsent;
@@ -219,7 +219,7 @@ impl Hits {
     }
 
     /// Forgets `id` if nothing arrived since its last write; `false` when there is more to write.
-    pub fn release(&self, id: &RecordId) -> bool {
+    pub(crate) fn release(&self, id: &RecordId) -> bool {
         let mut shard = self.shard(id);
         match shard.get(id) {
             Some(parked) if !parked.pending.is_empty() || parked.inflight.is_some() => false,
@@ -233,12 +233,12 @@ impl Hits {
     /// Adds the hits of `record`'s life that its stored version lacks, as this process knows
     /// them, and the receipts of earlier lives it carries forward; `record` must have been read
     /// whole (with its history).
-    pub async fn merge_into(&self, record: &mut Record) {
+    pub(crate) async fn merge_into(&self, record: &mut Record) {
         self.merge(record, true).await;
     }
 
     /// Like `merge_into`, but the counter only: for answers that show no history.
-    pub async fn merge_counts_into(&self, record: &mut Record) {
+    pub(crate) async fn merge_counts_into(&self, record: &mut Record) {
         self.merge(record, false).await;
     }
 
@@ -276,7 +276,7 @@ impl Hits {
     }
 
     /// Whether no hit is parked or being written.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.shards.each().all(|shard| {
             shard
                 .values()

@@ -7,6 +7,8 @@
 //! beyond the `Store` trait and the `Capabilities` it states, so every store gets exactly the
 //! same behaviour. It decides no transition: the ledger does.
 
+#![warn(unreachable_pub)]
+
 mod claim;
 mod clock;
 mod first;

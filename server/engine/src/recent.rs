@@ -20,7 +20,7 @@ const SHARD_CAP: usize = 4096;
 
 /// Recently written PROCESSING records, sharded by id.
 #[derive(Default)]
-pub struct Recent {
+pub(crate) struct Recent {
     shards: Sharded<Record>,
 }
 
@@ -30,12 +30,12 @@ impl Recent {
     }
 
     /// The record last written for `id` by this process, if it is still remembered.
-    pub fn get(&self, id: &RecordId) -> Option<Record> {
+    pub(crate) fn get(&self, id: &RecordId) -> Option<Record> {
         self.shard(id).get(id).cloned()
     }
 
     /// Notes that `record` was just written: remembered while PROCESSING, forgotten once settled.
-    pub fn wrote(&self, record: &Record) {
+    pub(crate) fn wrote(&self, record: &Record) {
         let mut shard = self.shard(&record.id);
         if record.status != Status::Processing {
             shard.remove(&record.id);
@@ -48,7 +48,7 @@ impl Recent {
     }
 
     /// Forgets `id` (its record was deleted).
-    pub fn forget(&self, id: &RecordId) {
+    pub(crate) fn forget(&self, id: &RecordId) {
         self.shard(id).remove(id);
     }
 }

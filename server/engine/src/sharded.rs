@@ -8,10 +8,10 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::{Mutex, MutexGuard};
 
 /// How many shards.
-pub const SHARDS: usize = 16;
+pub(crate) const SHARDS: usize = 16;
 
 /// Per-id values in `SHARDS` shards.
-pub struct Sharded<V> {
+pub(crate) struct Sharded<V> {
     shards: Vec<Mutex<HashMap<RecordId, V>>>,
     hasher: RandomState,
 }
@@ -28,13 +28,13 @@ impl<V> Default for Sharded<V> {
 impl<V> Sharded<V> {
     /// The shard that holds `id`, locked (a panic while it was held does not poison it: every
     /// change to a shard is a single map operation).
-    pub fn shard(&self, id: &RecordId) -> MutexGuard<'_, HashMap<RecordId, V>> {
+    pub(crate) fn shard(&self, id: &RecordId) -> MutexGuard<'_, HashMap<RecordId, V>> {
         let i = self.hasher.hash_one(id) as usize % SHARDS;
         lock(&self.shards[i])
     }
 
     /// Every shard, each locked in turn.
-    pub fn each(&self) -> impl Iterator<Item = MutexGuard<'_, HashMap<RecordId, V>>> {
+    pub(crate) fn each(&self) -> impl Iterator<Item = MutexGuard<'_, HashMap<RecordId, V>>> {
         self.shards.iter().map(lock)
     }
 }

@@ -27,7 +27,7 @@ struct Shared {
 
 /// Wake-up channels by record id.
 #[derive(Default)]
-pub struct Waiters {
+pub(crate) struct Waiters {
     channels: Sharded<Channel>,
 }
 
@@ -39,7 +39,7 @@ pub struct Listener<'a> {
 
 impl Waiters {
     /// Registers on `id`'s channel: `Listener::notified` resolves on the next `notify(id)`.
-    pub fn listen(&self, id: &RecordId) -> Listener<'_> {
+    pub(crate) fn listen(&self, id: &RecordId) -> Listener<'_> {
         let mut shard = self.channels.shard(id);
         let channel = match shard.get_mut(id) {
             Some(channel) => channel,
@@ -59,7 +59,7 @@ impl Waiters {
     }
 
     /// Wakes everything listening on `id`, and nothing else.
-    pub fn notify(&self, id: &RecordId) {
+    pub(crate) fn notify(&self, id: &RecordId) {
         let shared = self.channels.shard(id).get(id).map(|c| c.shared.clone());
         if let Some(shared) = shared {
             shared.notify.notify_waiters();
@@ -68,7 +68,7 @@ impl Waiters {
 
     /// How many ids have a listener now.
     #[cfg(test)]
-    pub fn ids(&self) -> usize {
+    pub(crate) fn ids(&self) -> usize {
         self.channels.each().map(|shard| shard.len()).sum()
     }
 }

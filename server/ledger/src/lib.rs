@@ -7,6 +7,8 @@
 //! It must not do I/O, read a clock, or know about gRPC or a database: the engine feeds it records
 //! read from a store and writes back what it decides with compare-and-set.
 
+#![warn(unreachable_pub)]
+
 mod approval;
 mod claim;
 mod expiry;

@@ -21,7 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// What the admin endpoint reads.
-pub struct AdminState<S> {
+pub(crate) struct AdminState<S> {
     /// The engine (for store readiness).
     pub engine: Arc<Engine<S>>,
     /// Set when the server starts draining.
@@ -35,7 +35,7 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves the admin endpoint on `listener` until `shutdown` resolves.
-pub async fn serve<S: Store>(
+pub(crate) async fn serve<S: Store>(
     listener: TcpListener,
     state: Arc<AdminState<S>>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,

@@ -21,14 +21,14 @@ struct Counter {
 
 /// A tower layer counting in-flight requests; clones share the count.
 #[derive(Clone, Default)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     counter: Arc<Counter>,
     metrics: Arc<Metrics>,
 }
 
 impl InFlight {
     /// A layer reporting to `metrics`.
-    pub fn new(metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
         Self {
             counter: Arc::default(),
             metrics,
@@ -36,7 +36,7 @@ impl InFlight {
     }
 
     /// Resolves when no request is in flight.
-    pub async fn idle(&self) {
+    pub(crate) async fn idle(&self) {
         loop {
             let idle = self.counter.idle.notified();
             tokio::pin!(idle);
@@ -49,7 +49,7 @@ impl InFlight {
     }
 
     /// The number of requests in flight.
-    pub fn active(&self) -> usize {
+    pub(crate) fn active(&self) -> usize {
         self.counter.active.load(Ordering::SeqCst)
     }
 }
@@ -128,7 +128,7 @@ impl<S> tower::Layer<S> for InFlight {
 
 /// The service `InFlight` wraps around the gRPC router.
 #[derive(Clone)]
-pub struct InFlightService<S> {
+pub(crate) struct InFlightService<S> {
     inner: S,
     counter: Arc<Counter>,
     metrics: Arc<Metrics>,

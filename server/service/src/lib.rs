@@ -7,9 +7,12 @@
 //!
 //! Data flows one way: api → engine → ledger (decisions) and store (conditional writes).
 
+#![warn(unreachable_pub)]
+
 pub(crate) mod admin;
 pub mod api;
 pub mod conn;
+mod duration;
 pub use oncekey_engine as engine;
 pub(crate) mod inflight;
 pub use oncekey_ledger as ledger;

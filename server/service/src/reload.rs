@@ -17,7 +17,7 @@
 
 use crate::api::auth::Auth;
 use crate::settings::ServeConfig;
-pub use crate::telemetry::reload::ReloadMetrics;
+pub(crate) use crate::telemetry::reload::ReloadMetrics;
 use crate::tls::Tls;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The notAfter time of the first certificate in a PEM file, in seconds since the Unix epoch.
-pub fn certificate_expiry(pem: &[u8]) -> Result<i64, String> {
+pub(crate) fn certificate_expiry(pem: &[u8]) -> Result<i64, String> {
     let cert = openssl::x509::X509::from_pem(pem).map_err(|e| e.to_string())?;
     let epoch = openssl::asn1::Asn1Time::from_unix(0).map_err(|e| e.to_string())?;
     let diff = epoch.diff(cert.not_after()).map_err(|e| e.to_string())?;
@@ -96,7 +96,7 @@ fn digest(paths: &[PathBuf]) -> [u8; 32] {
 }
 
 /// Reloads the tokens file and the TLS files.
-pub struct Reloader {
+pub(crate) struct Reloader {
     auth: Arc<Auth>,
     tls: Option<(Arc<Tls>, PathBuf)>,
     metrics: ReloadMetrics,
@@ -108,7 +108,7 @@ impl Reloader {
     /// Watches the files `args` names (`--tokens-file`, `--tls-cert`, `--tls-key`,
     /// `--tls-client-ca`), as loaded now into `auth` and `tls`; exports the serving
     /// certificate's expiry.
-    pub fn new(
+    pub(crate) fn new(
         args: &ServeConfig,
         auth: Arc<Auth>,
         tls: Option<Arc<Tls>>,
@@ -159,7 +159,7 @@ impl Reloader {
     }
 
     /// Reloads whatever changed on disk since the last look.
-    pub fn reload_changed(&mut self) {
+    pub(crate) fn reload_changed(&mut self) {
         if self.tokens_files.as_mut().is_some_and(Watched::changed) {
             self.reload_tokens(Trigger::FileChange);
         }
@@ -169,7 +169,7 @@ impl Reloader {
     }
 
     /// Reloads everything (SIGHUP).
-    pub fn reload_all(&mut self) {
+    pub(crate) fn reload_all(&mut self) {
         if let Some(files) = &mut self.tokens_files {
             files.mark_seen();
         }
@@ -286,7 +286,7 @@ impl Triggers {
 
 /// Runs `reloader`: on SIGHUP, and every `every` (when not zero) for changed files. Runs until
 /// the process ends.
-pub async fn run(mut reloader: Reloader, every: Duration) {
+pub(crate) async fn run(mut reloader: Reloader, every: Duration) {
     let mut triggers = Triggers::new(every, "files");
     loop {
         // The files are small and local (mounted Secrets): read on this task, as SIGHUP always was.
@@ -297,6 +297,6 @@ pub async fn run(mut reloader: Reloader, every: Duration) {
     }
 }
 
-pub mod cql;
+pub(crate) mod cql;
 #[cfg(test)]
 mod tests;

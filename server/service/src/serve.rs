@@ -12,8 +12,9 @@ use crate::api::LedgerService;
 use crate::engine::{Clock, Engine};
 use crate::inflight::InFlight;
 use crate::settings::{ConfigError, ServeConfig, StoreKind, UnavailableError};
+use crate::store::embedded::IntegrityError;
 use crate::store::embedded::{self, EmbeddedStore};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use oncekey_api::v1::ledger_server::LedgerServer;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -28,8 +29,34 @@ const SWEEP_BATCH: usize = 1000;
 /// How often `oncekey_records_needing_attention` is counted again from the store's index.
 pub const ATTENTION_REFRESH: Duration = Duration::from_secs(5);
 
-/// Runs the server until a shutdown signal; configuration errors come back as `ConfigError`.
-pub async fn run(args: ServeConfig) -> anyhow::Result<()> {
+/// Why `serve` ended with an error; each kind is an exit code of `oncekey serve`.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A setting is wrong (exit 64): the message names the flag.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The CQL cluster did not become available before the start-up deadline (exit 69).
+    #[error(transparent)]
+    Unavailable(#[from] UnavailableError),
+    /// The embedded store's data is damaged or missing (exit 65): the message says how to proceed.
+    #[error(transparent)]
+    Integrity(#[from] IntegrityError),
+    /// A socket or signal handler could not be set up, or serving failed (exit 1).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The gRPC server failed (exit 1).
+    #[error(transparent)]
+    Transport(#[from] tonic::transport::Error),
+    /// The reflection service could not be built (exit 1).
+    #[error("the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// The store failed to flush at shutdown (exit 1).
+    #[error("closing the store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Runs the server until a shutdown signal.
+pub async fn run(args: ServeConfig) -> Result<(), ServeError> {
     args.validate()?;
     if args.testing.any_set() {
         tracing::warn!(knobs = ?args.testing, "test-only settings (ONCEKEY_TEST_*) are in effect: never in production");
@@ -130,10 +157,10 @@ fn reflection_builder() -> tonic_reflection::server::Builder<'static> {
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
 }
 
-async fn bind(flag: &str, addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
+async fn bind(flag: &str, addr: std::net::SocketAddr) -> Result<TcpListener, ConfigError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|e| ConfigError(format!("{flag} {addr}: {e}")).into())
+        .map_err(|e| ConfigError(format!("{flag} {addr}: {e}")))
 }
 
 /// Serves one store until shutdown; `start_reloads` starts the store's own file reloads (given
@@ -143,7 +170,7 @@ pub(crate) async fn serve_store<S: Store>(
     args: &ServeConfig,
     auth: Arc<Auth>,
     start_reloads: impl FnOnce(crate::reload::ReloadMetrics),
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     let clock = match args.testing.clock_skew_ms {
         0 => Clock::System,
         skew => Clock::Skewed(skew),

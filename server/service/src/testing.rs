@@ -19,8 +19,9 @@
 //! command line and its help. Only the `oncekey` binary reads the environment (`from_env`); a
 //! program embedding the server sets `ServeConfig::testing` directly.
 
+use crate::duration::parse_duration;
 use crate::ledger::Millis;
-use crate::settings::{parse_duration, ConfigError};
+use crate::store::ConfigError;
 
 /// The variable shifting the server's clock.
 pub const CLOCK_SKEW_MS: &str = "ONCEKEY_TEST_CLOCK_SKEW_MS";

@@ -37,7 +37,7 @@ struct Files {
 }
 
 /// The gRPC port's TLS configuration, swapped whole on reload.
-pub struct Tls {
+pub(crate) struct Tls {
     files: Files,
     config: RwLock<Arc<ServerConfig>>,
 }
@@ -45,7 +45,7 @@ pub struct Tls {
 impl Tls {
     /// TLS from `--tls-cert`, `--tls-key` and `--tls-client-ca`; `None` without a certificate.
     /// Errors name the flag whose file is wrong.
-    pub fn from_config(args: &ServeConfig) -> Result<Option<Self>, ConfigError> {
+    pub(crate) fn from_config(args: &ServeConfig) -> Result<Option<Self>, ConfigError> {
         let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
             return Ok(None);
         };
@@ -63,7 +63,7 @@ impl Tls {
 
     /// Reads the files again; on success new connections get the new configuration, on failure
     /// the previous one stays.
-    pub fn reload(&self) -> Result<(), String> {
+    pub(crate) fn reload(&self) -> Result<(), String> {
         let config = build(&self.files)?;
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
         Ok(())
@@ -128,7 +128,7 @@ fn build(files: &Files) -> Result<ServerConfig, String> {
 /// each handshaken with the configuration current when it connected. The handshake and then the
 /// HTTP/2 preface must arrive within `HANDSHAKE_TIMEOUT` of connecting. Ends when the receiving
 /// side is dropped.
-pub fn incoming(
+pub(crate) fn incoming(
     listener: TcpListener,
     gate: Gate,
     tls: Arc<Tls>,

@@ -13,11 +13,11 @@ use scylla::value::{CqlTimestamp, CqlValue, Row};
 use std::collections::BTreeMap;
 
 /// The partition key, in order: tenant is part of it, so tenants never share a row.
-pub const KEY_COLUMNS: [&str; 3] = ["tenant", "namespace", "key"];
+pub(crate) const KEY_COLUMNS: [&str; 3] = ["tenant", "namespace", "key"];
 
 /// Every non-key column, in the order their values are bound (the last seven come from
 /// migration 0002_operations).
-pub const COLUMNS: [&str; 31] = [
+pub(crate) const COLUMNS: [&str; 31] = [
     "version",
     "status",
     "fingerprint",
@@ -55,13 +55,13 @@ pub const COLUMNS: [&str; 31] = [
 /// rewriting the others would copy a result of up to a MiB through Paxos for a counter. Not
 /// `write_id`: a hit write leaves the last full write's nonce alone (writers that predate
 /// `WRITE_MARKS` still recognise themselves by it).
-pub const HIT_COLUMNS: [&str; 3] = ["version", "dedup_hits", "history"];
+pub(crate) const HIT_COLUMNS: [&str; 3] = ["version", "dedup_hits", "history"];
 
 /// The map (migration 0004, named when only dedup hits' writes used it) of the latest writes'
 /// nonces, by slot. Every write that leaves a row puts its nonce there, so that it recognises
 /// itself even after further writes followed it (the row's `write_id` is only the last full
 /// write's).
-pub const WRITE_MARKS: &str = "hit_writes";
+pub(crate) const WRITE_MARKS: &str = "hit_writes";
 
 /// Slots of `WRITE_MARKS`: a write of version `v` takes slot `(v - 1) % MARK_SLOTS` (the version
 /// it is conditioned on), so its nonce stays until 64 more versions of the row were written — room
@@ -75,20 +75,20 @@ const MARK_SLOTS: u64 = 64;
 const MARK_TTL_SECS: i32 = 600;
 
 /// The longest TTL Cassandra and ScyllaDB accept (20 years).
-pub const MAX_TTL_SECS: i32 = 630_720_000;
+pub(crate) const MAX_TTL_SECS: i32 = 630_720_000;
 
 /// A bound value: `None` writes a null (clears the column).
-pub type Value = Option<CqlValue>;
+pub(crate) type Value = Option<CqlValue>;
 
 /// The stored `expires_at` of a record kept until it settles (`Record::expires_at` unset): the
 /// latest timestamp, so that the writes' condition `expires_at > now` holds for it (CQL conditions
 /// cannot say "or is null"), and readers that predate the rule keep the row too.
-pub const NEVER: Millis = Millis::MAX;
+pub(crate) const NEVER: Millis = Millis::MAX;
 
 /// The row TTL for `record` written at `now`: whole seconds until `expires_at`, rounded up so the
 /// row never disappears before the record expires; at least 1 for a record that expires (0 would
 /// mean "never expire"), and 0 — no TTL — for one kept until it settles.
-pub fn ttl_secs(record: &Record, now: Millis) -> i32 {
+pub(crate) fn ttl_secs(record: &Record, now: Millis) -> i32 {
     let Some(expires_at) = record.expires_at else {
         return 0;
     };
@@ -100,13 +100,13 @@ pub fn ttl_secs(record: &Record, now: Millis) -> i32 {
 }
 
 /// The partition key values of `id`.
-pub fn key_values(id: &RecordId) -> [Value; 3] {
+pub(crate) fn key_values(id: &RecordId) -> [Value; 3] {
     [text(&id.tenant), text(&id.namespace), text(&id.key)]
 }
 
 /// The values of `COLUMNS` for `record`, tagged with `write_id` (a random per-write nonce that
 /// lets an uncertain write be recognised as ours).
-pub fn column_values(record: &Record, write_id: [u8; 16]) -> Vec<Value> {
+pub(crate) fn column_values(record: &Record, write_id: [u8; 16]) -> Vec<Value> {
     let result = record.result.as_ref();
     let error = record.error.as_ref();
     vec![
@@ -160,7 +160,7 @@ fn decision_name(decision: Decision) -> &'static str {
 }
 
 /// The values of `HIT_COLUMNS` for `record`, in order.
-pub fn hit_values(record: &Record) -> Vec<Value> {
+pub(crate) fn hit_values(record: &Record) -> Vec<Value> {
     vec![
         big(record.version),
         big(record.dedup_hits),
@@ -173,7 +173,7 @@ pub fn hit_values(record: &Record) -> Vec<Value> {
 /// The values of the statement marking a write of `record` in `WRITE_MARKS` (see
 /// `statements::mark_text`): its TTL, its slot, its nonce, then the key. `row_ttl` is the TTL the
 /// write gives the row's cells (0: none).
-pub fn mark_values(record: &Record, write_id: [u8; 16], row_ttl: i32) -> Vec<Value> {
+pub(crate) fn mark_values(record: &Record, write_id: [u8; 16], row_ttl: i32) -> Vec<Value> {
     let ttl = match row_ttl {
         0 => MARK_TTL_SECS,
         row => row.min(MARK_TTL_SECS),
@@ -189,12 +189,12 @@ pub fn mark_values(record: &Record, write_id: [u8; 16], row_ttl: i32) -> Vec<Val
 }
 
 /// A timestamp value.
-pub fn timestamp(ms: Millis) -> CqlValue {
+pub(crate) fn timestamp(ms: Millis) -> CqlValue {
     CqlValue::Timestamp(CqlTimestamp(ms))
 }
 
 /// A version value (`bigint`).
-pub fn big(n: u64) -> Value {
+pub(crate) fn big(n: u64) -> Value {
     Some(CqlValue::BigInt(i64::try_from(n).unwrap_or(i64::MAX)))
 }
 
@@ -214,7 +214,7 @@ fn metadata(map: &BTreeMap<String, String>) -> Value {
 }
 
 /// The stored name of a status.
-pub fn status_name(status: Status) -> &'static str {
+pub(crate) fn status_name(status: Status) -> &'static str {
     match status {
         Status::Processing => "PROCESSING",
         Status::Succeeded => "SUCCEEDED",
@@ -239,4 +239,4 @@ mod row;
 #[cfg(test)]
 mod tests;
 
-pub use row::RowView;
+pub(crate) use row::RowView;

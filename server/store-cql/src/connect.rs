@@ -111,7 +111,7 @@ impl ConnectError {
 }
 
 /// Checks `--cql-keyspace`: an unquoted CQL identifier in lower case (what CQL folds it to).
-pub fn check_keyspace(name: &str) -> Result<(), ConnectError> {
+pub(crate) fn check_keyspace(name: &str) -> Result<(), ConnectError> {
     let ok = name.len() <= 48
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
@@ -127,7 +127,7 @@ pub fn check_keyspace(name: &str) -> Result<(), ConnectError> {
 }
 
 /// The consistency levels the settings ask for.
-pub fn levels(config: &CqlConfig) -> Levels {
+pub(crate) fn levels(config: &CqlConfig) -> Levels {
     let serial = match config.serial_consistency {
         SerialLevel::Serial => SerialConsistency::Serial,
         SerialLevel::LocalSerial => SerialConsistency::LocalSerial,
@@ -136,7 +136,7 @@ pub fn levels(config: &CqlConfig) -> Levels {
 }
 
 /// Opens a session to the cluster (no keyspace selected).
-pub async fn session(config: &CqlConfig) -> Result<Session, ConnectError> {
+pub(crate) async fn session(config: &CqlConfig) -> Result<Session, ConnectError> {
     config.validate().map_err(|e| ConnectError::Flag(e.0))?;
     check_keyspace(&config.keyspace)?;
     let nodes: Vec<&str> = config

@@ -9,7 +9,7 @@ use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 
 /// What a failed request means.
 #[derive(Debug)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The cluster refused the statement itself (invalid, unauthorized, unknown table): retrying
     /// will not help.
     Refused(String),
@@ -21,7 +21,7 @@ pub enum Failure {
 
 impl Failure {
     /// The error a read (or a settled write) reports for this failure.
-    pub fn into_store_error(self) -> StoreError {
+    pub(crate) fn into_store_error(self) -> StoreError {
         match self {
             Failure::Refused(msg) => StoreError::Internal(msg),
             Failure::NotSent(msg) | Failure::MaybeRan(msg) => StoreError::Unavailable(msg),
@@ -30,7 +30,7 @@ impl Failure {
 }
 
 /// Classifies an execution error.
-pub fn classify(error: &ExecutionError) -> Failure {
+pub(crate) fn classify(error: &ExecutionError) -> Failure {
     let msg = error.to_string();
     match error {
         ExecutionError::BadQuery(_) => Failure::Refused(msg),
@@ -44,7 +44,7 @@ pub fn classify(error: &ExecutionError) -> Failure {
 }
 
 /// Classifies the error of one attempt (`msg`: the message to carry).
-pub fn classify_attempt(error: &RequestAttemptError, msg: String) -> Failure {
+pub(crate) fn classify_attempt(error: &RequestAttemptError, msg: String) -> Failure {
     match error {
         RequestAttemptError::SerializationError(_)
         | RequestAttemptError::CqlRequestSerialization(_) => Failure::Refused(msg),

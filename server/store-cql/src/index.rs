@@ -29,15 +29,15 @@ use scylla::value::CqlValue;
 use sha2::{Digest, Sha256};
 
 /// Partitions one bucket of one scope is spread over.
-pub const SHARDS: i32 = 16;
+pub(crate) const SHARDS: i32 = 16;
 /// The scope of the buckets shared by every tenant (those the needs-attention metric counts).
-pub const SHARED_SCOPE: &str = "*";
+pub(crate) const SHARED_SCOPE: &str = "*";
 /// How old a row that points at a newer version than its record's must be before a reader deems
 /// its transition failed and deletes it (a transition in flight writes its row first).
-pub const STALE_AFTER_MS: Millis = 5 * 60_000;
+pub(crate) const STALE_AFTER_MS: Millis = 5 * 60_000;
 
 /// The stored name of a bucket.
-pub fn bucket_name(bucket: Bucket) -> &'static str {
+pub(crate) fn bucket_name(bucket: Bucket) -> &'static str {
     match bucket {
         Bucket::Stored(status) => codec::status_name(status),
         Bucket::ProcessingAtMostOnce => "PROCESSING_AT_MOST_ONCE",
@@ -46,7 +46,7 @@ pub fn bucket_name(bucket: Bucket) -> &'static str {
 
 /// The partition scope of `bucket` for `tenant`: shared by all tenants for the buckets counted
 /// for attention, the tenant's own otherwise.
-pub fn scope(bucket: Bucket, tenant: &str) -> &str {
+pub(crate) fn scope(bucket: Bucket, tenant: &str) -> &str {
     match Attention::buckets().contains(&bucket) {
         true => SHARED_SCOPE,
         false => tenant,
@@ -54,7 +54,7 @@ pub fn scope(bucket: Bucket, tenant: &str) -> &str {
 }
 
 /// The shard of a record: a hash of its id, modulo `SHARDS`.
-pub fn shard(id: &RecordId) -> i32 {
+pub(crate) fn shard(id: &RecordId) -> i32 {
     let mut hash = Sha256::new();
     for part in [&id.tenant, &id.namespace, &id.key] {
         hash.update((part.len() as u64).to_be_bytes());
@@ -67,7 +67,7 @@ pub fn shard(id: &RecordId) -> i32 {
 /// The write timestamp of `record`'s index rows: its created_at (ms) << 20, plus its version.
 /// Grows with every transition, and a new incarnation of a key (created after the old one
 /// expired, at least a minute of retention later) starts above anything the old one reached.
-pub fn write_timestamp(record: &Record) -> i64 {
+pub(crate) fn write_timestamp(record: &Record) -> i64 {
     record
         .created_at
         .max(0)
@@ -76,7 +76,7 @@ pub fn write_timestamp(record: &Record) -> i64 {
 }
 
 /// The index statements.
-pub struct IndexStatements {
+pub(crate) struct IndexStatements {
     /// Binds scope, bucket, shard, tenant, namespace, key, version, lease_expires_at,
     /// written_at, then the TTL and the timestamp.
     pub put_status: PreparedStatement,
@@ -104,7 +104,7 @@ pub struct IndexStatements {
 }
 
 /// The columns of a listed record: every record column but the large or unused ones.
-pub fn listed_columns() -> Vec<&'static str> {
+pub(crate) fn listed_columns() -> Vec<&'static str> {
     codec::COLUMNS
         .iter()
         .copied()
@@ -118,7 +118,7 @@ const ENTRY_COLUMNS: &str =
 
 impl IndexStatements {
     /// Prepares them against `keyspace`; fails when migration 0003 has not run.
-    pub async fn prepare(
+    pub(crate) async fn prepare(
         session: &Session,
         keyspace: &str,
         levels: Levels,
@@ -188,7 +188,7 @@ impl IndexStatements {
 
 /// The key that signs this keyspace's page tokens: made by the first server that asks (a
 /// lightweight transaction, so concurrent starts agree), read at SERIAL by every server.
-pub async fn page_token_key(
+pub(crate) async fn page_token_key(
     session: &Session,
     keyspace: &str,
     levels: Levels,
@@ -217,14 +217,14 @@ pub async fn page_token_key(
 
 /// A record's row in `records_by_status`: where it is and what it says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StatusRow {
+pub(crate) struct StatusRow {
     pub bucket: Bucket,
     pub id: RecordId,
 }
 
 impl StatusRow {
     /// The row of `record`; `None` for a tombstone (never listed).
-    pub fn of(record: &Record) -> Option<Self> {
+    pub(crate) fn of(record: &Record) -> Option<Self> {
         Bucket::of(record).map(|bucket| Self {
             bucket,
             id: record.id.clone(),
@@ -232,7 +232,7 @@ impl StatusRow {
     }
 
     /// Its primary key values: scope, bucket, shard, tenant, namespace, key.
-    pub fn key_values(&self) -> Vec<Value> {
+    pub(crate) fn key_values(&self) -> Vec<Value> {
         vec![
             text(scope(self.bucket, &self.id.tenant)),
             text(bucket_name(self.bucket)),
@@ -245,7 +245,7 @@ impl StatusRow {
 }
 
 /// The values of `put_status` for `record` written at `now`.
-pub fn put_status_values(row: &StatusRow, record: &Record, now: Millis) -> Vec<Value> {
+pub(crate) fn put_status_values(row: &StatusRow, record: &Record, now: Millis) -> Vec<Value> {
     let mut values = row.key_values();
     values.extend([
         codec::big(record.version),
@@ -258,14 +258,14 @@ pub fn put_status_values(row: &StatusRow, record: &Record, now: Millis) -> Vec<V
 }
 
 /// The values of `delete_status` for `row`, at write time `timestamp`.
-pub fn delete_status_values(row: &StatusRow, timestamp: i64) -> Vec<Value> {
+pub(crate) fn delete_status_values(row: &StatusRow, timestamp: i64) -> Vec<Value> {
     let mut values = vec![Some(CqlValue::BigInt(timestamp))];
     values.extend(row.key_values());
     values
 }
 
 /// The primary key values of `record`'s row in `records_by_parent`, if it names a parent.
-pub fn child_key_values(record: &Record) -> Option<Vec<Value>> {
+pub(crate) fn child_key_values(record: &Record) -> Option<Vec<Value>> {
     let parent = record.parent.as_ref()?;
     Some(vec![
         text(&record.id.tenant),
@@ -277,7 +277,7 @@ pub fn child_key_values(record: &Record) -> Option<Vec<Value>> {
 }
 
 /// The values of `put_child` for `record` written at `now`, if it names a parent.
-pub fn put_child_values(record: &Record, now: Millis) -> Option<Vec<Value>> {
+pub(crate) fn put_child_values(record: &Record, now: Millis) -> Option<Vec<Value>> {
     let mut values = child_key_values(record)?;
     values.extend([
         codec::big(record.version),
@@ -289,7 +289,7 @@ pub fn put_child_values(record: &Record, now: Millis) -> Option<Vec<Value>> {
 }
 
 /// The values of `delete_child` for the child row `key_values`, at write time `timestamp`.
-pub fn delete_child_values(key_values: Vec<Value>, timestamp: i64) -> Vec<Value> {
+pub(crate) fn delete_child_values(key_values: Vec<Value>, timestamp: i64) -> Vec<Value> {
     let mut values = vec![Some(CqlValue::BigInt(timestamp))];
     values.extend(key_values);
     values
@@ -304,7 +304,7 @@ fn text(s: &str) -> Value {
 /// where the row says (`in_place`): a row is kept while its record is there, and while it may
 /// belong to a transition still in flight (its version is ahead of the record's, and it is
 /// young).
-pub fn is_stale(
+pub(crate) fn is_stale(
     record: Option<&Record>,
     in_place: bool,
     row_version: u64,

@@ -29,6 +29,8 @@
 //! This module must not decide ledger transitions (the engine does) nor write plain, non-conditional
 //! statements to the records table: mixing them with LWTs on one row breaks linearizability.
 
+#![warn(unreachable_pub)]
+
 mod attention;
 mod codec;
 mod config;

@@ -28,16 +28,16 @@ use oncekey_store::StoreError;
 use scylla::value::CqlValue;
 
 /// The bucket of intent rows (never a listing bucket).
-pub const PENDING_BUCKET: &str = "PENDING_INSERT";
+pub(crate) const PENDING_BUCKET: &str = "PENDING_INSERT";
 /// Intents younger than this belong to inserts most likely still in flight: readers leave them.
-pub const PENDING_GRACE_MS: Millis = 2_000;
+pub(crate) const PENDING_GRACE_MS: Millis = 2_000;
 /// Separates the key from the attempt's nonce in an intent row's `key` column (keys hold no
 /// control characters).
 const NONCE_SEPARATOR: char = '\u{1f}';
 
 /// One insert attempt's intent: the record's id, and the attempt's nonce.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Intent {
+pub(crate) struct Intent {
     pub id: RecordId,
     pub nonce: [u8; 8],
     /// The write timestamp of its row (deleted at it).

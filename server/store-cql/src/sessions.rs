@@ -13,7 +13,7 @@ use scylla::client::session::Session;
 use std::sync::{Arc, RwLock};
 
 /// The current session, and the settings to open a new one with.
-pub struct Sessions {
+pub(crate) struct Sessions {
     current: RwLock<Arc<Session>>,
     /// `None` for a store opened on a session it was given (`CqlStore::open`).
     config: Option<CqlConfig>,
@@ -21,7 +21,7 @@ pub struct Sessions {
 
 impl Sessions {
     /// `session`, opened with `config` when known.
-    pub fn new(session: Arc<Session>, config: Option<CqlConfig>) -> Self {
+    pub(crate) fn new(session: Arc<Session>, config: Option<CqlConfig>) -> Self {
         Self {
             current: RwLock::new(session),
             config,
@@ -29,7 +29,7 @@ impl Sessions {
     }
 
     /// The session requests go through now.
-    pub fn current(&self) -> Arc<Session> {
+    pub(crate) fn current(&self) -> Arc<Session> {
         self.current
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// The table holding the records (inside the configured keyspace).
-pub const RECORDS: &str = "records";
+pub(crate) const RECORDS: &str = "records";
 
 /// Consistency levels for one deployment: QUORUM, or LOCAL_QUORUM when a local datacenter is
 /// configured, for reads and commits; SERIAL (the default, also with a local datacenter) or
@@ -57,7 +57,7 @@ impl Levels {
 /// The store's prepared statements. Every write that leaves a row is a conditional batch ending
 /// with `mark_text` (values: `codec::mark_values`), which puts the write's nonce in
 /// `codec::WRITE_MARKS`: a write recognises itself by it after further writes followed it.
-pub struct Statements {
+pub(crate) struct Statements {
     /// The record of a key at QUORUM.
     pub read: PreparedStatement,
     /// The record of a key at SERIAL: sees every accepted Paxos proposal.
@@ -92,7 +92,7 @@ fn where_key() -> String {
 }
 
 /// `SELECT <columns> FROM ks.records WHERE <key>`.
-pub fn select_text(keyspace: &str) -> String {
+pub(crate) fn select_text(keyspace: &str) -> String {
     format!(
         "SELECT {} FROM {keyspace}.{RECORDS} WHERE {}",
         COLUMNS.join(", "),
@@ -101,7 +101,7 @@ pub fn select_text(keyspace: &str) -> String {
 }
 
 /// `select_text` with `WRITE_MARKS`: the row as read to settle a conditional write's answer.
-pub fn select_serial_text(keyspace: &str) -> String {
+pub(crate) fn select_serial_text(keyspace: &str) -> String {
     format!(
         "SELECT {}, {WRITE_MARKS} FROM {keyspace}.{RECORDS} WHERE {}",
         COLUMNS.join(", "),
@@ -111,7 +111,7 @@ pub fn select_serial_text(keyspace: &str) -> String {
 
 /// `UPDATE … USING TTL ? SET hit_writes[?] = ? WHERE <key>`: unconditional, so only ever the
 /// last statement of a conditional batch (see `Statements`).
-pub fn mark_text(keyspace: &str) -> String {
+pub(crate) fn mark_text(keyspace: &str) -> String {
     format!(
         "UPDATE {keyspace}.{RECORDS} USING TTL ? SET {WRITE_MARKS}[?] = ? WHERE {}",
         where_key()
@@ -119,7 +119,7 @@ pub fn mark_text(keyspace: &str) -> String {
 }
 
 /// `INSERT … IF NOT EXISTS USING TTL ?` (that order: the condition comes before USING).
-pub fn insert_text(keyspace: &str) -> String {
+pub(crate) fn insert_text(keyspace: &str) -> String {
     let names: Vec<&str> = KEY_COLUMNS.iter().chain(COLUMNS.iter()).copied().collect();
     let marks = vec!["?"; names.len()].join(", ");
     format!(
@@ -129,7 +129,7 @@ pub fn insert_text(keyspace: &str) -> String {
 }
 
 /// `INSERT INTO … (<key>) VALUES (…) IF NOT EXISTS USING TTL 1`: only the row marker.
-pub fn insert_key_text(keyspace: &str) -> String {
+pub(crate) fn insert_key_text(keyspace: &str) -> String {
     let marks = vec!["?"; KEY_COLUMNS.len()].join(", ");
     format!(
         "INSERT INTO {keyspace}.{RECORDS} ({}) VALUES ({marks}) IF NOT EXISTS USING TTL 1",
@@ -139,7 +139,7 @@ pub fn insert_key_text(keyspace: &str) -> String {
 
 /// `UPDATE … USING TTL 0 SET <every column> WHERE <key>`: unconditional, so only ever part of a
 /// conditional batch (never a plain write on the records table).
-pub fn set_text(keyspace: &str) -> String {
+pub(crate) fn set_text(keyspace: &str) -> String {
     let sets: Vec<String> = COLUMNS.iter().map(|c| format!("{c} = ?")).collect();
     format!(
         "UPDATE {keyspace}.{RECORDS} USING TTL 0 SET {} WHERE {}",
@@ -149,7 +149,7 @@ pub fn set_text(keyspace: &str) -> String {
 }
 
 /// `UPDATE … USING TTL ? SET <every column> WHERE <key> IF <condition>`.
-pub fn update_text(keyspace: &str, condition: &str) -> String {
+pub(crate) fn update_text(keyspace: &str, condition: &str) -> String {
     update_columns_text(keyspace, &COLUMNS, condition)
 }
 
@@ -164,7 +164,7 @@ fn update_columns_text(keyspace: &str, columns: &[&str], condition: &str) -> Str
 }
 
 /// `DELETE … WHERE <key> IF version = ? AND expires_at > ?`.
-pub fn delete_text(keyspace: &str) -> String {
+pub(crate) fn delete_text(keyspace: &str) -> String {
     format!(
         "DELETE FROM {keyspace}.{RECORDS} WHERE {} IF version = ? AND expires_at > ?",
         where_key()
@@ -197,7 +197,7 @@ fn replace_condition() -> &'static str {
 
 impl Statements {
     /// Prepares every statement against `keyspace`; fails when the table does not exist.
-    pub async fn prepare(
+    pub(crate) async fn prepare(
         session: &Session,
         keyspace: &str,
         levels: Levels,

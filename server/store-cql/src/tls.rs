@@ -22,7 +22,7 @@ fn file_error(flag: &str, path: &Path, e: impl std::fmt::Display) -> String {
 }
 
 /// The driver's TLS context for these settings; `None` when TLS is off.
-pub fn context(args: &CqlTlsConfig) -> Result<Option<OpenSsl010Config>, String> {
+pub(crate) fn context(args: &CqlTlsConfig) -> Result<Option<OpenSsl010Config>, String> {
     if !args.enabled() {
         return Ok(None);
     }

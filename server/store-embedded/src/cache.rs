@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 const SHARDS: usize = 64;
 
 /// A cache of encoded records keyed by encoded id.
-pub struct Cache {
+pub(crate) struct Cache {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
     /// Bytes one shard may hold.
@@ -37,7 +37,7 @@ struct Shard {
 }
 
 /// What a lookup found.
-pub enum Lookup {
+pub(crate) enum Lookup {
     /// The stored bytes.
     Hit(Arc<[u8]>),
     /// Not cached: read the store, then `fill` with this ticket.
@@ -45,14 +45,14 @@ pub enum Lookup {
 }
 
 /// Where and when a lookup missed.
-pub struct Ticket {
+pub(crate) struct Ticket {
     hash: u64,
     generation: u64,
 }
 
 impl Cache {
     /// A cache holding at most about `budget` bytes.
-    pub fn new(budget: usize) -> Self {
+    pub(crate) fn new(budget: usize) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: RandomState::new(),
@@ -67,7 +67,7 @@ impl Cache {
     }
 
     /// The cached bytes of `key`, or a ticket to fill it with.
-    pub fn lookup(&self, key: &[u8]) -> Lookup {
+    pub(crate) fn lookup(&self, key: &[u8]) -> Lookup {
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash);
         match shard.entries.get(key) {
@@ -81,7 +81,7 @@ impl Cache {
 
     /// Caches `value`, read from the store after `ticket`'s lookup, unless a write to the shard
     /// happened since or is happening to this key (it would be stale), or it is too large.
-    pub fn fill(&self, key: &[u8], value: &[u8], ticket: Ticket) {
+    pub(crate) fn fill(&self, key: &[u8], value: &[u8], ticket: Ticket) {
         let size = key.len() + value.len();
         if size > self.shard_budget / 8 {
             return;
@@ -111,7 +111,7 @@ impl Cache {
 
     /// A batch is about to commit changes to `keys`: drop them, and keep them out until
     /// `end_write`.
-    pub fn begin_write<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
+    pub(crate) fn begin_write<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
         for key in keys {
             let hash = self.hasher.hash_one(key);
             let mut shard = self.shard(hash);
@@ -125,7 +125,7 @@ impl Cache {
 
     /// The batch `begin_write` announced is committed (or failed): its keys may be cached again,
     /// from reads that start from now on.
-    pub fn end_write<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
+    pub(crate) fn end_write<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
         for key in keys {
             let hash = self.hasher.hash_one(key);
             let mut shard = self.shard(hash);
@@ -141,7 +141,7 @@ impl Cache {
 
     /// Bytes held now.
     #[cfg(test)]
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.shards
             .iter()
             .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).bytes)

@@ -15,12 +15,12 @@ mod bucket;
 mod id;
 mod summary;
 
-pub use bucket::bucket_code;
+pub(crate) use bucket::bucket_code;
 use bucket::bucket_of_codes;
-pub use id::{decode_id, encode_id, id_prefix, tenant_part};
+pub(crate) use id::{decode_id, encode_id, id_prefix, tenant_part};
 
 /// The parent a stored record names, read without decoding the rest of it.
-pub fn parent(bytes: &[u8]) -> Result<Option<ParentRef>, StoreError> {
+pub(crate) fn parent(bytes: &[u8]) -> Result<Option<ParentRef>, StoreError> {
     #[derive(Clone, PartialEq, Message)]
     struct ParentOnly {
         #[prost(string, optional, tag = "11")]
@@ -150,10 +150,10 @@ fn expiry_from(stored: i64) -> Option<Millis> {
 }
 
 /// Encoded outcomes at least this large are stored apart from their record.
-pub const OUTCOME_APART_BYTES: usize = 4096;
+pub(crate) const OUTCOME_APART_BYTES: usize = 4096;
 
 /// A record as the tables store it: its row and, when large, its outcome apart.
-pub struct Encoded {
+pub(crate) struct Encoded {
     pub row: Vec<u8>,
     pub outcome: Option<Vec<u8>>,
 }
@@ -210,7 +210,7 @@ fn status_from(code: i32) -> Result<Status, StoreError> {
 }
 
 /// Encodes a record's fields (its id is the table key), with a large outcome apart.
-pub fn encode_record(record: &Record) -> Encoded {
+pub(crate) fn encode_record(record: &Record) -> Encoded {
     let mut outcome = StoredOutcome {
         result: record.result.as_ref().map(|r| StoredResult {
             code: r.code,
@@ -268,13 +268,13 @@ pub fn encode_record(record: &Record) -> Encoded {
 
 /// When a record encoded by `encode_record` expires (`None`: not before it settles), without
 /// decoding the rest of it.
-pub fn expires_at(bytes: &[u8]) -> Result<Option<Millis>, StoreError> {
+pub(crate) fn expires_at(bytes: &[u8]) -> Result<Option<Millis>, StoreError> {
     head(bytes).map(|h| h.expires_at)
 }
 
 /// The fields of a stored record a conditional write checks, read without decoding the rest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Head {
+pub(crate) struct Head {
     pub version: u64,
     /// `None`: kept until it settles.
     pub expires_at: Option<Millis>,
@@ -287,7 +287,7 @@ pub struct Head {
 }
 
 /// The `Head` of a record encoded by `encode_record`.
-pub fn head(bytes: &[u8]) -> Result<Head, StoreError> {
+pub(crate) fn head(bytes: &[u8]) -> Result<Head, StoreError> {
     /// The fields of `StoredRecord` this needs; prost skips the others.
     #[derive(Clone, PartialEq, Message)]
     struct HeadOnly {
@@ -317,17 +317,17 @@ pub fn head(bytes: &[u8]) -> Result<Head, StoreError> {
 
 impl Head {
     /// Whether the record is live at `now` (the same rule as `Record::is_expired`).
-    pub fn is_live(&self, now: Millis) -> bool {
+    pub(crate) fn is_live(&self, now: Millis) -> bool {
         self.expires_at.is_none_or(|at| at > now)
     }
 }
 
 /// A decoder of a stored record: `decode_record` or `decode_brief`.
-pub type Decode = fn(RecordId, &[u8], Option<&[u8]>) -> Result<Record, StoreError>;
+pub(crate) type Decode = fn(RecordId, &[u8], Option<&[u8]>) -> Result<Record, StoreError>;
 
 /// Decodes what `encode_record` wrote for `id`: its row and, if the row says it is stored apart,
 /// its outcome.
-pub fn decode_record(
+pub(crate) fn decode_record(
     id: RecordId,
     row: &[u8],
     outcome: Option<&[u8]>,
@@ -336,7 +336,7 @@ pub fn decode_record(
 }
 
 /// `decode_record`, leaving the receipt history out (empty).
-pub fn decode_brief(
+pub(crate) fn decode_brief(
     id: RecordId,
     row: &[u8],
     outcome: Option<&[u8]>,
@@ -385,7 +385,7 @@ impl Message for WithoutHistory {
 
 /// `decode_brief`, leaving out the result body and the error details too (empty): what a listing
 /// shows. An outcome stored apart is decoded without copying them.
-pub fn decode_listed(
+pub(crate) fn decode_listed(
     id: RecordId,
     row: &[u8],
     outcome: Option<&[u8]>,

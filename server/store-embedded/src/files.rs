@@ -7,13 +7,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Makes `dir`'s entries (a new or renamed file) survive a crash.
-pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
 /// Replaces `dir/name` with `bytes` atomically and returns the new file, open for writing. When
 /// `aside` is given, the old file (if any) is renamed to it first.
-pub fn replace(
+pub(crate) fn replace(
     dir: &Path,
     name: &str,
     bytes: &[u8],
@@ -41,7 +41,7 @@ pub fn replace(
 }
 
 /// Where `dir/name` goes when it is set aside: `NAME.discarded-<unix ms>`.
-pub fn aside_name(dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn aside_name(dir: &Path, name: &str) -> PathBuf {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
@@ -49,7 +49,7 @@ pub fn aside_name(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// The size of `path`, or `None` when it does not exist.
-pub fn size(path: &Path) -> std::io::Result<Option<u64>> {
+pub(crate) fn size(path: &Path) -> std::io::Result<Option<u64>> {
     match std::fs::metadata(path) {
         Ok(meta) => Ok(Some(meta.len())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),

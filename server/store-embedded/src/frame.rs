@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 /// "OKW1": the start of every frame.
 const MAGIC: u32 = 0x4F4B_5731;
 /// magic (4) + sequence (8) + payload length (4) + checksum (8).
-pub const HEADER: usize = 24;
+pub(crate) const HEADER: usize = 24;
 const PUT: u8 = 1;
 const REMOVE: u8 = 2;
 const PUT_OUTCOME: u8 = 3;
@@ -32,14 +32,14 @@ const HEADER_KEY: &[u8] = b"\xffoncekey-wal-header:";
 /// little-endian).
 const MARK_KEY: &[u8] = b"\xffoncekey-wal-mark:";
 /// The bytes of a mark frame.
-pub const MARK_LEN: usize = HEADER + 1 + 4 + MARK_KEY.len() + 16;
+pub(crate) const MARK_LEN: usize = HEADER + 1 + 4 + MARK_KEY.len() + 16;
 /// The largest payload a frame's length field can say.
-pub const MAX_PAYLOAD: usize = u32::MAX as usize;
+pub(crate) const MAX_PAYLOAD: usize = u32::MAX as usize;
 
 /// A batch whose effects are too large for one frame; nothing was encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("a log frame of {bytes} bytes of effects is over the limit of {max}")]
-pub struct TooLarge {
+pub(crate) struct TooLarge {
     /// The payload the effects would take.
     pub bytes: usize,
     /// The most a frame holds.
@@ -48,7 +48,7 @@ pub struct TooLarge {
 
 /// One change to the records and outcomes tables, as the log stores it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Effect {
+pub(crate) enum Effect {
     /// The record stored under `key` is now `value`.
     Put { key: Vec<u8>, value: Vec<u8> },
     /// No record is stored under `key` (nor its outcome).
@@ -61,7 +61,7 @@ pub enum Effect {
 
 impl Effect {
     /// The key the effect changes.
-    pub fn key(&self) -> &[u8] {
+    pub(crate) fn key(&self) -> &[u8] {
         match self {
             Effect::Put { key, .. }
             | Effect::Remove { key }
@@ -73,14 +73,14 @@ impl Effect {
 
 /// A frame read back: a batch's sequence number and its effects.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Frame {
+pub(crate) struct Frame {
     pub seq: u64,
     pub effects: Vec<Effect>,
 }
 
 impl Frame {
     /// The generation this frame names, if it is a log header.
-    pub fn generation(&self) -> Option<u64> {
+    pub(crate) fn generation(&self) -> Option<u64> {
         match (self.seq, self.effects.as_slice()) {
             (0, [Effect::RemoveOutcome { key }]) => {
                 let tail = key.strip_prefix(HEADER_KEY)?;
@@ -91,7 +91,7 @@ impl Frame {
     }
 
     /// The generation and the mark this frame carries, if it is a mark frame.
-    pub fn mark(&self) -> Option<(u64, u64)> {
+    pub(crate) fn mark(&self) -> Option<(u64, u64)> {
         match (self.seq, self.effects.as_slice()) {
             (0, [Effect::RemoveOutcome { key }]) => {
                 let tail = key.strip_prefix(MARK_KEY)?;
@@ -108,7 +108,7 @@ impl Frame {
 
 /// Why the bytes at some offset are not a frame of this store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Defect {
+pub(crate) enum Defect {
     /// They do not start with a frame's magic number.
     NoFrame,
     /// A frame starts there but its header or payload runs past the end of the log.
@@ -145,7 +145,7 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// The payload `effects` take in a frame.
-pub fn payload_len(effects: &[Effect]) -> usize {
+pub(crate) fn payload_len(effects: &[Effect]) -> usize {
     effects
         .iter()
         .map(|effect| match effect {
@@ -158,7 +158,12 @@ pub fn payload_len(effects: &[Effect]) -> usize {
 }
 
 /// Appends one frame to `out`; refused when the effects take more than `MAX_PAYLOAD` bytes.
-pub fn encode(out: &mut Vec<u8>, id: u64, seq: u64, effects: &[Effect]) -> Result<(), TooLarge> {
+pub(crate) fn encode(
+    out: &mut Vec<u8>,
+    id: u64,
+    seq: u64,
+    effects: &[Effect],
+) -> Result<(), TooLarge> {
     encode_within(out, id, seq, effects, MAX_PAYLOAD)
 }
 
@@ -201,7 +206,7 @@ fn encode_within(
 }
 
 /// Appends the header frame of a log of store `id`, generation `generation`, to `out`.
-pub fn encode_header(out: &mut Vec<u8>, id: u64, generation: u64) {
+pub(crate) fn encode_header(out: &mut Vec<u8>, id: u64, generation: u64) {
     let mut key = HEADER_KEY.to_vec();
     key.extend_from_slice(&generation.to_le_bytes());
     encode(out, id, 0, &[Effect::RemoveOutcome { key }]).expect("a small frame");
@@ -209,7 +214,7 @@ pub fn encode_header(out: &mut Vec<u8>, id: u64, generation: u64) {
 
 /// Appends a mark frame (`MARK_LEN` bytes) of a log of store `id`, generation `generation`,
 /// saying that the log durably held every frame up to sequence number `mark`, to `out`.
-pub fn encode_mark(out: &mut Vec<u8>, id: u64, generation: u64, mark: u64) {
+pub(crate) fn encode_mark(out: &mut Vec<u8>, id: u64, generation: u64, mark: u64) {
     let mut key = MARK_KEY.to_vec();
     key.extend_from_slice(&generation.to_le_bytes());
     key.extend_from_slice(&mark.to_le_bytes());
@@ -217,7 +222,7 @@ pub fn encode_mark(out: &mut Vec<u8>, id: u64, generation: u64, mark: u64) {
 }
 
 /// The frame of store `id` at the start of `bytes` and its length.
-pub fn decode(bytes: &[u8], id: u64) -> Result<(Frame, usize), Defect> {
+pub(crate) fn decode(bytes: &[u8], id: u64) -> Result<(Frame, usize), Defect> {
     if bytes.get(..4) != Some(&MAGIC.to_le_bytes()[..]) {
         return Err(match MAGIC.to_le_bytes().starts_with(bytes) {
             true => Defect::Incomplete,
@@ -271,7 +276,7 @@ fn take_bytes(bytes: &[u8]) -> Option<(Vec<u8>, &[u8])> {
 }
 
 /// The next offset at or after `from` where a frame's magic number starts.
-pub fn next_magic(bytes: &[u8], from: usize) -> Option<usize> {
+pub(crate) fn next_magic(bytes: &[u8], from: usize) -> Option<usize> {
     let magic = MAGIC.to_le_bytes();
     bytes
         .get(from..)?

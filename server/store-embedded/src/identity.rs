@@ -14,7 +14,7 @@ pub const ID_FILE: &str = "oncekey.id";
 
 /// What the identity file says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Identity {
+pub(crate) enum Identity {
     /// There is none: a new data directory, or one a version without identity files wrote.
     Absent,
     /// The directory holds the store with this id.
@@ -24,12 +24,12 @@ pub enum Identity {
 }
 
 /// A store id as it is written: 16 hex digits.
-pub fn show(id: u64) -> String {
+pub(crate) fn show(id: u64) -> String {
     format!("{id:016x}")
 }
 
 /// Reads the identity file of `dir` (never changes it).
-pub fn read(dir: &Path) -> std::io::Result<Identity> {
+pub(crate) fn read(dir: &Path) -> std::io::Result<Identity> {
     let text = match std::fs::read(dir.join(ID_FILE)) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Identity::Absent),
@@ -58,7 +58,7 @@ fn parse(bytes: &[u8]) -> Identity {
 }
 
 /// Writes (or replaces) the identity file of `dir` for store `id`.
-pub fn write(dir: &Path, id: u64) -> std::io::Result<()> {
+pub(crate) fn write(dir: &Path, id: u64) -> std::io::Result<()> {
     let text = format!(
         "# Oncekey embedded store: this data directory holds the store below (oncekey.redb and its\n\
          # write-ahead log oncekey.wal carry the same id). Do not delete or edit this file: without\n\

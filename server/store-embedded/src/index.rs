@@ -16,15 +16,11 @@
 
 use super::codec::{self, Head};
 use super::pending::{Change, Moves};
-use super::{internal, RECORDS};
+use super::{internal, CHILDREN, LISTING, RECORDS};
 use oncekey_ledger::ParentRef;
 use oncekey_store::StoreError;
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 
-/// (bucket code, id bytes) → ().
-pub(super) const LISTING: TableDefinition<(u8, &[u8]), ()> = TableDefinition::new("listing");
-/// (parent id bytes, id bytes) → ().
-pub(super) const CHILDREN: TableDefinition<(&[u8], &[u8]), ()> = TableDefinition::new("children");
 /// name → value: `PAGE_TOKEN_KEY`, `BUILT`.
 const LISTING_META: TableDefinition<&str, &[u8]> = TableDefinition::new("listing_meta");
 /// The key that signs page tokens (32 random bytes, made with the database).

@@ -14,6 +14,8 @@
 //! meanwhile — a lost database file, a log damaged before intact frames — and refuses to start
 //! otherwise, unless told to accept the loss (`recovery`).
 
+#![warn(unreachable_pub)]
+
 mod cache;
 mod codec;
 mod files;
@@ -57,6 +59,10 @@ const RECORDS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("records");
 const EXPIRY: TableDefinition<(i64, &[u8]), ()> = TableDefinition::new("expiry");
 /// id bytes → a record's large outcome, stored apart from it (see `codec`).
 const OUTCOMES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("outcomes");
+/// The listing index (`index`): (bucket code, id bytes) → ().
+const LISTING: TableDefinition<(u8, &[u8]), ()> = TableDefinition::new("listing");
+/// The children index (`index`): (parent id bytes, id bytes) → ().
+const CHILDREN: TableDefinition<(&[u8], &[u8]), ()> = TableDefinition::new("children");
 
 /// The page cache when none is given: redb's own default, 1 GiB.
 pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;

@@ -6,9 +6,10 @@
 //! have expired).
 
 use super::codec::{self, bucket_code};
-use super::index::{parent_key, CHILDREN, LISTING};
+use super::index::parent_key;
 use super::pending::Moves;
 use super::{internal, EmbeddedStore, OUTCOMES, RECORDS};
+use super::{CHILDREN, LISTING};
 use oncekey_ledger::{Attention, AttentionCounts, Millis, Record};
 use oncekey_store::{ListPage, ListQuery, StoreError};
 use redb::{ReadOnlyTable, ReadableDatabase};

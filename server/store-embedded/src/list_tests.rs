@@ -239,7 +239,7 @@ async fn a_database_without_listing_indexes_gets_them_when_opened() {
 /// The listing table's rows as stored: (bucket code, id bytes).
 fn listing_rows(store: &EmbeddedStore) -> Vec<(u8, Vec<u8>)> {
     let txn = store.db.begin_read().unwrap();
-    let table = txn.open_table(index::LISTING).unwrap();
+    let table = txn.open_table(super::LISTING).unwrap();
     redb::ReadableTable::iter(&table)
         .unwrap()
         .map(|row| {

@@ -30,7 +30,7 @@ const CLEAN: &str = "clean_shutdown";
 
 /// What the `meta` table says.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Meta {
+pub(crate) struct Meta {
     /// The store's id, if the database has one (versions before the log had none).
     pub id: Option<u64>,
     /// The last log frame the database holds.
@@ -46,7 +46,7 @@ pub struct Meta {
 
 /// What the database knows of the log of its current generation.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct LogMeta {
+pub(crate) struct LogMeta {
     /// The generation.
     pub generation: u64,
     /// The last frame the database held when the log was made.
@@ -56,7 +56,7 @@ pub struct LogMeta {
 }
 
 /// Reads the `meta` table of `db` (empty for a new database).
-pub fn read(db: &Database) -> Result<Meta, StoreError> {
+pub(crate) fn read(db: &Database) -> Result<Meta, StoreError> {
     let txn = db.begin_read().map_err(internal)?;
     let table = match txn.open_table(META) {
         Ok(table) => table,
@@ -89,7 +89,7 @@ pub fn read(db: &Database) -> Result<Meta, StoreError> {
 
 /// Records in `txn` that the database is store `id`, its log generation is `generation` (after
 /// `previous`) with marks, starting after frame `seq`, and that a run has opened it.
-pub fn set_opened(
+pub(crate) fn set_opened(
     txn: &WriteTransaction,
     id: u64,
     generation: u64,
@@ -113,21 +113,21 @@ pub fn set_opened(
 }
 
 /// Records in `txn` that redb holds the log up to frame `seq`.
-pub fn set_seq(txn: &WriteTransaction, seq: u64) -> Result<(), StoreError> {
+pub(crate) fn set_seq(txn: &WriteTransaction, seq: u64) -> Result<(), StoreError> {
     let mut meta = txn.open_table(META).map_err(internal)?;
     meta.insert(WAL_SEQ, seq).map_err(internal)?;
     Ok(())
 }
 
 /// Records in `txn` that the log durably holds every frame up to `mark` (in a checkpoint).
-pub fn set_mark(txn: &WriteTransaction, mark: u64) -> Result<(), StoreError> {
+pub(crate) fn set_mark(txn: &WriteTransaction, mark: u64) -> Result<(), StoreError> {
     let mut meta = txn.open_table(META).map_err(internal)?;
     meta.insert(WAL_MARK, mark).map_err(internal)?;
     Ok(())
 }
 
 /// Records in `txn` whether the run is ending cleanly (`true` only in the final checkpoint).
-pub fn set_clean(txn: &WriteTransaction, clean: bool) -> Result<(), StoreError> {
+pub(crate) fn set_clean(txn: &WriteTransaction, clean: bool) -> Result<(), StoreError> {
     let mut meta = txn.open_table(META).map_err(internal)?;
     meta.insert(CLEAN, u64::from(clean)).map_err(internal)?;
     Ok(())

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// Encodes `Stats` on each scrape.
 #[derive(Debug)]
-pub struct StatsCollector(pub Arc<Stats>);
+pub(crate) struct StatsCollector(pub Arc<Stats>);
 
 impl Collector for StatsCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {

@@ -16,8 +16,8 @@
 //! its records. After a crash, the moves since the last durable commit are replayed from the log
 //! with the records (`recovery`), and written in that same opening commit.
 
-use super::index::LISTING;
 use super::internal;
+use super::LISTING;
 use oncekey_store::StoreError;
 use redb::Table;
 use std::collections::BTreeMap;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 /// Something on disk that starting would silently lose acknowledged writes over.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Problem {
+pub(crate) enum Problem {
     /// `oncekey.id` exists but does not name a store.
     IdentityDamaged { why: String },
     /// `oncekey.redb` is absent or empty (0 bytes) although the directory held a store: its
@@ -61,7 +61,7 @@ const EVERYTHING: &str = "every record the store held: every key can be claimed 
 
 impl Problem {
     /// What is wrong.
-    pub fn what(&self) -> String {
+    pub(crate) fn what(&self) -> String {
         match self {
             Problem::IdentityDamaged { why } => format!(
                 "oncekey.id, which names the store this data directory holds, cannot be read: {why}"
@@ -217,7 +217,7 @@ impl Problem {
     }
 
     /// What `--accept-data-loss` does about it.
-    pub fn accepting(&self) -> String {
+    pub(crate) fn accepting(&self) -> String {
         match self {
             Problem::IdentityDamaged { .. } => {
                 "rewrite oncekey.id for the store in oncekey.redb".into()
@@ -258,7 +258,7 @@ impl Problem {
     }
 
     /// What accepting it loses.
-    pub fn loss(&self) -> String {
+    pub(crate) fn loss(&self) -> String {
         match self {
             Problem::IdentityDamaged { .. } => {
                 "nothing, if oncekey.redb is this directory's own file".into()

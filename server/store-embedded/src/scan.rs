@@ -19,7 +19,7 @@ use super::frame::{self, Defect, Frame};
 
 /// What a log holds.
 #[derive(Debug)]
-pub struct Scan {
+pub(crate) struct Scan {
     /// What the log starts with.
     pub header: Header,
     /// The live frames, in order, up to the end or the damage.
@@ -32,7 +32,7 @@ pub struct Scan {
 
 /// The high-water mark of a log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mark {
+pub(crate) enum Mark {
     /// The log has no marks: a version without them wrote it, or it is not the database's.
     Unmarked,
     /// The log has marks but none is left: it ends before or inside them (`cut`), or both are
@@ -44,7 +44,7 @@ pub enum Mark {
 
 /// How a log starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Header {
+pub(crate) enum Header {
     /// A header frame of this store naming this generation.
     Generation(u64),
     /// No header but a frame of this store: a log written by a version without headers.
@@ -58,7 +58,7 @@ pub enum Header {
 
 /// What follows the live frames.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum End {
+pub(crate) enum End {
     /// The end of the file, or leftovers of frames already checkpointed.
     Clean,
     /// From byte `at` (frame `frame` of the log) on, bytes with no intact live frame in them: the
@@ -76,7 +76,7 @@ pub enum End {
 
 /// What is wrong where the live frames stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Damage {
+pub(crate) enum Damage {
     /// The bytes there are no intact frame.
     Defect(Defect),
     /// An intact frame, but not the next in sequence: the ones between are missing.
@@ -99,7 +99,13 @@ impl std::fmt::Display for Damage {
 /// `generations` are the header generations that belong to the database as it is: a log with
 /// another header is from another generation of the store and yields no frames. The log of
 /// generation `marked` has marks after its header.
-pub fn scan(bytes: &[u8], id: u64, applied: u64, generations: &[u64], marked: Option<u64>) -> Scan {
+pub(crate) fn scan(
+    bytes: &[u8],
+    id: u64,
+    applied: u64,
+    generations: &[u64],
+    marked: Option<u64>,
+) -> Scan {
     let (header, mut start) = match frame::decode(bytes, id) {
         _ if bytes.is_empty() => (Header::Empty, 0),
         Ok((first, len)) => match first.generation() {

@@ -29,13 +29,13 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-pub use frame::Effect;
+pub(crate) use frame::Effect;
 
 /// The log's file name inside the data directory.
 pub const WAL_FILE: &str = "oncekey.wal";
 
 /// The open log.
-pub struct Wal {
+pub(crate) struct Wal {
     file: File,
     /// The store's id: part of every frame's checksum.
     id: u64,
@@ -67,7 +67,7 @@ fn io(what: &str, e: std::io::Error) -> StoreError {
 
 impl Wal {
     /// The bytes of the log in `dir`, or `None` when there is none. Changes nothing.
-    pub fn read(dir: &Path) -> Result<Option<Vec<u8>>, StoreError> {
+    pub(crate) fn read(dir: &Path) -> Result<Option<Vec<u8>>, StoreError> {
         match std::fs::read(dir.join(WAL_FILE)) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -78,7 +78,7 @@ impl Wal {
     /// Replaces the log in `dir` by an empty one of store `id` and `generation`, continuing a
     /// database that holds every frame up to `seq` (atomically; the old one is renamed to `aside`
     /// first when given) and opens it for appending.
-    pub fn create(
+    pub(crate) fn create(
         dir: &Path,
         id: u64,
         generation: u64,
@@ -111,7 +111,7 @@ impl Wal {
     }
 
     /// Appends batch `seq`'s effects as one frame (not yet synced).
-    pub fn append(&mut self, seq: u64, effects: &[Effect]) -> Result<(), StoreError> {
+    pub(crate) fn append(&mut self, seq: u64, effects: &[Effect]) -> Result<(), StoreError> {
         self.buf.clear();
         frame::encode(&mut self.buf, self.id, seq, effects)
             .map_err(|e| StoreError::Internal(format!("write-ahead log: {e}")))?;
@@ -125,12 +125,12 @@ impl Wal {
     }
 
     /// Whether frames were written since the last sync.
-    pub fn unsynced(&self) -> bool {
+    pub(crate) fn unsynced(&self) -> bool {
         self.unsynced
     }
 
     /// Makes every frame written so far durable, and with them the mark of the last sync.
-    pub fn sync(&mut self) -> Result<(), StoreError> {
+    pub(crate) fn sync(&mut self) -> Result<(), StoreError> {
         if self.synced > self.written {
             self.buf.clear();
             frame::encode_mark(&mut self.buf, self.id, self.generation, self.synced);
@@ -150,18 +150,18 @@ impl Wal {
 
     /// The mark the log durably holds: every frame up to it is in the log (or, once
     /// checkpointed, in redb).
-    pub fn marked(&self) -> u64 {
+    pub(crate) fn marked(&self) -> u64 {
         self.marked
     }
 
     /// Bytes of frames since the last reset.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.offset - self.start
     }
 
     /// Starts over after the header and the marks; call only once redb durably holds every frame
     /// written so far.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.offset = self.start;
         self.unsynced = false;
     }

@@ -40,13 +40,13 @@ const MAX_BATCH: usize = 1024;
 /// frame then holds at most this plus one write (a record with a body of at most
 /// `--max-result-bytes`, 64 MiB, plus its metadata, error and history): far below the 4 GiB a
 /// frame's length field holds. Small writes never reach it (1024 of them carry a few MiB).
-pub const MAX_BATCH_BYTES: usize = 64 << 20;
+pub(crate) const MAX_BATCH_BYTES: usize = 64 << 20;
 /// Longest time between checkpoints while there are writes. A checkpoint's cost grows with the
 /// pages written since the last one, and writes wait for it: at ~28 k writes/s one took ~14 ms
 /// every second, ~4 ms every 250 ms, ~1.6 ms every 50 ms. Shorter stalls make a shorter tail
 /// (Claim p99 in `oncekey bench --scenario cycle`: 4.3-4.7 ms at 50 ms, 5.1-6.9 ms at 250 ms,
 /// interleaved runs), for ~1 ms of fixed cost per checkpoint on a writer that is mostly idle.
-pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
+pub(crate) const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
 /// Log size that forces a checkpoint.
 const MAX_LOG_BYTES: u64 = 64 << 20;
 /// How long the writer sleeps when nothing is waiting for a checkpoint.
@@ -54,7 +54,7 @@ const IDLE: Duration = Duration::from_secs(3600);
 
 /// A record to store, encoded by the caller: the writer thread, which every write passes through,
 /// then only compares and copies bytes.
-pub struct Put {
+pub(crate) struct Put {
     pub id: RecordId,
     pub key: Vec<u8>,
     /// `None`: kept until it settles (not in the expiry index).
@@ -79,7 +79,7 @@ impl Op {
 
 impl Put {
     /// Encodes `record`.
-    pub fn new(record: &Record) -> Self {
+    pub(crate) fn new(record: &Record) -> Self {
         Self {
             id: record.id.clone(),
             key: codec::encode_id(&record.id),
@@ -90,7 +90,7 @@ impl Put {
 }
 
 /// One queued write.
-pub enum Op {
+pub(crate) enum Op {
     Insert {
         put: Put,
         now: Millis,
@@ -117,7 +117,7 @@ pub enum Op {
 
 /// What a write did.
 #[allow(clippy::large_enum_variant)]
-pub enum Done {
+pub(crate) enum Done {
     /// A conditional write's result.
     Cas(Cas),
     /// How many expired records a sweep removed.
@@ -140,14 +140,14 @@ pub struct Stats {
 }
 
 /// A write and where to send its answer.
-pub struct Request {
+pub(crate) struct Request {
     pub op: Op,
     pub reply: oneshot::Sender<Result<Done, StoreError>>,
 }
 
 /// Starts the writer thread on `db` and its log `wal`, whose last frame is `seq`; it stops after a
 /// final checkpoint when every sender is dropped.
-pub fn spawn(
+pub(crate) fn spawn(
     db: Arc<Database>,
     wal: Wal,
     seq: u64,

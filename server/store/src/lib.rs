@@ -12,6 +12,8 @@
 //! the contract in one `Capabilities` value; `oncekey_engine::suite` is the behaviour every one of
 //! them passes.
 
+#![warn(unreachable_pub)]
+
 pub mod events;
 pub mod memory;
 

@@ -2,6 +2,8 @@
 //! `info`), spans exported over OTLP when configured (`otel`), and Prometheus metrics (`metrics`).
 //! Never logs tokens, bodies or raw keys: keys appear only as `key_hash`.
 
+#![warn(unreachable_pub)]
+
 pub mod metrics;
 pub mod otel;
 pub mod process;

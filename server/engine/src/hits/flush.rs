@@ -24,7 +24,7 @@ const MAX_FAILURES: u32 = 50;
 /// failure the hits are put back and retried a little later (a crash loses them: counters and
 /// receipts only). `shutdown` cuts the waits short so that every hit is written before the
 /// store closes.
-pub async fn flush<S: Store>(
+pub(crate) async fn flush<S: Store>(
     core: &Core<S>,
     id: &RecordId,
     mut shutdown: tokio::sync::watch::Receiver<bool>,

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 
 /// Signals of one held write: `entered` fires when the write arrives (before it reaches the
 /// store), and the write proceeds once `release` is sent (or dropped).
-pub struct Held {
+pub(super) struct Held {
     /// Resolves when the held write has arrived.
     pub entered: oneshot::Receiver<()>,
     /// Lets the held write proceed.
@@ -21,14 +21,14 @@ pub struct Held {
 type Hold = (oneshot::Sender<()>, oneshot::Receiver<()>);
 
 /// `S`, with a gate on dedup-hit writes, inserts and reads.
-pub struct Gated<S> {
+pub(super) struct Gated<S> {
     inner: S,
     gate: Gate,
 }
 
 /// Arms the gate of a `Gated` store.
 #[derive(Clone, Default)]
-pub struct Gate {
+pub(super) struct Gate {
     hit: Arc<Mutex<Option<Hold>>>,
     insert: Arc<Mutex<Option<Hold>>>,
     failing_reads: Arc<AtomicU32>,
@@ -37,12 +37,12 @@ pub struct Gate {
 
 impl Gate {
     /// Holds the next dedup-hit write.
-    pub fn arm(&self) -> Held {
+    pub(super) fn arm(&self) -> Held {
         Self::arm_one(&self.hit)
     }
 
     /// Holds the next `insert_if_absent`.
-    pub fn arm_insert(&self) -> Held {
+    pub(super) fn arm_insert(&self) -> Held {
         Self::arm_one(&self.insert)
     }
 
@@ -54,17 +54,17 @@ impl Gate {
     }
 
     /// Fails the next `n` reads (`get`, `get_brief`) with `StoreError::Unavailable`.
-    pub fn fail_reads(&self, n: u32) {
+    pub(super) fn fail_reads(&self, n: u32) {
         self.failing_reads.store(n, Ordering::SeqCst);
     }
 
     /// How many of the reads `fail_reads` asked to fail are still to come.
-    pub fn reads_to_fail(&self) -> u32 {
+    pub(super) fn reads_to_fail(&self) -> u32 {
         self.failing_reads.load(Ordering::SeqCst)
     }
 
     /// How many `insert_if_absent` calls the store has had.
-    pub fn inserts(&self) -> u32 {
+    pub(super) fn inserts(&self) -> u32 {
         self.inserts.load(Ordering::SeqCst)
     }
 
@@ -80,7 +80,7 @@ impl Gate {
 
 impl<S> Gated<S> {
     /// Wraps `inner`; returns the store and its gate.
-    pub fn new(inner: S) -> (Self, Gate) {
+    pub(super) fn new(inner: S) -> (Self, Gate) {
         let gate = Gate::default();
         let store = Self {
             inner,

@@ -15,7 +15,7 @@ mod registry;
 #[cfg(test)]
 mod tests;
 
-pub use registry::Registry;
+pub(super) use registry::Registry;
 
 use super::convert;
 use super::error::ApiError;
@@ -35,7 +35,8 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::Status;
 
 /// The stream of renewed leases.
-pub type LeaseStream = Pin<Box<dyn tokio_stream::Stream<Item = Result<v1::Lease, Status>> + Send>>;
+pub(super) type LeaseStream =
+    Pin<Box<dyn tokio_stream::Stream<Item = Result<v1::Lease, Status>> + Send>>;
 
 struct Target {
     id: RecordId,
@@ -53,7 +54,7 @@ fn target(tenant: &str, msg: &v1::KeepAliveRequest, limits: &Limits) -> Result<T
 
 /// Reads the first message, registers the stream (replacing an older one of the same lease),
 /// renews once (or answers with the lease's fresh last renewal), and starts the renewal task.
-pub async fn start<S: Store, In>(
+pub(super) async fn start<S: Store, In>(
     engine: Arc<Engine<S>>,
     registry: &Arc<Registry>,
     limits: &Limits,

@@ -289,45 +289,96 @@ impl<S: Store> LedgerService<S> {
     }
 }
 
-/// Each RPC: a span, the tenant, the handler inside the span (borrowing the request, so that a
-/// failure's log context can still name it), the code recorded.
-macro_rules! traced {
-    // What the handler is given besides the tenant: nothing, or the caller's principal.
-    (@caller $extensions:ident) => {
-        Ok::<(), ApiError>(())
-    };
-    (@caller $extensions:ident, principal) => {
-        take_principal(&mut $extensions)
-    };
-    (@call $self:ident, $handler:ident, $tenant:ident, $caller:ident, $message:ident) => {{
-        let () = $caller;
-        $self.$handler(&$tenant, &mut $message)
-    }};
-    (@call $self:ident, $handler:ident, $tenant:ident, $caller:ident, $message:ident, principal) => {
-        $self.$handler(&$tenant, &$caller, &mut $message)
-    };
-    ($self:ident, $req:ident, $name:literal, $handler:ident $(, $principal:ident)?) => {{
-        let span = rpc_span($name, &$req, &$req.get_ref().namespace, &$req.get_ref().key);
-        let (_, mut extensions, mut message) = $req.into_parts();
-        let caller = take_tenant(&mut extensions)
-            .and_then(|tenant| Ok((tenant, traced!(@caller extensions $(, $principal)?)?)));
-        let (tenant, result) = match caller {
-            Ok((tenant, caller)) => {
-                let result = traced!(@call $self, $handler, tenant, caller, message $(, $principal)?)
-                    .instrument(span.clone())
-                    .await;
-                (tenant, result)
+/// A request naming one record: what an RPC's span and log line say it was about.
+trait Keyed {
+    fn namespace(&self) -> &str;
+    fn key(&self) -> &str;
+}
+
+macro_rules! keyed {
+    ($($message:ty),*) => {$(
+        impl Keyed for $message {
+            fn namespace(&self) -> &str {
+                &self.namespace
             }
-            Err(e) => (String::new(), Err(e)),
-        };
-        let context = LogContext {
-            name: $name,
-            tenant: &tenant,
-            namespace: &message.namespace,
-            key: &message.key,
-        };
-        finish(&span, context, result)
-    }};
+            fn key(&self) -> &str {
+                &self.key
+            }
+        }
+    )*};
+}
+keyed!(
+    v1::ClaimRequest,
+    v1::CompleteRequest,
+    v1::FailRequest,
+    v1::RenewRequest,
+    v1::LookupRequest,
+    v1::ApproveRequest,
+    v1::RejectRequest,
+    v1::PurgeRequest
+);
+
+/// Who an RPC's handler serves, taken from the request's extensions (set by the auth
+/// interceptor): the tenant, and for the RPCs that record a decision, also the principal.
+trait Caller: Sized {
+    fn take(extensions: &mut tonic::Extensions) -> Result<Self, ApiError>;
+    fn tenant(&self) -> &str;
+}
+
+/// The caller of most RPCs: its tenant.
+struct TenantOf(String);
+
+impl Caller for TenantOf {
+    fn take(extensions: &mut tonic::Extensions) -> Result<Self, ApiError> {
+        take_tenant(extensions).map(TenantOf)
+    }
+    fn tenant(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The caller of Approve and Reject: its tenant and the principal the decision is recorded under.
+struct Approver {
+    tenant: String,
+    principal: Principal,
+}
+
+impl Caller for Approver {
+    fn take(extensions: &mut tonic::Extensions) -> Result<Self, ApiError> {
+        let tenant = take_tenant(extensions)?;
+        let principal = take_principal(extensions)?;
+        Ok(Approver { tenant, principal })
+    }
+    fn tenant(&self) -> &str {
+        &self.tenant
+    }
+}
+
+/// Runs one keyed RPC: its span, its caller, the handler inside the span (borrowing the request,
+/// so that a failure's log context can still name it), the code recorded.
+async fn traced<M: Keyed, C: Caller, R>(
+    name: &'static str,
+    req: Request<M>,
+    handler: impl AsyncFnOnce(&C, &mut M) -> Result<R, ApiError>,
+) -> Result<Response<R>, Status> {
+    let span = rpc_span(name, &req, req.get_ref().namespace(), req.get_ref().key());
+    let (_, mut extensions, mut message) = req.into_parts();
+    let (caller, result) = match C::take(&mut extensions) {
+        Ok(caller) => {
+            let result = handler(&caller, &mut message)
+                .instrument(span.clone())
+                .await;
+            (Some(caller), result)
+        }
+        Err(e) => (None, Err(e)),
+    };
+    let context = LogContext {
+        name,
+        tenant: caller.as_ref().map_or("", Caller::tenant),
+        namespace: message.namespace(),
+        key: message.key(),
+    };
+    finish(&span, context, result)
 }
 
 #[tonic::async_trait]
@@ -336,28 +387,42 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
         &self,
         req: Request<v1::ClaimRequest>,
     ) -> Result<Response<v1::ClaimResponse>, Status> {
-        traced!(self, req, "oncekey.v1.Ledger/Claim", claim_rpc)
+        traced("oncekey.v1.Ledger/Claim", req, async |c: &TenantOf, m| {
+            self.claim_rpc(c.tenant(), m).await
+        })
+        .await
     }
 
     async fn complete(
         &self,
         req: Request<v1::CompleteRequest>,
     ) -> Result<Response<v1::CompleteResponse>, Status> {
-        traced!(self, req, "oncekey.v1.Ledger/Complete", complete_rpc)
+        traced(
+            "oncekey.v1.Ledger/Complete",
+            req,
+            async |c: &TenantOf, m| self.complete_rpc(c.tenant(), m).await,
+        )
+        .await
     }
 
     async fn fail(
         &self,
         req: Request<v1::FailRequest>,
     ) -> Result<Response<v1::FailResponse>, Status> {
-        traced!(self, req, "oncekey.v1.Ledger/Fail", fail_rpc)
+        traced("oncekey.v1.Ledger/Fail", req, async |c: &TenantOf, m| {
+            self.fail_rpc(c.tenant(), m).await
+        })
+        .await
     }
 
     async fn renew(
         &self,
         req: Request<v1::RenewRequest>,
     ) -> Result<Response<v1::RenewResponse>, Status> {
-        traced!(self, req, "oncekey.v1.Ledger/Renew", renew_rpc)
+        traced("oncekey.v1.Ledger/Renew", req, async |c: &TenantOf, m| {
+            self.renew_rpc(c.tenant(), m).await
+        })
+        .await
     }
 
     type KeepAliveStream = keepalive::LeaseStream;
@@ -389,34 +454,40 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
         &self,
         req: Request<v1::LookupRequest>,
     ) -> Result<Response<v1::LookupResponse>, Status> {
-        traced!(self, req, "oncekey.v1.Ledger/Lookup", lookup_rpc)
+        traced("oncekey.v1.Ledger/Lookup", req, async |c: &TenantOf, m| {
+            self.lookup_rpc(c.tenant(), m).await
+        })
+        .await
     }
 
     async fn approve(
         &self,
         req: Request<v1::ApproveRequest>,
     ) -> Result<Response<v1::ApproveResponse>, Status> {
-        traced!(
-            self,
-            req,
-            "oncekey.v1.Ledger/Approve",
-            approve_rpc,
-            principal
-        )
+        traced("oncekey.v1.Ledger/Approve", req, async |c: &Approver, m| {
+            self.approve_rpc(&c.tenant, &c.principal, m).await
+        })
+        .await
     }
 
     async fn reject(
         &self,
         req: Request<v1::RejectRequest>,
     ) -> Result<Response<v1::RejectResponse>, Status> {
-        traced!(self, req, "oncekey.v1.Ledger/Reject", reject_rpc, principal)
+        traced("oncekey.v1.Ledger/Reject", req, async |c: &Approver, m| {
+            self.reject_rpc(&c.tenant, &c.principal, m).await
+        })
+        .await
     }
 
     async fn purge(
         &self,
         req: Request<v1::PurgeRequest>,
     ) -> Result<Response<v1::PurgeResponse>, Status> {
-        traced!(self, req, "oncekey.v1.Ledger/Purge", purge_rpc)
+        traced("oncekey.v1.Ledger/Purge", req, async |c: &TenantOf, m| {
+            self.purge_rpc(c.tenant(), m).await
+        })
+        .await
     }
 
     async fn list_records(

@@ -21,17 +21,17 @@ const WHAT: &str = "cql_tls";
 /// The CQL client TLS files, with the digest of their contents taken when this was made: before
 /// the store first reads them, so that a change while it connects is a change the first check
 /// reloads.
-pub struct CqlTlsFiles(Watched);
+pub(crate) struct CqlTlsFiles(Watched);
 
 impl CqlTlsFiles {
     /// Watches `paths` (the client certificate, key and CA bundle given); `None` when empty.
-    pub fn new(paths: Vec<PathBuf>) -> Option<Self> {
+    pub(crate) fn new(paths: Vec<PathBuf>) -> Option<Self> {
         (!paths.is_empty()).then(|| Self(Watched::new(paths)))
     }
 }
 
 /// The CQL client TLS files of `store`'s settings, reloaded together.
-pub struct CqlTlsReloader {
+pub(crate) struct CqlTlsReloader {
     store: CqlStore,
     files: Watched,
     metrics: ReloadMetrics,
@@ -41,7 +41,7 @@ pub struct CqlTlsReloader {
 
 impl CqlTlsReloader {
     /// Reloads `files` into `store`; `None` when the store cannot reconnect.
-    pub fn new(store: CqlStore, files: CqlTlsFiles, metrics: ReloadMetrics) -> Option<Self> {
+    pub(crate) fn new(store: CqlStore, files: CqlTlsFiles, metrics: ReloadMetrics) -> Option<Self> {
         store.can_reconnect().then_some(Self {
             store,
             files: files.0,
@@ -51,7 +51,7 @@ impl CqlTlsReloader {
     }
 
     /// Reloads when the files changed since the last look (or a failed reload is to be retried).
-    pub async fn reload_changed(&mut self) {
+    pub(crate) async fn reload_changed(&mut self) {
         if self.files.changed() {
             self.reload(Trigger::FileChange, true).await;
         } else if self.retry {
@@ -60,7 +60,7 @@ impl CqlTlsReloader {
     }
 
     /// Reloads whatever the files hold (SIGHUP).
-    pub async fn reload_all(&mut self) {
+    pub(crate) async fn reload_all(&mut self) {
         self.files.mark_seen();
         self.reload(Trigger::Sighup, true).await;
     }
@@ -89,7 +89,7 @@ impl CqlTlsReloader {
 }
 
 /// Runs `reloader`: on SIGHUP, and every `every` (when not zero). Runs until the process ends.
-pub async fn run(mut reloader: CqlTlsReloader, every: Duration) {
+pub(crate) async fn run(mut reloader: CqlTlsReloader, every: Duration) {
     let mut triggers = Triggers::new(every, "the CQL client TLS files");
     loop {
         match triggers.next().await {

@@ -4,31 +4,31 @@
 use super::*;
 
 /// One returned row, read by column name.
-pub struct RowView<'a> {
+pub(crate) struct RowView<'a> {
     specs: ColumnSpecs<'a, 'a>,
     row: &'a Row,
 }
 
 impl<'a> RowView<'a> {
     /// Wraps a row with the column specs of its result.
-    pub fn new(specs: ColumnSpecs<'a, 'a>, row: &'a Row) -> Self {
+    pub(crate) fn new(specs: ColumnSpecs<'a, 'a>, row: &'a Row) -> Self {
         Self { specs, row }
     }
 
     /// Whether the result carries column `name` at all (Cassandra omits columns on some failed
     /// conditions).
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.specs.get_by_name(name).is_some()
     }
 
     /// The value of column `name`, `None` when absent from the result or null.
-    pub fn get(&self, name: &str) -> Option<&'a CqlValue> {
+    pub(crate) fn get(&self, name: &str) -> Option<&'a CqlValue> {
         let (index, _) = self.specs.get_by_name(name)?;
         self.row.columns.get(index)?.as_ref()
     }
 
     /// `[applied]` of a conditional statement.
-    pub fn applied(&self) -> Result<bool, StoreError> {
+    pub(crate) fn applied(&self) -> Result<bool, StoreError> {
         match self.get("[applied]") {
             Some(CqlValue::Boolean(b)) => Ok(*b),
             other => Err(corrupt("[applied]", other)),
@@ -36,14 +36,14 @@ impl<'a> RowView<'a> {
     }
 
     /// The stored version; `None` for a row whose cells all expired (only its row marker is left).
-    pub fn version(&self) -> Result<Option<u64>, StoreError> {
+    pub(crate) fn version(&self) -> Result<Option<u64>, StoreError> {
         self.get("version")
             .map(|v| u64_of("version", v))
             .transpose()
     }
 
     /// The stored write nonce, if any.
-    pub fn write_id(&self) -> Option<&'a [u8]> {
+    pub(crate) fn write_id(&self) -> Option<&'a [u8]> {
         match self.get("write_id") {
             Some(CqlValue::Blob(b)) => Some(b),
             _ => None,
@@ -51,7 +51,7 @@ impl<'a> RowView<'a> {
     }
 
     /// The nonces of the latest writes the row took (`WRITE_MARKS`).
-    pub fn write_marks(&self) -> Vec<[u8; 16]> {
+    pub(crate) fn write_marks(&self) -> Vec<[u8; 16]> {
         match self.get(WRITE_MARKS) {
             Some(CqlValue::Map(slots)) => slots
                 .iter()
@@ -65,7 +65,7 @@ impl<'a> RowView<'a> {
     }
 
     /// Whether every record column is present (a full row rather than just condition columns).
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         COLUMNS.iter().all(|c| self.has(c))
     }
 
@@ -74,7 +74,7 @@ impl<'a> RowView<'a> {
     /// apart after `expires_at`; a dedup hit's write sets only `HIT_COLUMNS`, so for that second
     /// a row may keep `version` and lose every other column (which the full writes set together,
     /// `expires_at` among them), or the other way round.
-    pub fn record(&self, id: &RecordId) -> Result<Option<Record>, StoreError> {
+    pub(crate) fn record(&self, id: &RecordId) -> Result<Option<Record>, StoreError> {
         let (Some(version), Some(expires_at)) = (self.version()?, self.timestamp("expires_at")?)
         else {
             return Ok(None);

@@ -6,7 +6,7 @@ use oncekey_ledger::{Bucket, Status};
 
 /// The code of a listing bucket in the embedded index: the stored status's code, and one of its
 /// own for AT_MOST_ONCE PROCESSING.
-pub fn bucket_code(bucket: Bucket) -> u8 {
+pub(crate) fn bucket_code(bucket: Bucket) -> u8 {
     match bucket {
         // Status codes are small (see `status_code`).
         Bucket::Stored(status) => u8::try_from(status_code(status)).unwrap_or(u8::MAX),

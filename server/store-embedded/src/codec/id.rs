@@ -6,7 +6,7 @@ use oncekey_ledger::RecordId;
 use oncekey_store::StoreError;
 
 /// Encodes (tenant, namespace, key) as length-prefixed parts, so distinct ids never collide.
-pub fn encode_id(id: &RecordId) -> Vec<u8> {
+pub(crate) fn encode_id(id: &RecordId) -> Vec<u8> {
     let mut out = Vec::with_capacity(6 + id.tenant.len() + id.namespace.len() + id.key.len());
     for part in [&id.tenant, &id.namespace, &id.key] {
         let len = u16::try_from(part.len()).unwrap_or(u16::MAX);
@@ -17,7 +17,7 @@ pub fn encode_id(id: &RecordId) -> Vec<u8> {
 }
 
 /// Decodes what `encode_id` wrote.
-pub fn decode_id(bytes: &[u8]) -> Result<RecordId, StoreError> {
+pub(crate) fn decode_id(bytes: &[u8]) -> Result<RecordId, StoreError> {
     let mut parts = Vec::with_capacity(3);
     let mut rest = bytes;
     for _ in 0..3 {
@@ -47,7 +47,7 @@ fn split_part(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
 
 /// The prefix `encode_id` gives every id of `tenant` (and of `namespace` in it, when given): the
 /// records of one tenant, or one namespace, are one range of keys.
-pub fn id_prefix(tenant: &str, namespace: Option<&str>) -> Vec<u8> {
+pub(crate) fn id_prefix(tenant: &str, namespace: Option<&str>) -> Vec<u8> {
     let id = RecordId::new(tenant, namespace.unwrap_or_default(), "");
     let mut bytes = encode_id(&id);
     // Drop the empty key's length, and the namespace's when there is none.
@@ -59,7 +59,7 @@ pub fn id_prefix(tenant: &str, namespace: Option<&str>) -> Vec<u8> {
 }
 
 /// The tenant's part of an encoded id (its length prefix included).
-pub fn tenant_part(id: &[u8]) -> Result<&[u8], StoreError> {
+pub(crate) fn tenant_part(id: &[u8]) -> Result<&[u8], StoreError> {
     let (tenant, _) = split_part(id).ok_or_else(|| corrupt("a record key is cut short"))?;
     Ok(&id[..2 + tenant.len()])
 }

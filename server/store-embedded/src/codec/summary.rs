@@ -12,7 +12,7 @@ const BODY_TAG: u32 = 2;
 const DETAILS_TAG: u32 = 3;
 
 /// Decodes a `StoredOutcome`, leaving the result body and the error details empty.
-pub fn decode(bytes: &[u8]) -> Result<StoredOutcome, prost::DecodeError> {
+pub(super) fn decode(bytes: &[u8]) -> Result<StoredOutcome, prost::DecodeError> {
     let summary = Summary::decode(bytes)?;
     Ok(StoredOutcome {
         result: summary.result.map(|r| r.0),

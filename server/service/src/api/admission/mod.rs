@@ -22,7 +22,7 @@ use table::{Refusal, Table};
 use super::auth::Tenant;
 use super::error::ApiError;
 use super::guard::{Guard, GuardLayer, Guarded};
-use crate::settings::ConfigError;
+use crate::store::ConfigError;
 use crate::telemetry::metrics::Metrics;
 use std::path::PathBuf;
 use std::pin::Pin;

@@ -8,7 +8,7 @@
 //! starting with `#` are ignored. This module only parses and looks up; it keeps no state.
 
 use crate::api::auth::valid_tenant;
-use crate::settings::ConfigError;
+use crate::store::ConfigError;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

@@ -30,7 +30,7 @@ pub enum Kind {
 
 /// Which limit refused a request, and when to come back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(super) enum Refusal {
     /// The request rate: a token is there after the delay.
     Rate(Duration),
     /// Too many RPCs in progress: no telling when one ends.
@@ -61,7 +61,7 @@ struct Shard {
 
 /// Every limited tenant's state.
 #[derive(Debug)]
-pub struct Table {
+pub(super) struct Table {
     shards: [Mutex<Shard>; SHARDS],
     hasher: RandomState,
 }
@@ -107,7 +107,7 @@ impl Table {
     }
 
     /// Admits (or refuses) one RPC of `kind` from `tenant` at `now` under `policy`.
-    pub fn admit(
+    pub(super) fn admit(
         self: &Arc<Self>,
         policy: &Policy,
         tenant: &str,
@@ -174,7 +174,7 @@ impl Table {
     }
 
     /// How many tenants have an entry.
-    pub fn tenants(&self) -> usize {
+    pub(super) fn tenants(&self) -> usize {
         self.shards
             .iter()
             .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).entries.len())
@@ -183,7 +183,7 @@ impl Table {
 
     /// RPCs of `tenant` counted as in progress now.
     #[cfg(test)]
-    pub fn inflight(&self, tenant: &str) -> u32 {
+    pub(super) fn inflight(&self, tenant: &str) -> u32 {
         self.shard(tenant)
             .entries
             .get(tenant)

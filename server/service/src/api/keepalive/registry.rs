@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 /// Which lease a stream keeps alive.
-pub type LeaseKey = (RecordId, u64);
+pub(super) type LeaseKey = (RecordId, u64);
 
 /// The last renewal of a lease by any of its streams.
 #[derive(Debug, Clone, Copy)]
-pub struct Renewed {
+pub(crate) struct Renewed {
     /// The lease it returned.
     pub lease: Lease,
     /// When (monotonic clock).
@@ -27,7 +27,7 @@ pub struct Renewed {
 
 /// The renewals of one lease, shared by the streams that follow each other on it: holding the
 /// lock while renewing makes concurrent openers wait for one renewal instead of each writing one.
-pub type Shared = Arc<tokio::sync::Mutex<Option<Renewed>>>;
+pub(super) type Shared = Arc<tokio::sync::Mutex<Option<Renewed>>>;
 
 struct Entry {
     stream: u64,
@@ -37,13 +37,13 @@ struct Entry {
 
 /// The KeepAlive streams of this server, by lease.
 #[derive(Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     entries: Mutex<HashMap<LeaseKey, Entry>>,
     next: AtomicU64,
 }
 
 /// A stream's place in the registry; removes it when dropped.
-pub struct Registration {
+pub(crate) struct Registration {
     registry: Arc<Registry>,
     key: LeaseKey,
     stream: u64,
@@ -55,7 +55,7 @@ pub struct Registration {
 
 impl Registry {
     /// Registers a new stream of `key`, replacing the one there was (whose `replaced` resolves).
-    pub fn register(self: &Arc<Self>, key: LeaseKey) -> Registration {
+    pub(crate) fn register(self: &Arc<Self>, key: LeaseKey) -> Registration {
         let stream = self.next.fetch_add(1, Ordering::Relaxed);
         let (replace, replaced) = oneshot::channel();
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
@@ -85,7 +85,7 @@ impl Registry {
 
     /// How many leases have a stream.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
