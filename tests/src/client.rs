@@ -1,4 +1,4 @@
-//! Fixtures of the Rust client's tests (`client/tests/`): a client for a test server, retry
+//! Fixtures of the Rust client's tests (`client/rust/tests/`): a client for a test server, retry
 //! options that outlast a restart, keys, arguments and outputs of a test operation, and an error
 //! type whose disposition the test chooses. Servers come from `crate::Server`.
 

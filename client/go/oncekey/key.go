@@ -2,7 +2,7 @@ package oncekey
 
 // Deterministic operation keys: a namespace plus a key built from stable business parts and an
 // operation version, with child keys derived from a parent key and a step name. The same
-// construction as the Rust client (client/src/key.rs), so every language derives the same keys.
+// construction as the Rust client (client/rust/src/key.rs), so every language derives the same keys.
 // Nothing here makes up a key on its own: the only random constructor is the explicit RandomKey.
 
 import (

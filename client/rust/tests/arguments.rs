@@ -8,7 +8,7 @@ use serde_json::Value;
 fn cases() -> Vec<Value> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../tests/vectors/arguments.json"
+        "/../../tests/vectors/arguments.json"
     );
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let cases = doc["cases"].as_array().unwrap().clone();

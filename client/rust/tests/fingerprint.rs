@@ -8,7 +8,7 @@ use serde_json::Value;
 fn vector(name: &str) -> Value {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../tests/vectors/fingerprint.json"
+        "/../../tests/vectors/fingerprint.json"
     );
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     doc["vectors"]
