@@ -13,6 +13,7 @@ use oncekey_ledger::{
 use oncekey_ledger::{Record, RecordId, Transition};
 use oncekey_store::Store;
 use std::time::Duration;
+use tokio::sync::watch;
 
 /// Longest `retry_after` hint for an IN_PROGRESS answer.
 const MAX_RETRY_HINT: Millis = 1_000;
@@ -43,25 +44,45 @@ pub struct ClaimReply {
     pub retry_after: Option<Millis>,
 }
 
+/// What a Claim that may be held waits with: until when, and the server's shutdown. A look is
+/// given one only while wait is left, and only a look given one can answer `Held` or `Unread`.
+struct Hold {
+    deadline: tokio::time::Instant,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Hold {
+    /// Whether the Claim may be held now: its wait is not over and the server is not stopping.
+    fn open(&self) -> bool {
+        tokio::time::Instant::now() < self.deadline && !*self.shutdown.borrow()
+    }
+}
+
 /// What one round of a Claim decided, beside its transition.
-enum Round {
+enum Round<'h> {
     /// The Claim is answered.
     Answered(Answer),
     /// IN_PROGRESS (or AWAITING_APPROVAL) with wait left: nothing written, look again later.
-    Held { lease_end: Option<Millis> },
+    Held {
+        lease_end: Option<Millis>,
+        hold: &'h Hold,
+    },
 }
 
 /// What one look of a Claim came to.
 // Returned once from a look and taken apart at once: boxing the answer would add an allocation
 // to every Claim.
 #[allow(clippy::large_enum_variant)]
-enum Look {
+enum Look<'h> {
     /// The Claim is answered.
     Answered(ClaimReply),
     /// Held: nothing written; the holder's lease ends at `lease_end` (none: awaiting approval).
-    Held { lease_end: Option<Millis> },
+    Held {
+        lease_end: Option<Millis>,
+        hold: &'h Hold,
+    },
     /// A held Claim could not read its record: it looks again a little later.
-    Unread,
+    Unread(&'h Hold),
 }
 
 /// The answer to a dry run: what a Claim would get now, and the record as stored.
@@ -123,11 +144,11 @@ impl<S: Store> Engine<S> {
         wait: Option<Millis>,
         max_held: u32,
     ) -> Result<ClaimReply, EngineError> {
-        let deadline = wait
-            .filter(|w| *w > 0)
-            .map(|w| tokio::time::Instant::now() + millis(w));
         // Only a Claim that may wait listens for shutdown and settles.
-        let mut shutdown = deadline.map(|_| self.shutdown.subscribe());
+        let waits = wait.filter(|w| *w > 0).map(|w| Hold {
+            deadline: tokio::time::Instant::now() + millis(w),
+            shutdown: self.shutdown.subscribe(),
+        });
         // The first look may assume the key is new, where a failed insert returns what exists —
         // unless another Claim of the key was doing just that: then it has ended, and this one
         // reads (`first`). Later looks (after a hold: the record exists) read.
@@ -144,12 +165,11 @@ impl<S: Store> Engine<S> {
             if permit.is_some() && listener.is_none() {
                 listener = Some(self.core.waiters.listen(id));
             }
-            let hold = deadline.is_some_and(|d| tokio::time::Instant::now() < d)
-                && shutdown.as_mut().is_some_and(|s| !*s.borrow_and_update());
+            let hold = waits.as_ref().filter(|h| h.open());
             // Listen before looking, so that a settle right after the look still wakes us.
             let notified = listener
                 .as_ref()
-                .filter(|_| hold)
+                .filter(|_| hold.is_some())
                 .map(|listener| listener.notified());
             tokio::pin!(notified);
             if let Some(notified) = notified.as_mut().as_pin_mut() {
@@ -164,13 +184,12 @@ impl<S: Store> Engine<S> {
                 std::mem::take(&mut assume_new),
                 &mut leading,
             );
-            let lease_end = match Box::pin(look).await? {
+            let (lease_end, hold) = match Box::pin(look).await? {
                 Look::Answered(reply) => return Ok(reply),
-                Look::Held { lease_end } => lease_end,
-                Look::Unread => {
-                    let deadline = deadline.expect("only a waiting Claim is held");
+                Look::Held { lease_end, hold } => (lease_end, hold),
+                Look::Unread(hold) => {
                     let nap = (POLL_MIN * 2).min(POLL_MAX);
-                    let wake = (tokio::time::Instant::now() + millis(nap)).min(deadline);
+                    let wake = (tokio::time::Instant::now() + millis(nap)).min(hold.deadline);
                     tokio::time::sleep_until(wake).await;
                     continue;
                 }
@@ -192,10 +211,9 @@ impl<S: Store> Engine<S> {
                 }
                 continue;
             };
-            let deadline = deadline.expect("only a waiting Claim is held");
-            let shutdown = shutdown.as_mut().expect("a waiting Claim listens");
             let nap = self.nap(lease_end, &mut poll);
-            let wake = (tokio::time::Instant::now() + nap).min(deadline);
+            let wake = (tokio::time::Instant::now() + nap).min(hold.deadline);
+            let mut shutdown = hold.shutdown.clone();
             tokio::select! {
                 _ = notified => {}
                 _ = tokio::time::sleep_until(wake) => {}
@@ -206,25 +224,27 @@ impl<S: Store> Engine<S> {
 
     /// One look of a Claim at its record: read it (unless the key is assumed new), decide, and
     /// answer or write; `leading` (the first look at a new key) ends with it.
-    async fn look<'a>(
+    async fn look<'a, 'h>(
         &'a self,
         id: &RecordId,
         args: &ClaimArgs,
-        hold: bool,
+        hold: Option<&'h Hold>,
         assume_new: bool,
         leading: &mut Option<Leading<'a>>,
-    ) -> Result<Look, EngineError> {
+    ) -> Result<Look<'h>, EngineError> {
         let basis = match assume_new {
             true => Basis::Assumed(None),
             false => match self.core.read_brief(id).await {
                 Ok(basis) => basis,
                 // A held Claim looks again later: a read that failed wrote nothing, and a store
                 // that times out now and then must not end a wait that has time left.
-                Err(e) if hold => {
-                    tracing::warn!(error = %e, "a held Claim could not read its record: looking again");
-                    return Ok(Look::Unread);
-                }
-                Err(e) => return Err(e.into()),
+                Err(e) => match hold {
+                    Some(hold) => {
+                        tracing::warn!(error = %e, "a held Claim could not read its record: looking again");
+                        return Ok(Look::Unread(hold));
+                    }
+                    None => return Err(e.into()),
+                },
             },
         };
         let Ran {
@@ -240,7 +260,7 @@ impl<S: Store> Engine<S> {
         // The first look has ended: the duplicates waiting for it go on.
         drop(leading.take());
         Ok(match extra {
-            Round::Held { lease_end } => Look::Held { lease_end },
+            Round::Held { lease_end, hold } => Look::Held { lease_end, hold },
             Round::Answered(answer) => {
                 Look::Answered(self.answer(id, answer, record, decided_on).await)
             }
@@ -325,13 +345,13 @@ impl<S: Store> Engine<S> {
 /// One round of a Claim: the ledger's decision on `current`, held when it would answer
 /// IN_PROGRESS (or AWAITING_APPROVAL) and `hold` says wait is left, parked when it is a dedup
 /// hit.
-fn decide(
+fn decide<'h>(
     id: &RecordId,
     current: Option<&Record>,
     args: &ClaimArgs,
     now: Millis,
-    hold: bool,
-) -> Result<(Transition, Round), ledger::LedgerError> {
+    hold: Option<&'h Hold>,
+) -> Result<(Transition, Round<'h>), ledger::LedgerError> {
     let (transition, outcome, lease_end, answer) =
         match ledger::decide_claim(id, current, args, now)? {
             // Answered from `current` as it is: nothing is copied, nothing written now.
@@ -356,7 +376,7 @@ fn decide(
         outcome,
         ClaimOutcome::InProgress | ClaimOutcome::AwaitingApproval
     );
-    if hold && pending {
+    if let (Some(hold), true) = (hold, pending) {
         // Nothing is written until the answer is final — but a lease that ends further ahead
         // than its length is shortened now, or the Claim would be held until the clock caught
         // up. (A record that awaits approval has no lease: it is looked at again when decided,
@@ -365,9 +385,9 @@ fn decide(
         return Ok(match bounded {
             Some(transition) => {
                 let lease_end = transition.record.as_ref().and_then(|r| r.lease_expires_at);
-                (transition, Round::Held { lease_end })
+                (transition, Round::Held { lease_end, hold })
             }
-            None => (nothing(), Round::Held { lease_end }),
+            None => (nothing(), Round::Held { lease_end, hold }),
         });
     }
     Ok((transition, Round::Answered(answer)))
