@@ -1,10 +1,10 @@
 //! The oncekey.v1 wire API: generated messages, the `Ledger` client and server stubs, the file
 //! descriptor set for reflection, and what server and Rust client share beside them: the RFC
-//! 8785 fingerprint and the HTTP/2 connections' write coalescing (`coalesce`).
+//! 8785 fingerprint. (Their connections' write coalescing is the `oncekey-coalesce` crate beside
+//! this one.)
 //!
-//! This crate holds definitions only, and that one I/O wrapper: no sockets, no policy.
+//! This crate holds definitions only: no I/O, no policy.
 
-pub mod coalesce;
 pub mod fingerprint;
 
 /// Generated code for `package oncekey.v1`.

@@ -1,5 +1,5 @@
 //! The TCP connector of every channel: hyper's, set up as tonic sets up its own (any scheme,
-//! `TCP_NODELAY`), with the connection's writes coalesced (`oncekey_api::coalesce`), so that
+//! `TCP_NODELAY`), with the connection's writes coalesced (`oncekey_coalesce`), so that
 //! requests many callers send at once on one channel leave in one `writev` instead of one each.
 //! TLS, when configured, is tonic's, on top of it; the connect timeout is tonic's too.
 //!
@@ -8,7 +8,7 @@
 
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
-use oncekey_api::coalesce::Coalesce;
+use oncekey_coalesce::Coalesce;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};

@@ -7,7 +7,7 @@
 //! up to a second, instead of spinning on a listening socket that stays readable. The gRPC port's
 //! default limit leaves a fifth of the descriptors to the store, the admin port and the logs.
 //!
-//! Answers ready at the same moment leave in one write (`oncekey_api::coalesce`).
+//! Answers ready at the same moment leave in one write (`oncekey_coalesce`).
 //!
 //! Nothing here reads requests: the only protocol knowledge is the shape of the HTTP/2 preface.
 //! Public so that `oncekey gateway` bounds its HTTP ports with the same budget and accept loop.

@@ -5,7 +5,7 @@
 //!
 //! Only lengths are looked at; whether the bytes are a valid preface is for HTTP/2 to decide.
 
-use oncekey_api::coalesce::Coalesce;
+use oncekey_coalesce::Coalesce;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
