@@ -1,7 +1,7 @@
-//! The operator's command line against the real binary, as docs/runbooks.md ("Approvals, reconciliation and purge") shows it: an
-//! approval flow (`claim --require-approval`, `claim --dry-run`, `approve`, `reject`), the attempt
-//! cap (`claim --max-attempts`), a reconciliation runbook ending in `purge`, and tokens with a
-//! label and scopes (`token new --label --scope`).
+//! The operator's command line against the real binary, as docs/runbooks.md ("Approvals,
+//! reconciliation and purge") shows it: an approval flow (`claim --require-approval`, `claim
+//! --dry-run`, `approve`, `reject`), the attempt cap (`claim --max-attempts`), a reconciliation
+//! runbook ending in `purge`, and tokens with a label and scopes (`token new --label --scope`).
 
 use oncekey_tests::*;
 use serde_json::Value;

@@ -1,9 +1,9 @@
 //! Oncekey service: the gRPC API, connections, TLS, reloads, settings and `serve`, which wires the
 //! layers below it together. Those layers are crates of their own under `server/` and appear here
-//! under their old module names: `ledger` (the state machine), `store` (the contract, with
-//! `store::embedded` and `store::cql`), `engine` and `telemetry`. The `oncekey` command line (the `oncekey`
-//! crate) parses flags into `settings::ServeConfig` and calls `serve::run`; tools such as the
-//! load generator live in crates of their own and use only what is public here.
+//! under their module names: `ledger` (the state machine), `store` (the contract, with
+//! `store::embedded` and `store::cql`), `engine` and `telemetry`. The `oncekey` command line
+//! (the `oncekey` crate) parses flags into `settings::ServeConfig` and calls `serve::run`; tools
+//! such as the load generator live in crates of their own and use only what is public here.
 //!
 //! Data flows one way: api → engine → ledger (decisions) and store (conditional writes).
 
