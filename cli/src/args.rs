@@ -58,6 +58,8 @@ pub enum Command {
     Bench(Box<crate::bench::BenchCmd>),
     /// Run an HTTP reverse proxy giving an upstream service Idempotency-Key semantics.
     Gateway(Box<crate::gateway::GatewayCmd>),
+    /// Run the operator console: a web app to approve, reconcile and purge, over the ledger.
+    Console(Box<crate::console::ConsoleCmd>),
 }
 
 /// `oncekey token …`

@@ -1,5 +1,5 @@
 //! The `oncekey` command: parses the command line and dispatches to the crates that do the work
-//! (`oncekey-server`, `oncekey-bench`, `oncekey-gateway`, the client). Exit codes: 0 success, 1
+//! (`oncekey-server`, `oncekey-bench`, `oncekey-gateway`, `oncekey-console`, the client). Exit codes: 0 success, 1
 //! runtime failure, 64 bad configuration (the message names the flag), 65 the embedded store's
 //! data is damaged or missing (the message says what and how to proceed, e.g.
 //! `--accept-data-loss`), 69 the CQL cluster did not become available in time; see `exit`.
@@ -7,6 +7,7 @@
 mod args;
 mod bench;
 mod client;
+mod console;
 mod exit;
 mod gateway;
 mod log_format;
@@ -85,6 +86,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Purge(cmd) => operations::purge(cmd).await?,
         Command::Bench(cmd) => return bench::run(*cmd).await,
         Command::Gateway(cmd) => return gateway::run(*cmd).await,
+        Command::Console(cmd) => return console::run(*cmd).await,
     };
     println!("{}", render::json_text(&output)?);
     Ok(())
