@@ -127,9 +127,9 @@ impl App {
 
     /// A page view: the session (its idle clock moved on when due, with the cookie that says
     /// so), or a redirect to sign in.
-    fn viewer(&self, headers: &HeaderMap) -> Result<(Session, Option<String>), Response> {
+    fn viewer(&self, headers: &HeaderMap) -> Result<(Session, Option<String>), Box<Response>> {
         let Some(mut session) = self.session(headers) else {
-            return Err(Redirect::to("/signin").into_response());
+            return Err(Box::new(Redirect::to("/signin").into_response()));
         };
         let now = session::now();
         let cookie = (now >= session.seen + SEEN_GRANULARITY).then(|| {
@@ -140,10 +140,10 @@ impl App {
     }
 
     /// The checks of a state-changing request: same origin, a session, its CSRF token.
-    fn actor(&self, headers: &HeaderMap, csrf: &str) -> Result<Session, Response> {
+    fn actor(&self, headers: &HeaderMap, csrf: &str) -> Result<Session, Box<Response>> {
         let refuse = |why: Refused| {
             tracing::warn!(%why, "refused a state-changing request");
-            html(
+            Box::new(html(
                 StatusCode::FORBIDDEN,
                 pages::problem(
                     None,
@@ -151,7 +151,7 @@ impl App {
                     &format!("Refused: {why}."),
                     Some(("/", "Back to the console")),
                 ),
-            )
+            ))
         };
         let origin = match &self.args.public_origin {
             Some(o) => guard::parse_origin(o),
@@ -222,7 +222,7 @@ async fn read_attention(app: &App, session: &Session) -> Result<Attention, CallE
 async fn home(State(app): Shared, headers: HeaderMap) -> Response {
     let (session, cookie) = match app.viewer(&headers) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let response = match read_attention(&app, &session).await {
         Ok(a) => html(
@@ -253,7 +253,7 @@ async fn records_page(
 ) -> Response {
     let (session, cookie) = match app.viewer(&headers) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let mut filter = Filter::default();
     let mut flash = None;
@@ -304,7 +304,7 @@ async fn record_page(
 ) -> Response {
     let (session, cookie) = match app.viewer(&headers) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let looked = app.ledger.lookup(&session, &q.namespace, &q.key).await;
     let response = match looked {
@@ -378,7 +378,7 @@ fn key_hash(key: &str) -> String {
 async fn decide(app: &App, headers: &HeaderMap, form: Decide, approve: bool) -> Response {
     let session = match app.actor(headers, &form.csrf) {
         Ok(s) => s,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let back = pages::record_href(&form.namespace, &form.key);
     let Ok(fingerprint) = hex::decode(form.fingerprint.trim()) else {
@@ -490,7 +490,7 @@ async fn reconcile(
 ) -> Response {
     let session = match app.actor(&headers, &form.csrf) {
         Ok(s) => s,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let back = pages::record_href(&form.namespace, &form.key);
     let back_link = Some((back.as_str(), "Back to the record"));
@@ -550,7 +550,7 @@ struct Purge {
 async fn purge(State(app): Shared, headers: HeaderMap, Form(form): Form<Purge>) -> Response {
     let session = match app.actor(&headers, &form.csrf) {
         Ok(s) => s,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let back = pages::record_href(&form.namespace, &form.key);
     let back_link = Some((back.as_str(), "Back to the record"));
@@ -696,7 +696,7 @@ struct SignOut {
 
 async fn signout(State(app): Shared, headers: HeaderMap, Form(form): Form<SignOut>) -> Response {
     if let Err(r) = app.actor(&headers, &form.csrf) {
-        return r;
+        return *r;
     }
     let clear = guard::set_cookie(app.cookie_name(), "", 0, app.args.secure_cookies());
     with_cookie(Redirect::to("/signin").into_response(), Some(clear))

@@ -1,0 +1,434 @@
+//! `oncekey console` over plain HTTP against a real server (the browser stage, `scripts/test
+//! console`, drives it in Chromium): sign-in with tokens and their probed scopes, the session
+//! cookie's flags and sealing (shared by replicas with one key, refused by others), the CSRF and
+//! same-origin checks refusing before the ledger is called, an approval and a purge through the
+//! forms, the ledger refusing what a token's scopes do not allow, stored strings escaped, and the
+//! start-up refusals.
+
+use ::http::header::{CONTENT_TYPE, COOKIE, LOCATION, ORIGIN, SET_COOKIE};
+use ::http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use oncekey_api::v1;
+use oncekey_tests::*;
+use sha2::Digest;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+const NS: &str = "payouts.send";
+const ALICE: &str = "tok-console-alice-1c9";
+const BOB: &str = "tok-console-bob-7e2";
+
+/// A running `oncekey console`.
+struct Console {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Console {
+    fn start(server: &str, extra: &[&str]) -> Console {
+        let mut child = Command::new(binary())
+            .args(["console", "--server", server, "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start oncekey console");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening http=")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_owned();
+        Console {
+            child,
+            base: format!("http://{addr}"),
+        }
+    }
+}
+
+/// A cookie-keeping HTTP client, like a browser without script.
+struct Browser {
+    base: String,
+    client: Client<HttpConnector, Full<bytes::Bytes>>,
+    cookies: Vec<(String, String)>,
+}
+
+struct Page {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Browser {
+    fn new(base: &str) -> Self {
+        Self {
+            base: base.to_owned(),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            cookies: Vec::new(),
+        }
+    }
+
+    async fn send(
+        &mut self,
+        method: Method,
+        path: &str,
+        form: Option<String>,
+        origin: Option<&str>,
+    ) -> Page {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base));
+        if !self.cookies.is_empty() {
+            let jar: Vec<String> = self
+                .cookies
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            request = request.header(COOKIE, jar.join("; "));
+        }
+        if let Some(o) = origin {
+            request = request.header(ORIGIN, o);
+        }
+        if form.is_some() {
+            request = request.header(CONTENT_TYPE, "application/x-www-form-urlencoded");
+        }
+        let body = Full::new(bytes::Bytes::from(form.unwrap_or_default()));
+        let response = self
+            .client
+            .request(request.body(body).unwrap())
+            .await
+            .expect("console answers");
+        let (parts, body) = response.into_parts();
+        for set in parts.headers.get_all(SET_COOKIE) {
+            let set = set.to_str().unwrap();
+            let (pair, _) = set.split_once(';').unwrap_or((set, ""));
+            let (name, value) = pair.split_once('=').unwrap();
+            self.cookies.retain(|(k, _)| k != name);
+            if !set.contains("Max-Age=0") {
+                self.cookies.push((name.to_owned(), value.to_owned()));
+            }
+        }
+        let body = String::from_utf8(body.collect().await.unwrap().to_bytes().to_vec()).unwrap();
+        Page {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        }
+    }
+
+    async fn get(&mut self, path: &str) -> Page {
+        self.send(Method::GET, path, None, None).await
+    }
+
+    /// A form POST from the console's own origin.
+    async fn post(&mut self, path: &str, fields: &[(&str, &str)]) -> Page {
+        let origin = self.base.clone();
+        self.send(Method::POST, path, Some(encode(fields)), Some(&origin))
+            .await
+    }
+
+    async fn sign_in(&mut self, fields: &[(&str, &str)]) -> Page {
+        let page = self.get("/signin").await;
+        let csrf = hidden(&page.body, "csrf");
+        let mut all = fields.to_vec();
+        all.push(("csrf", &csrf));
+        self.post("/signin", &all).await
+    }
+}
+
+fn encode(fields: &[(&str, &str)]) -> String {
+    fields
+        .iter()
+        .map(|(k, v)| format!("{k}={}", urlencode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The value of the first hidden input named `name`.
+fn hidden(body: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = body
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no {name} field in {body}"))
+        + marker.len();
+    body[start..].split('"').next().unwrap().to_owned()
+}
+
+fn tokens_file(dir: &std::path::Path) -> String {
+    let hash = |t: &str| hex::encode(sha2::Sha256::digest(t.as_bytes()));
+    let path = dir.join("tokens");
+    std::fs::write(
+        &path,
+        format!(
+            "acme:alice:{}:ledger,approve,admin\nacme:bob:{}\n",
+            hash(ALICE),
+            hash(BOB)
+        ),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+fn gated(key: &str) -> v1::ClaimRequest {
+    v1::ClaimRequest {
+        require_approval: true,
+        ..claim(NS, key, r#"{"to":"acct-1","cents":500}"#)
+    }
+}
+
+async fn record(server: &Server, key: &str) -> Option<v1::Record> {
+    let mut rpc = server.client_with_token(ALICE).await;
+    rpc.lookup(lookup(NS, key))
+        .await
+        .ok()
+        .and_then(|r| r.into_inner().record)
+}
+
+#[tokio::test]
+async fn operators_sign_in_with_their_tokens_and_act_within_their_scopes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&["--tokens-file", &tokens_file(dir.path())]);
+    let console = Console::start(&server.grpc, &[]);
+    let mut ledger = server.client_with_token(BOB).await;
+    ledger.claim(gated("c-1")).await.unwrap();
+    let key = "c-<script>alert(1)</script>";
+    ledger.claim(gated(key)).await.unwrap();
+
+    let mut alice = Browser::new(&console.base);
+    let page = alice.get("/").await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(page.headers[LOCATION], "/signin");
+    let csp = page.headers["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+
+    // A wrong token is refused, and nothing is kept.
+    let page = alice
+        .sign_in(&[("name", "Alice"), ("token", "not-a-token")])
+        .await;
+    assert_eq!(page.status, StatusCode::UNAUTHORIZED);
+    assert!(page.body.contains("did not accept"), "{}", page.body);
+    assert!(
+        !page.body.contains("not-a-token"),
+        "the token is never echoed"
+    );
+
+    let page = alice.sign_in(&[("name", "Alice"), ("token", ALICE)]).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    let set = page
+        .headers
+        .get_all(SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect::<Vec<_>>();
+    let session = set
+        .iter()
+        .find(|c| c.starts_with("oncekey_console="))
+        .expect("a session cookie");
+    assert!(
+        session.contains("HttpOnly") && session.contains("SameSite=Strict"),
+        "{session}"
+    );
+    assert!(!session.contains(ALICE), "the cookie is sealed: {session}");
+
+    // Needs attention lists both, the scripted key as text.
+    let home = alice.get("/").await;
+    assert_eq!(home.status, StatusCode::OK);
+    assert!(
+        home.body
+            .contains("c-&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{}",
+        home.body
+    );
+    assert!(
+        !home.body.contains("<script>alert"),
+        "stored strings are escaped"
+    );
+    assert!(!home.body.contains(ALICE), "the token never reaches a page");
+
+    // Approve c-1 through the form: the ledger records alice's label.
+    let view = alice.get("/record?namespace=payouts.send&key=c-1").await;
+    assert!(view.body.contains("id=\"approve\""), "alice may approve");
+    assert!(view.body.contains("id=\"purge-button\""), "alice may purge");
+    let csrf = hidden(&view.body, "csrf");
+    let fingerprint = hidden(&view.body, "fingerprint");
+    // Without the CSRF token, or from another origin: refused before the ledger is asked.
+    let fields = [
+        ("namespace", NS),
+        ("key", "c-1"),
+        ("fingerprint", fingerprint.as_str()),
+        ("note", "ok"),
+    ];
+    let page = alice.post("/record/approve", &fields).await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    let mut with_csrf = fields.to_vec();
+    with_csrf.push(("csrf", &csrf));
+    let page = alice
+        .send(
+            Method::POST,
+            "/record/approve",
+            Some(encode(&with_csrf)),
+            Some("http://evil.example"),
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        status(&record(&server, "c-1").await.unwrap()),
+        v1::RecordStatus::AwaitingApproval
+    );
+    let page = alice.post("/record/approve", &with_csrf).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    let approved = record(&server, "c-1").await.unwrap();
+    assert_eq!(status(&approved), v1::RecordStatus::Approved);
+    let approval = approved.approval.unwrap();
+    assert_eq!(
+        (approval.decided_by.as_str(), approval.note.as_str()),
+        ("alice", "ok")
+    );
+
+    // Bob's token has `ledger` only: no buttons, and a forged approval is refused by the ledger.
+    let mut bob = Browser::new(&console.base);
+    assert_eq!(
+        bob.sign_in(&[("name", "Bob"), ("token", BOB)]).await.status,
+        StatusCode::SEE_OTHER
+    );
+    let path = format!("/record?namespace={NS}&key={}", urlencode(key));
+    let view = bob.get(&path).await;
+    assert_eq!(view.status, StatusCode::OK);
+    assert!(!view.body.contains("id=\"approve\"") && !view.body.contains("id=\"purge-button\""));
+    let bob_csrf = hidden(&view.body, "csrf");
+    let forged = [
+        ("namespace", NS),
+        ("key", key),
+        ("fingerprint", ""),
+        ("note", "x"),
+        ("csrf", bob_csrf.as_str()),
+    ];
+    let page = bob.post("/record/approve", &forged).await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN, "{}", page.body);
+    assert!(page.body.contains("MISSING_SCOPE"), "{}", page.body);
+    assert_eq!(
+        status(&record(&server, key).await.unwrap()),
+        v1::RecordStatus::AwaitingApproval
+    );
+    // Alice's CSRF token in Bob's session is not Bob's.
+    let stolen = [
+        ("namespace", NS),
+        ("key", key),
+        ("fingerprint", ""),
+        ("note", "x"),
+        ("csrf", csrf.as_str()),
+    ];
+    assert_eq!(
+        bob.post("/record/approve", &stolen).await.status,
+        StatusCode::FORBIDDEN
+    );
+
+    // Purge needs the key typed back.
+    let view = alice.get(&path).await;
+    let csrf = hidden(&view.body, "csrf");
+    let page = alice
+        .post(
+            "/record/purge",
+            &[
+                ("namespace", NS),
+                ("key", key),
+                ("confirm", "c-"),
+                ("csrf", &csrf),
+            ],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST);
+    assert!(record(&server, key).await.is_some());
+    let page = alice
+        .post(
+            "/record/purge",
+            &[
+                ("namespace", NS),
+                ("key", key),
+                ("confirm", key),
+                ("csrf", &csrf),
+            ],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    assert!(record(&server, key).await.is_none());
+
+    // Signed out, the pages send Alice to sign in again.
+    assert_eq!(
+        alice.post("/signout", &[("csrf", &csrf)]).await.status,
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(alice.get("/").await.status, StatusCode::SEE_OTHER);
+}
+
+#[tokio::test]
+async fn replicas_with_one_session_key_share_sessions_and_others_refuse_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&["--tokens-file", &tokens_file(dir.path())]);
+    let key_file = dir.path().join("session-key");
+    std::fs::write(&key_file, format!("{}\n", "5a".repeat(32))).unwrap();
+    let key_flag = ["--session-key-file", key_file.to_str().unwrap()];
+    let one = Console::start(&server.grpc, &key_flag);
+    let two = Console::start(&server.grpc, &key_flag);
+    let other = Console::start(&server.grpc, &[]);
+
+    let mut browser = Browser::new(&one.base);
+    assert_eq!(
+        browser
+            .sign_in(&[("name", "Alice"), ("token", ALICE)])
+            .await
+            .status,
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(browser.get("/records").await.status, StatusCode::OK);
+    browser.base = two.base.clone();
+    assert_eq!(
+        browser.get("/records").await.status,
+        StatusCode::OK,
+        "the other replica reads the session"
+    );
+    browser.base = other.base.clone();
+    assert_eq!(
+        browser.get("/records").await.status,
+        StatusCode::SEE_OTHER,
+        "another key does not"
+    );
+}
+
+#[test]
+fn a_public_listen_address_needs_tls_or_consent() {
+    let (code, _, stderr) = run_cli(&["console", "--listen", "0.0.0.0:0"]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(
+        stderr.contains("--listen") && stderr.contains("--allow-plaintext"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run_cli(&["console", "--session-key-file", "/nonexistent/key"]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("--session-key-file"), "{stderr}");
+}
