@@ -13,7 +13,7 @@ const HEX_HEAD: usize = 64;
 pub(crate) enum Body {
     /// Nothing stored.
     Empty,
-    /// JSON, pretty-printed.
+    /// JSON, pretty-printed (object keys sorted).
     Json(String),
     /// UTF-8 text.
     Text(String),
@@ -136,7 +136,8 @@ mod tests {
     fn bodies_render_by_content_type() {
         assert_eq!(
             body(br#"{"b":1,"a":[true]}"#, "application/json; charset=utf-8"),
-            Body::Json("{\n  \"b\": 1,\n  \"a\": [\n    true\n  ]\n}".into())
+            // Keys in order (serde_json's map is sorted).
+            Body::Json("{\n  \"a\": [\n    true\n  ],\n  \"b\": 1\n}".into())
         );
         // Declared JSON that does not parse is shown as the text it is.
         assert_eq!(

@@ -11,11 +11,109 @@
 # answer, and SIGTERM must drain and exit 0. The embedded scenarios always; a CQL one (migration
 # Job first) when ONCEKEY_TEST_CQL_NODES names a node. Skipped when no binary is built
 # (scripts/test builds it, and starts the Cassandra node, before this step).
+# Against each of those servers, with console.enabled: the console Deployment's command (its
+# args, with the session key the chart's Secret holds; HTTPS of its own for the embedded
+# scenario) must get its readiness probe's path to answer 200 (the ledger answers SERVING) and
+# its liveness probe's, then exit 0 on SIGTERM.
 BIN="${ONCEKEY_BIN:-${CARGO_TARGET_DIR:-$CACHE/target}/debug/oncekey}"
 say "-- rendered settings against the real binary"
 if [ ! -x "$BIN" ]; then
   say "skip no oncekey binary at $BIN (set ONCEKEY_BIN, or run scripts/test)"
 else
+  # Whether the binary has `oncekey console` (the console Deployment's command).
+  console_support=no
+  if "$BIN" console --help >/dev/null 2>&1; then
+    console_support=yes
+  elif [ "${ONCEKEY_REQUIRE_CONSOLE:-}" = 1 ]; then
+    say "FAIL console: $BIN has no console subcommand (\`oncekey console --help\` fails) and ONCEKEY_REQUIRE_CONSOLE=1"
+    failed=1
+  else
+    # TODO(console): remove this escape hatch once the console crate has landed: a binary
+    # without `oncekey console` must then fail the check like any other missing command.
+    say "skip console: skipped: binary has no console subcommand ($BIN); the console Deployment's command is not run (ONCEKEY_REQUIRE_CONSOLE=1 fails instead)"
+  fi
+  # What the console Deployment is rendered with on top of each scenario.
+  CONSOLE_SET=(--set console.enabled=true --set console.publicOrigin=https://oncekey-console.example.com)
+  http_status() { # url → the HTTP status, or 000 when nothing answers (https: certificate not verified, as the kubelet's probes)
+    python3 - "$1" <<'PY' 2>/dev/null || echo 000
+import ssl, sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=2, context=ssl._create_unverified_context()).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+PY
+  }
+  # The console Deployment's command, its paths and ports moved as for serve, against the
+  # server on 127.0.0.1:grpc-port; for the embedded scenario serving HTTPS itself
+  # (console.tls.existingSecret) from a throwaway certificate when openssl is there. Sets
+  # console (what passed), or why and returns 1.
+  console_smoke() { # dir grpc-port scenario-name helm-args...
+    local dir=$1 grpc=$2 name=$3; shift 3
+    local set=("${CONSOLE_SET[@]}")
+    if [ "$name" = embedded ] && command -v openssl >/dev/null; then
+      openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
+        -keyout "$dir/etc/console-tls.key" -out "$dir/etc/console-tls.crt" >/dev/null 2>&1 \
+        || { why="console: openssl could not make a test certificate"; return 1; }
+      set+=(--set console.tls.existingSecret=console-tls)
+    fi
+    if ! render -s templates/console-deployment.yaml "$@" "${set[@]}" >"$dir/console.yaml" 2>"$dir/console.render" \
+        || ! render -s templates/console-secret.yaml "$@" "${set[@]}" >"$dir/console-secret.yaml" 2>>"$dir/console.render"; then
+      why="console: helm template failed: $(cat "$dir/console.render")"; return 1
+    fi
+    # The key as the mounted Secret holds it: 64 hex digits, one line.
+    local key
+    key=$(sed -n 's/^  session-key: "\([0-9a-f]\{64\}\)"$/\1/p' "$dir/console-secret.yaml")
+    [ -n "$key" ] || { why="console: the chart's session key Secret holds no 64-hex session-key"; return 1; }
+    printf '%s' "$key" >"$dir/etc/session-key"
+    local ready live scheme
+    scheme=$(sed -n '/^          readinessProbe:/,/^          [a-z]/s/^ *scheme: //p' "$dir/console.yaml" | tr '[:upper:]' '[:lower:]')
+    ready=$(sed -n '/^          readinessProbe:/,/^          [a-z]/s/^ *path: //p' "$dir/console.yaml")
+    live=$(sed -n '/^          livenessProbe:/,/^          [a-z]/s/^ *path: //p' "$dir/console.yaml")
+    [ -n "$ready" ] && [ -n "$live" ] && [ -n "$scheme" ] \
+      || { why="console: the Deployment has no readiness or liveness probe path, or no scheme"; return 1; }
+    local port
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    local args=() arg
+    while IFS= read -r arg; do
+      arg=$(unquote "$arg")
+      case $arg in
+        --server=*) arg="--server=http://127.0.0.1:$grpc" ;;
+        --listen=*) arg=${arg#--listen=}; arg="--listen=${arg%:*}:$port" ;;   # the rendered host, a free port
+        --session-key-file=*) arg="--session-key-file=$dir/etc/session-key" ;;
+        --tls-cert=*) arg="--tls-cert=$dir/etc/console-tls.crt" ;;
+        --tls-key=*) arg="--tls-key=$dir/etc/console-tls.key" ;;
+      esac
+      args+=("$arg")
+    done < <(awk '/^          args:$/{a=1;next} a&&/^            - /{sub(/^            - /,"");print;next} a{exit}' "$dir/console.yaml")
+    [ "${args[0]:-}" = console ] || { why="console: the Deployment does not run \`oncekey console\` (args: ${args[*]})"; return 1; }
+    env -i PATH="$PATH" HOME="$dir" "$BIN" "${args[@]}" >"$dir/console.out" 2>"$dir/console.err" &
+    local cpid=$! status=000 i
+    for i in $(seq 150); do   # up to 30 s
+      status=$(http_status "$scheme://127.0.0.1:$port$ready")
+      [ "$status" = 200 ] && break
+      kill -0 "$cpid" 2>/dev/null || break
+      sleep 0.2
+    done
+    local rc=0 ok=1
+    if [ "$status" != 200 ]; then
+      ok=0 why="console (${args[*]}): $ready answered $status, not 200: $(tail -n 3 "$dir/console.err")"
+    elif [ "$(http_status "$scheme://127.0.0.1:$port$live")" != 200 ]; then
+      ok=0 why="console: $live did not answer 200"
+    fi
+    kill -TERM "$cpid" 2>/dev/null || true
+    for i in $(seq 100); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.1; done   # up to 10 s
+    if kill -0 "$cpid" 2>/dev/null; then
+      kill -KILL "$cpid" 2>/dev/null || true
+      wait "$cpid" 2>/dev/null || true
+      [ "$ok" = 1 ] && why="console: still running 10 s after SIGTERM"
+      return 1
+    fi
+    wait "$cpid" || rc=$?
+    [ "$ok" = 1 ] || return 1
+    [ "$rc" = 0 ] || { why="console: SIGTERM: exit code $rc, expected 0: $(tail -n 3 "$dir/console.err")"; return 1; }
+    console=", the console's $ready and $live 200 ($scheme) and it exits 0 on SIGTERM"
+    return 0
+  }
   # A file the pod would find mounted, as the test machine has it (the CQL TLS node's files).
   local_path() { # variable value → value
     case $1 in
@@ -62,6 +160,7 @@ else
       sed -n '/^  tokens: |/,/^  [a-z-]*:/{/^    /s/^    //p}' "$dir/secret.yaml" >"$dir/etc/tokens"
       test_token=$(sed -n 's/^  helm-test-token: "\(.*\)"$/\1/p' "$dir/secret.yaml")
     fi
+    : >"$dir/out"   # there before the loop below reads it
     env -i PATH="$PATH" HOME="$dir" "${env[@]}" "$BIN" serve >"$dir/out" 2>"$dir/err" &
     local pid=$! grpc="" admin="" i
     for i in $(seq 300); do   # up to 30 s (the CQL store connects first)
@@ -103,12 +202,17 @@ else
         ok=0 why="helm test's Claim (${test_args[*]}): $(cat "$dir/test-claim")"
       fi
     fi
+    # The console Deployment's command against this server.
+    local console=""
+    if [ "$ok" = 1 ] && [ "$console_support" = yes ]; then
+      console_smoke "$dir" "$grpc" "$name" "$@" || ok=0   # sets console (what passed) or why
+    fi
     kill -TERM "$pid" 2>/dev/null || true
     local rc=0
     wait "$pid" || rc=$?
     if [ "$ok" = 1 ] && [ "$rc" != 0 ]; then ok=0 why="SIGTERM: exit code $rc, expected 0"; fi
     if [ "$ok" = 1 ]; then
-      say "ok   $name: $( [ -s "$dir/migrate" ] && echo "migrate ok, ")serve starts with the rendered settings, health SERVING, /readyz 200, claim ACQUIRED, helm test's health and Claim pass, SIGTERM exit 0"
+      say "ok   $name: $( [ -s "$dir/migrate" ] && echo "migrate ok, ")serve starts with the rendered settings, health SERVING, /readyz 200, claim ACQUIRED, helm test's health and Claim pass$console, SIGTERM exit 0"
     else
       say "FAIL $name: $why"; failed=1
     fi
