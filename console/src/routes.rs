@@ -57,7 +57,23 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/assets/console.js", get(js))
         .fallback(not_found)
         .layer(axum::middleware::map_response(security_headers))
+        .layer(axum::middleware::map_request(host_from_authority))
         .with_state(app)
+}
+
+/// HTTP/2 requests name their host in `:authority` (the URI), not in a Host header: copy it
+/// there, so the same-origin check sees the same for both protocols.
+async fn host_from_authority(mut request: axum::extract::Request) -> axum::extract::Request {
+    if !request.headers().contains_key(http::header::HOST) {
+        if let Some(value) = request
+            .uri()
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        {
+            request.headers_mut().insert(http::header::HOST, value);
+        }
+    }
+    request
 }
 
 /// Headers on every response: a Content-Security-Policy without inline script or style, no
@@ -755,6 +771,67 @@ async fn not_found(State(app): Shared, headers: HeaderMap) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tower::ServiceExt as _;
+
+    fn app(public_origin: Option<&str>) -> Router {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: ConsoleArgs,
+        }
+        let mut args = Cli::parse_from(["console"]).args;
+        args.public_origin = public_origin.map(str::to_owned);
+        router(Arc::new(App {
+            // Never reached: nothing listens on port 1.
+            ledger: Ledger::new("http://127.0.0.1:1", None).unwrap(),
+            sealer: Sealer::new(&[1; 32]),
+            args,
+            tls: false,
+            draining: false.into(),
+        }))
+    }
+
+    /// A sign-in POST as a browser sends it, over HTTP/1.1 (Host) or HTTP/2 (authority only).
+    fn signin(uri: &str, host: Option<&str>, origin: &str) -> axum::extract::Request {
+        let mut r = http::Request::post(uri)
+            .header(http::header::ORIGIN, origin)
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(
+                http::header::COOKIE,
+                "oncekey_console_signin=abc; __Host-oncekey_console_signin=abc",
+            );
+        if let Some(h) = host {
+            r = r.header(http::header::HOST, h);
+        }
+        r.body(axum::body::Body::from("csrf=abc&name=a&tenant=t"))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_origin_check_reads_http2_authorities_and_the_public_origin() {
+        let refused = StatusCode::FORBIDDEN;
+        // Past the origin and CSRF checks, the unreachable ledger answers (503), not a refusal.
+        let h1 = signin("/signin", Some("console.example"), "http://console.example");
+        assert_ne!(app(None).oneshot(h1).await.unwrap().status(), refused);
+        let h2 = signin(
+            "http://console.example/signin",
+            None,
+            "http://console.example",
+        );
+        assert_ne!(app(None).oneshot(h2).await.unwrap().status(), refused);
+        let other = signin("/signin", Some("console.example"), "http://evil.example");
+        assert_eq!(app(None).oneshot(other).await.unwrap().status(), refused);
+        // Behind a proxy the public origin is what browsers send, whatever the Host.
+        let proxied = signin("/signin", Some("10.0.0.7:8088"), "https://ops.example");
+        let public = app(Some("https://ops.example"));
+        assert_ne!(
+            public.clone().oneshot(proxied).await.unwrap().status(),
+            refused
+        );
+        let direct = signin("/signin", Some("10.0.0.7:8088"), "http://10.0.0.7:8088");
+        assert_eq!(public.oneshot(direct).await.unwrap().status(), refused);
+    }
 
     #[test]
     fn reconcile_owners_fit_the_ledger() {

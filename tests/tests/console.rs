@@ -432,3 +432,78 @@ fn a_public_listen_address_needs_tls_or_consent() {
     assert_eq!(code, 64, "{stderr}");
     assert!(stderr.contains("--session-key-file"), "{stderr}");
 }
+
+/// One HTTP/1.1 request over TLS (OpenSSL, trusting `ca`): the response head and body.
+fn https(addr: &str, ca: &std::path::Path, request: &str) -> String {
+    use openssl::ssl::{SslConnector, SslMethod};
+    use std::io::{Read, Write};
+    let mut connector = SslConnector::builder(SslMethod::tls_client()).unwrap();
+    connector.set_ca_file(ca).unwrap();
+    connector.set_alpn_protos(b"\x08http/1.1").unwrap();
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    let mut tls = connector
+        .build()
+        .connect("localhost", tcp)
+        .expect("TLS handshake");
+    tls.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    let _ = tls.read_to_string(&mut response);
+    response
+}
+
+#[test]
+fn served_over_tls_the_cookies_are_secure() {
+    let dir = tempfile::tempdir().unwrap();
+    make_certificates(dir.path());
+    let server = Server::start(&[]);
+    let (cert, key) = (dir.path().join("server.pem"), dir.path().join("server.key"));
+    let mut child = Command::new(binary())
+        .args([
+            "console",
+            "--server",
+            &server.grpc,
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening https=")
+        .expect(&line)
+        .to_owned();
+    let response = https(
+        &addr,
+        &dir.path().join("ca.pem"),
+        &format!(
+            "GET /signin HTTP/1.1\r\nHost: localhost:{}\r\nConnection: close\r\n\r\n",
+            addr.rsplit(':').next().unwrap()
+        ),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let cookie = response
+        .lines()
+        .find(|l| {
+            l.to_ascii_lowercase()
+                .starts_with("set-cookie: __host-oncekey_console_signin=")
+        })
+        .unwrap_or_else(|| panic!("no __Host- sign-in cookie: {response}"));
+    assert!(
+        cookie.contains("Secure") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
+}
