@@ -87,8 +87,8 @@ PY
     done < <(awk '/^          args:$/{a=1;next} a&&/^            - /{sub(/^            - /,"");print;next} a{exit}' "$dir/console.yaml")
     [ "${args[0]:-}" = console ] || { why="console: the Deployment does not run \`oncekey console\` (args: ${args[*]})"; return 1; }
     env -i PATH="$PATH" HOME="$dir" "$BIN" "${args[@]}" >"$dir/console.out" 2>"$dir/console.err" &
-    local cpid=$! status=000 i
-    for i in $(seq 150); do   # up to 30 s
+    local cpid=$! status=000 i deadline=$((SECONDS + 30))
+    while [ "$SECONDS" -lt "$deadline" ]; do   # up to 30 s
       status=$(http_status "$scheme://127.0.0.1:$port$ready")
       [ "$status" = 200 ] && break
       kill -0 "$cpid" 2>/dev/null || break
