@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// How many records each Needs attention list reads at most.
-const ATTENTION_LIMIT: usize = 5000;
+const ATTENTION_LIMIT: usize = 1000;
 /// A page view refreshes the session's idle clock at most this often (seconds).
 const SEEN_GRANULARITY: u64 = 60;
 /// Children listed on a record's page.

@@ -3,22 +3,20 @@
 //! and serves until `shutdown` resolves; then `/readyz` answers 503, no new connection is taken,
 //! and the open ones finish their requests (at most `DRAIN`).
 //!
-//! Connections are bounded like `serve`'s (`oncekey_server::conn`): at most `MAX_CONNECTIONS`,
-//! the TLS handshake within its deadline, a request head within `HEADER_READ_TIMEOUT`.
+//! Connections are bounded like `serve`'s and the gateway's (`oncekey_server::conn`,
+//! `oncekey_gateway::serve_connection`): at most `MAX_CONNECTIONS`, the TLS handshake within its
+//! deadline, then `TIMEOUTS` for request heads and idleness.
 
 use crate::args::{read_session_key, ConfigError, ConsoleArgs};
 use crate::ledger::Ledger;
 use crate::routes::{router, App};
 use crate::session::Sealer;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
+use oncekey_gateway::{serve_connection, Timeouts};
 use oncekey_server::conn::{accept_loop, Accepted, Gate};
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::rustls::pki_types::pem::PemObject as _;
@@ -28,8 +26,12 @@ use tokio_rustls::TlsAcceptor;
 
 /// Most browser connections open at once (operators, not traffic).
 const MAX_CONNECTIONS: usize = 1024;
-/// How long a connection has to send a whole request head.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection's time limits: a whole request head within 10 s, and closed after 60 s without
+/// a request (the Needs attention page's refresh keeps its connection busy more often).
+const TIMEOUTS: Timeouts = Timeouts {
+    header_read: Duration::from_secs(10),
+    idle: Duration::from_secs(60),
+};
 /// How long the exit waits for open requests.
 const DRAIN: Duration = Duration::from_secs(10);
 
@@ -155,30 +157,12 @@ async fn connection(
         deadline,
     } = accepted;
     match tls {
-        None => serve_io(stream, routes, stop).await,
+        None => serve_connection(stream, peer, routes, TIMEOUTS, stop).await,
         Some(acceptor) => match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
-            Ok(Ok(stream)) => serve_io(stream, routes, stop).await,
+            Ok(Ok(stream)) => serve_connection(stream, peer, routes, TIMEOUTS, stop).await,
             Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
             Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
         },
     }
     drop(slot);
-}
-
-async fn serve_io<IO>(io: IO, routes: axum::Router, mut stop: watch::Receiver<bool>)
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    let connection = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(routes));
-    tokio::pin!(connection);
-    tokio::select! {
-        _ = connection.as_mut() => return,
-        _ = stop.wait_for(|s| *s) => connection.as_mut().graceful_shutdown(),
-    }
-    let _ = connection.await;
 }

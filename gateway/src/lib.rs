@@ -33,6 +33,7 @@ mod upstream;
 
 pub use args::{parse_duration, GatewayArgs, SemanticsArg};
 pub use config::ConfigError;
+pub use conn::{serve_connection, Timeouts};
 pub use fingerprint::{
     document as fingerprint_document, fingerprint as request_fingerprint, RequestParts,
 };

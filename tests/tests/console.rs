@@ -507,3 +507,24 @@ fn served_over_tls_the_cookies_are_secure() {
         "{cookie}"
     );
 }
+
+#[tokio::test]
+async fn a_connection_that_sends_nothing_is_closed() {
+    use tokio::io::AsyncReadExt;
+    let server = Server::start(&[]);
+    let console = Console::start(&server.grpc, &[]);
+    let mut idle = tokio::net::TcpStream::connect(console.base.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 64];
+    // The head-read limit is 10 s; give a loaded machine room, but not forever.
+    let read = tokio::time::timeout(std::time::Duration::from_secs(40), idle.read(&mut buf))
+        .await
+        .expect("the console closes a silent connection");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(9),
+        "not before its time"
+    );
+}

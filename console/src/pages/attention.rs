@@ -55,7 +55,7 @@ pub(crate) fn fragment(a: &Attention) -> Markup {
     let total = a.unknown.len() + a.awaiting.len() + a.lapsed.len();
     html! {
         p.muted #refreshed { "As of " (render::time(Some(&prost_types::Timestamp { seconds: i64::try_from(a.now).unwrap_or(0), nanos: 0 }))) "." }
-        @if a.truncated { p.error { "Only the first records of a list are shown: filter on the Records page." } }
+        @if a.truncated { p.error { "A list holds more than the first 1000 records shown: filter on the Records page." } }
         @if total == 0 {
             p.ok #nothing { "Nothing needs attention." }
         } @else {

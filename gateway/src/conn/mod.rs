@@ -24,7 +24,9 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use oncekey_server::conn::{accept_loop, Accepted, Gate};
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -61,13 +63,29 @@ async fn connection(
     accepted: Accepted,
     app: Router,
     timeouts: Timeouts,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let Accepted {
         stream, peer, slot, ..
     } = accepted;
+    serve_connection(stream, peer, app, timeouts, stop).await;
+    drop(slot);
+}
+
+/// Serves `app` on one connection already accepted (plain, or after a TLS handshake) as HTTP/1.1
+/// or HTTP/2, with `timeouts`, until it closes, its time limits close it, or `stop` (then
+/// gracefully, after its requests in flight). Also `oncekey console`'s.
+pub async fn serve_connection<IO>(
+    io: IO,
+    peer: SocketAddr,
+    app: Router,
+    timeouts: Timeouts,
+    mut stop: watch::Receiver<bool>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let activity = Activity::new();
-    let io = TokioIo::new(Watched::new(stream, activity.clone()));
+    let io = TokioIo::new(Watched::new(io, activity.clone()));
     let app = TowerToHyperService::new(app);
     let service = {
         let activity = activity.clone();
@@ -111,5 +129,4 @@ async fn connection(
             }
         }
     }
-    drop(slot);
 }
