@@ -20,17 +20,12 @@ say "-- rendered settings against the real binary"
 if [ ! -x "$BIN" ]; then
   say "skip no oncekey binary at $BIN (set ONCEKEY_BIN, or run scripts/test)"
 else
-  # Whether the binary has `oncekey console` (the console Deployment's command).
-  console_support=no
-  if "$BIN" console --help >/dev/null 2>&1; then
-    console_support=yes
-  elif [ "${ONCEKEY_REQUIRE_CONSOLE:-}" = 1 ]; then
-    say "FAIL console: $BIN has no console subcommand (\`oncekey console --help\` fails) and ONCEKEY_REQUIRE_CONSOLE=1"
+  # The console Deployment's command must exist in the binary the chart deploys.
+  console_support=yes
+  if ! "$BIN" console --help >/dev/null 2>&1; then
+    say "FAIL console: $BIN has no console subcommand (\`oncekey console --help\` fails)"
     failed=1
-  else
-    # TODO(console): remove this escape hatch once the console crate has landed: a binary
-    # without `oncekey console` must then fail the check like any other missing command.
-    say "skip console: skipped: binary has no console subcommand ($BIN); the console Deployment's command is not run (ONCEKEY_REQUIRE_CONSOLE=1 fails instead)"
+    console_support=no
   fi
   # What the console Deployment is rendered with on top of each scenario.
   CONSOLE_SET=(--set console.enabled=true --set console.publicOrigin=https://oncekey-console.example.com)
