@@ -312,6 +312,16 @@ impl Ledger {
             }
         };
         let (namespace, key) = (record.namespace.clone(), record.key.clone());
+        // Acquired but not settled: say what becomes of it.
+        let unsettled = |s: tonic::Status| {
+            let mut e = CallError::from(s);
+            e.message = format!(
+                "{} (the console holds the operation's lease but could not settle it: it reads \
+                 UNKNOWN again once that lease lapses, within 30 s; reconcile it again then)",
+                e.message
+            );
+            e
+        };
         match settle {
             Settle::Succeeded(result) => {
                 let m = v1::CompleteRequest {
@@ -320,7 +330,9 @@ impl Ledger {
                     lease_token: lease.token,
                     result: Some(result),
                 };
-                rpc.complete(with(&session.credential, m)?).await?;
+                rpc.complete(with(&session.credential, m)?)
+                    .await
+                    .map_err(unsettled)?;
             }
             Settle::Failed(error) => {
                 let m = v1::FailRequest {
@@ -331,7 +343,9 @@ impl Ledger {
                     disposition: v1::Disposition::Final as i32,
                     nothing_ran: false,
                 };
-                rpc.fail(with(&session.credential, m)?).await?;
+                rpc.fail(with(&session.credential, m)?)
+                    .await
+                    .map_err(unsettled)?;
             }
         }
         Ok(())

@@ -190,16 +190,29 @@ fn with_cookie(mut response: Response, cookie: Option<String>) -> Response {
     response
 }
 
-fn call_failed(session: Option<&Session>, e: &CallError, back: Option<(&str, &str)>) -> Response {
-    let detail = if e.reason.is_empty() {
-        format!("{:?}: {}", e.code, e.message)
-    } else {
-        format!("The ledger refused: {} — {}", e.reason, e.message)
-    };
-    html(
-        e.http_status(),
-        pages::problem(session, "The ledger said no", &detail, back),
-    )
+impl App {
+    /// The page for a failed ledger call. A session the ledger no longer accepts (a revoked
+    /// token) is ended: the operator is sent to sign in again.
+    fn failed(
+        &self,
+        session: Option<&Session>,
+        e: &CallError,
+        back: Option<(&str, &str)>,
+    ) -> Response {
+        if e.code == tonic::Code::Unauthenticated && session.is_some() {
+            let clear = guard::set_cookie(self.cookie_name(), "", 0, self.args.secure_cookies());
+            return with_cookie(Redirect::to("/signin").into_response(), Some(clear));
+        }
+        let detail = if e.reason.is_empty() {
+            format!("{:?}: {}", e.code, e.message)
+        } else {
+            format!("The ledger refused: {} — {}", e.reason, e.message)
+        };
+        html(
+            e.http_status(),
+            pages::problem(session, "The ledger said no", &detail, back),
+        )
+    }
 }
 
 // ---- pages -----------------------------------------------------------------------------------
@@ -245,7 +258,7 @@ async fn home(State(app): Shared, headers: HeaderMap) -> Response {
             StatusCode::OK,
             pages::attention::page(&session, &a, app.args.refresh.as_millis()),
         ),
-        Err(e) => call_failed(Some(&session), &e, None),
+        Err(e) => app.failed(Some(&session), &e, None),
     };
     with_cookie(response, cookie)
 }
@@ -294,6 +307,9 @@ async fn records_page(
                 StatusCode::OK,
                 pages::records::page(&session, &filter, Ok(&page), flash, now),
             ),
+            Err(e) if e.code == tonic::Code::Unauthenticated => {
+                return app.failed(Some(&session), &e, None)
+            }
             Err(e) => (
                 e.http_status(),
                 pages::records::page(&session, &filter, Err(&e.to_string()), flash, now),
@@ -324,7 +340,7 @@ async fn record_page(
     };
     let looked = app.ledger.lookup(&session, &q.namespace, &q.key).await;
     let response = match looked {
-        Err(e) => call_failed(
+        Err(e) => app.failed(
             Some(&session),
             &e,
             Some(("/records", "Back to the records")),
@@ -332,7 +348,7 @@ async fn record_page(
         Ok(found) => {
             let Some(record) = found.record else {
                 let e = CallError::local(tonic::Code::NotFound, "no record");
-                return call_failed(Some(&session), &e, None);
+                return app.failed(Some(&session), &e, None);
             };
             let children = app
                 .ledger
@@ -399,7 +415,7 @@ async fn decide(app: &App, headers: &HeaderMap, form: Decide, approve: bool) -> 
     let back = pages::record_href(&form.namespace, &form.key);
     let Ok(fingerprint) = hex::decode(form.fingerprint.trim()) else {
         let e = CallError::local(tonic::Code::InvalidArgument, "fingerprint: not hex");
-        return call_failed(Some(&session), &e, Some((&back, "Back to the record")));
+        return app.failed(Some(&session), &e, Some((&back, "Back to the record")));
     };
     let target = (form.namespace.as_str(), form.key.as_str());
     match app
@@ -412,7 +428,7 @@ async fn decide(app: &App, headers: &HeaderMap, form: Decide, approve: bool) -> 
             tracing::info!(operator = %session.name, action, namespace = %form.namespace, key_hash = %key_hash(&form.key), "console action");
             Redirect::to(&format!("{back}&done={action}")).into_response()
         }
-        Err(e) => call_failed(Some(&session), &e, Some((&back, "Back to the record"))),
+        Err(e) => app.failed(Some(&session), &e, Some((&back, "Back to the record"))),
     }
 }
 
@@ -448,7 +464,13 @@ struct Reconcile {
 
 /// The Claim's owner: who reconciled and why, cut to the ledger's 256 bytes.
 fn reconcile_owner(name: &str, note: &str) -> String {
-    let mut owner = format!("{name} (console): {}", note.trim());
+    // The ledger refuses control characters in an owner: a note's line breaks become spaces.
+    let note: String = note
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut owner = format!("{name} (console): {note}");
     if owner.len() > 256 {
         let mut end = 253;
         while !owner.is_char_boundary(end) {
@@ -460,6 +482,13 @@ fn reconcile_owner(name: &str, note: &str) -> String {
     owner
 }
 
+/// A reconciliation note: it must fit the result's metadata (1 KiB with its name).
+const MAX_NOTE_BYTES: usize = 1000;
+/// A result body (the ledger's default `--max-result-bytes`).
+const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// An error message (the ledger's limit).
+const MAX_MESSAGE_BYTES: usize = 16 * 1024;
+
 /// The settlement the form describes, or what is wrong with it (naming the field).
 fn settle(form: &Reconcile, name: &str) -> Result<Settle, String> {
     let code: i32 = form
@@ -467,14 +496,31 @@ fn settle(form: &Reconcile, name: &str) -> Result<Settle, String> {
         .trim()
         .parse()
         .map_err(|_| format!("code {:?}: a whole number", form.code))?;
+    // Checked here, before the Claim: a settlement the ledger refused after acquiring would
+    // leave the operation PROCESSING until its lease lapses back to UNKNOWN.
     if form.note.trim().is_empty() {
         return Err("note: say what you checked (it goes into the receipts)".into());
+    }
+    if form.note.trim().len() > MAX_NOTE_BYTES {
+        return Err(format!("note: at most {MAX_NOTE_BYTES} bytes"));
+    }
+    let content_type = form.content_type.trim();
+    if content_type.len() > 256 || content_type.chars().any(char::is_control) {
+        return Err("content_type: at most 256 bytes, no control characters".into());
+    }
+    if form.body.len() > MAX_BODY_BYTES {
+        return Err(format!(
+            "body: at most {MAX_BODY_BYTES} bytes (the ledger's default --max-result-bytes)"
+        ));
+    }
+    if form.message.len() > MAX_MESSAGE_BYTES {
+        return Err(format!("message: at most {MAX_MESSAGE_BYTES} bytes"));
     }
     match form.outcome.as_str() {
         "succeeded" => Ok(Settle::Succeeded(v1::OperationResult {
             code,
             body: form.body.clone().into_bytes(),
-            content_type: form.content_type.trim().to_owned(),
+            content_type: content_type.to_owned(),
             metadata: [
                 ("oncekey.reconciled_by".to_owned(), name.to_owned()),
                 ("oncekey.note".to_owned(), form.note.trim().to_owned()),
@@ -514,7 +560,7 @@ async fn reconcile(
         Ok(s) => s,
         Err(e) => {
             let e = CallError::local(tonic::Code::InvalidArgument, e);
-            return call_failed(Some(&session), &e, back_link);
+            return app.failed(Some(&session), &e, back_link);
         }
     };
     let record = match app
@@ -523,7 +569,7 @@ async fn reconcile(
         .await
     {
         Ok(found) => found.record.unwrap_or_default(),
-        Err(e) => return call_failed(Some(&session), &e, back_link),
+        Err(e) => return app.failed(Some(&session), &e, back_link),
     };
     if record.status != v1::RecordStatus::Unknown as i32 {
         let e = CallError::local(
@@ -533,7 +579,7 @@ async fn reconcile(
                 crate::render::status(record.status)
             ),
         );
-        return call_failed(Some(&session), &e, back_link);
+        return app.failed(Some(&session), &e, back_link);
     }
     let owner = reconcile_owner(&session.name, &form.note);
     match app
@@ -545,7 +591,7 @@ async fn reconcile(
             tracing::info!(operator = %session.name, action = "reconciled", outcome = %form.outcome, namespace = %form.namespace, key_hash = %key_hash(&form.key), "console action");
             Redirect::to(&format!("{back}&done=reconciled")).into_response()
         }
-        Err(e) => call_failed(Some(&session), &e, back_link),
+        Err(e) => app.failed(Some(&session), &e, back_link),
     }
 }
 
@@ -575,7 +621,7 @@ async fn purge(State(app): Shared, headers: HeaderMap, Form(form): Form<Purge>) 
             tonic::Code::InvalidArgument,
             "confirm: type the record's key exactly to purge it",
         );
-        return call_failed(Some(&session), &e, back_link);
+        return app.failed(Some(&session), &e, back_link);
     }
     let force = form.force == "on";
     match app
@@ -592,7 +638,7 @@ async fn purge(State(app): Shared, headers: HeaderMap, Form(form): Form<Purge>) 
             .unwrap_or_default();
             Redirect::to(&format!("/records?{query}")).into_response()
         }
-        Err(e) => call_failed(Some(&session), &e, back_link),
+        Err(e) => app.failed(Some(&session), &e, back_link),
     }
 }
 
@@ -695,7 +741,11 @@ async fn signin(State(app): Shared, headers: HeaderMap, Form(form): Form<SignIn>
         }
         Err(e) if e.code == tonic::Code::Unauthenticated => again(
             StatusCode::UNAUTHORIZED,
-            "The ledger did not accept this token.",
+            if form.token.trim().is_empty() {
+                "The ledger did not accept a tenant: it has a tokens file, so sign in with a token."
+            } else {
+                "The ledger did not accept this token."
+            },
         ),
         Err(e) => again(
             e.http_status(),
@@ -839,6 +889,11 @@ mod tests {
             reconcile_owner("alice", " checked stripe "),
             "alice (console): checked stripe"
         );
+        assert_eq!(
+            reconcile_owner("alice", "line one\nline two"),
+            "alice (console): line one line two",
+            "no control characters reach the ledger"
+        );
         let long = reconcile_owner("bob", &"é".repeat(300));
         assert!(long.len() <= 256, "{}", long.len());
         assert!(long.ends_with('…'));
@@ -861,6 +916,10 @@ mod tests {
             .unwrap_err()
             .starts_with("code"));
         assert!(settle(&form("succeeded", "200", " "), "a")
+            .unwrap_err()
+            .starts_with("note"));
+        let long_note = "x".repeat(1001);
+        assert!(settle(&form("succeeded", "200", &long_note), "a")
             .unwrap_err()
             .starts_with("note"));
         assert!(settle(&form("maybe", "200", "n"), "a")

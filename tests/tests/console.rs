@@ -528,3 +528,52 @@ async fn a_connection_that_sends_nothing_is_closed() {
         "not before its time"
     );
 }
+
+#[tokio::test]
+async fn a_revoked_token_ends_its_console_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(dir.path());
+    let server = Server::start(&["--tokens-file", &tokens]);
+    let console = Console::start(&server.grpc, &[]);
+    let mut browser = Browser::new(&console.base);
+    assert_eq!(
+        browser
+            .sign_in(&[("name", "Bob"), ("token", BOB)])
+            .await
+            .status,
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(browser.get("/records").await.status, StatusCode::OK);
+    // Bob's line leaves the tokens file; the server reloads it on SIGHUP.
+    let alice_only: String = std::fs::read_to_string(&tokens)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("acme:alice:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&tokens, alice_only).unwrap();
+    let ok = Command::new("kill")
+        .args(["-HUP", &server.pid().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -HUP");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let page = browser.get("/records").await;
+        if page.status == StatusCode::SEE_OTHER {
+            assert_eq!(page.headers[LOCATION], "/signin");
+            break;
+        }
+        assert_eq!(page.status, StatusCode::OK);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the revocation did not end the session"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        browser.cookies.iter().all(|(k, _)| k != "oncekey_console"),
+        "the session cookie is cleared"
+    );
+}
