@@ -73,8 +73,8 @@ impl ConsoleArgs {
                 self.refresh
             )));
         }
-        if self.idle_timeout < Duration::from_secs(60) {
-            return Err(ConfigError("--idle-timeout: at least 1m".into()));
+        if self.idle_timeout < Duration::from_secs(1) {
+            return Err(ConfigError("--idle-timeout: at least 1s".into()));
         }
         if self.session_lifetime < self.idle_timeout {
             return Err(ConfigError(

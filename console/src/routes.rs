@@ -21,7 +21,8 @@ use std::sync::Arc;
 
 /// How many records each Needs attention list reads at most.
 const ATTENTION_LIMIT: usize = 1000;
-/// A page view refreshes the session's idle clock at most this often (seconds).
+/// A page view refreshes the session's idle clock (and re-sends the cookie) at most this often
+/// (seconds), or a tenth of `--idle-timeout` when that is shorter.
 const SEEN_GRANULARITY: u64 = 60;
 /// Children listed on a record's page.
 const CHILDREN_LIMIT: usize = 200;
@@ -148,7 +149,8 @@ impl App {
             return Err(Box::new(Redirect::to("/signin").into_response()));
         };
         let now = session::now();
-        let cookie = (now >= session.seen + SEEN_GRANULARITY).then(|| {
+        let every = SEEN_GRANULARITY.min(self.args.idle_timeout.as_secs() / 10);
+        let cookie = (now >= session.seen + every).then(|| {
             session.seen = now;
             self.session_cookie(&session)
         });

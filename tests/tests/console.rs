@@ -577,3 +577,33 @@ async fn a_revoked_token_ends_its_console_session() {
         "the session cookie is cleared"
     );
 }
+
+#[tokio::test]
+async fn an_idle_session_ends() {
+    let server = Server::start(&[]);
+    // Session times count whole seconds: 3 s is idle for 2 to 3 s.
+    let flags = ["--idle-timeout", "3s", "--session-lifetime", "1h"];
+    let console = Console::start(&server.grpc, &flags);
+    let mut browser = Browser::new(&console.base);
+    assert_eq!(
+        browser
+            .sign_in(&[("name", "Ann"), ("tenant", "acme")])
+            .await
+            .status,
+        StatusCode::SEE_OTHER
+    );
+    let pause = |ms| tokio::time::sleep(std::time::Duration::from_millis(ms));
+    // Page views keep it alive past the idle timeout...
+    for _ in 0..5 {
+        assert_eq!(browser.get("/records").await.status, StatusCode::OK);
+        pause(900).await;
+    }
+    // ...the live refresh does not, and neither does waiting.
+    assert_eq!(browser.get("/attention").await.status, StatusCode::OK);
+    pause(4000).await;
+    assert_eq!(
+        browser.get("/attention").await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(browser.get("/records").await.status, StatusCode::SEE_OTHER);
+}
