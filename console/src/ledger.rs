@@ -22,6 +22,8 @@ pub(crate) struct CallError {
     /// The ErrorInfo reason (`MISSING_SCOPE`, `NOT_AWAITING_APPROVAL`, …), or empty.
     pub(crate) reason: String,
     pub(crate) message: String,
+    /// The console's own refusal: the ledger was not asked.
+    pub(crate) local: bool,
 }
 
 impl From<tonic::Status> for CallError {
@@ -35,6 +37,7 @@ impl From<tonic::Status> for CallError {
             code: status.code(),
             reason,
             message: status.message().to_owned(),
+            local: false,
         }
     }
 }
@@ -46,6 +49,7 @@ impl CallError {
             code,
             reason: String::new(),
             message: message.into(),
+            local: true,
         }
     }
 

@@ -93,7 +93,9 @@ async fn security_headers(mut response: Response) -> Response {
         HeaderValue::from_static("nosniff"),
     );
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
-    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    // `same-origin`, not `no-referrer`: under `no-referrer` Chromium sends `Origin: null` with the
+    // console's own form posts, which the same-origin check must refuse.
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
     h.insert(
         "cross-origin-opener-policy",
         HeaderValue::from_static("same-origin"),
@@ -205,14 +207,19 @@ impl App {
             let clear = guard::set_cookie(self.cookie_name(), "", 0, self.args.secure_cookies());
             return with_cookie(Redirect::to("/signin").into_response(), Some(clear));
         }
-        let detail = if e.reason.is_empty() {
-            format!("{:?}: {}", e.code, e.message)
+        let (title, detail) = if e.local {
+            ("Not done", e.message.clone())
+        } else if e.reason.is_empty() {
+            ("The ledger said no", format!("{:?}: {}", e.code, e.message))
         } else {
-            format!("The ledger refused: {} — {}", e.reason, e.message)
+            (
+                "The ledger said no",
+                format!("The ledger refused: {} — {}", e.reason, e.message),
+            )
         };
         html(
             e.http_status(),
-            pages::problem(session, "The ledger said no", &detail, back),
+            pages::problem(session, title, &detail, back),
         )
     }
 }
@@ -663,7 +670,8 @@ fn signin_form(
 ) -> Response {
     let csrf = session::random_hex();
     let secure = app.args.secure_cookies();
-    let cookie = guard::set_cookie(guard::signin_cookie_name(secure), &csrf, 3600, secure);
+    let lifetime = app.args.session_lifetime.as_secs();
+    let cookie = guard::set_cookie(guard::signin_cookie_name(secure), &csrf, lifetime, secure);
     with_cookie(
         html(status, pages::signin::page(&csrf, error, name, tenant)),
         Some(cookie),
@@ -692,9 +700,7 @@ async fn signin(State(app): Shared, headers: HeaderMap, Form(form): Form<SignIn>
         &headers,
         guard::signin_cookie_name(app.args.secure_cookies()),
     );
-    if guard::same_origin(&headers, &origin).is_err()
-        || !expected.is_some_and(|e| guard::csrf_matches(e, &form.csrf))
-    {
+    if guard::same_origin(&headers, &origin).is_err() {
         return html(
             StatusCode::FORBIDDEN,
             pages::problem(
@@ -706,6 +712,17 @@ async fn signin(State(app): Shared, headers: HeaderMap, Form(form): Form<SignIn>
         );
     }
     let (name, tenant) = (form.name.trim(), form.tenant.trim());
+    if !expected.is_some_and(|e| guard::csrf_matches(e, &form.csrf)) {
+        // Same origin, but the form's token is not this browser's (an old tab, cleared
+        // cookies): a fresh form, the token typed again.
+        return signin_form(
+            &app,
+            StatusCode::FORBIDDEN,
+            Some("This sign-in form expired: please sign in again."),
+            name,
+            tenant,
+        );
+    }
     let again = |status, error: &str| signin_form(&app, status, Some(error), name, tenant);
     if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
         return again(
@@ -763,8 +780,11 @@ struct SignOut {
 }
 
 async fn signout(State(app): Shared, headers: HeaderMap, Form(form): Form<SignOut>) -> Response {
-    if let Err(r) = app.actor(&headers, &form.csrf) {
-        return *r;
+    // A session that ended already (expired, or sealed under another key) has nothing to end.
+    if app.session(&headers).is_some() {
+        if let Err(r) = app.actor(&headers, &form.csrf) {
+            return *r;
+        }
     }
     let clear = guard::set_cookie(app.cookie_name(), "", 0, app.args.secure_cookies());
     with_cookie(Redirect::to("/signin").into_response(), Some(clear))

@@ -399,37 +399,9 @@ def browser() -> Iterator[Browser]:
         b.close()
 
 
-def pass_same_origin_posts(context: BrowserContext) -> None:
-    """WORKAROUND for the console bug test_signin.py::test_a_plain_browser_can_sign_in shows:
-    every console page says `Referrer-Policy: no-referrer` (header and meta), so Chromium sends
-    `Origin: null` on the console's own form POSTs (Fetch: "serializing a request origin"), and the
-    console's origin check refuses them all with 403. Until that is fixed, a POST that a console
-    page itself sends with `Origin: null` is re-sent with the console's origin: requests from
-    any other page (the cross-site tests) are untouched. Remove this once the strict xfail of
-    that test turns into a failure (XPASS)."""
-
-    def handler(route: Any) -> None:
-        req = route.request
-        if req.method == "POST" and req.headers.get("origin") == "null":
-            try:
-                source = req.frame.url
-            except Exception:  # noqa: BLE001 - a request without a frame
-                source = ""
-            origin = "/".join(source.split("/")[:3])
-            if source.startswith("http://127.0.0.1:") and req.url.startswith(origin + "/"):
-                response = route.fetch(headers={**req.headers, "origin": origin}, max_redirects=0)
-                route.fulfill(response=response)
-                return
-        route.fallback()
-
-    context.route("**/*", handler)
-
-
-def new_context(browser: Browser, workaround: bool = True) -> BrowserContext:
+def new_context(browser: Browser) -> BrowserContext:
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
     ctx.set_default_timeout(15_000)
-    if workaround:
-        pass_same_origin_posts(ctx)
     return ctx
 
 

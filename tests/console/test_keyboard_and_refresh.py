@@ -126,14 +126,6 @@ def test_live_refresh_keeps_the_filter_and_shows_new_records(
     assert unrelated.count() == 1 and not unrelated.is_visible()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "console bug: console.js replaces #attention's innerHTML on every refresh, so the link "
-        "a keyboard (or screen reader) user has focused in the lists is destroyed and focus falls "
-        "back to <body> every --refresh (5 s by default)"
-    ),
-)
 def test_live_refresh_keeps_a_focused_link(stack: Stack, page: Page, tokens: Tokens) -> None:
     ns, key = f"focus-{uid()}", f"focus-{uid()}"
     stack.cli("claim", ns, key, "--payload", "{}", "--require-approval").json()

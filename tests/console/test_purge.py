@@ -66,14 +66,6 @@ def test_purging_an_unsettled_at_most_once_operation_needs_force(
     assert stack.lookup(ns, key) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "console bug: the key is shown as HTML text (span#key, the lists' links), where leading, "
-        "trailing and repeated spaces collapse, but purge compares the typed confirmation with "
-        "the exact key: a key such as ' spaced ' cannot be purged by typing what the page shows"
-    ),
-)
 def test_a_key_with_edge_spaces_is_shown_as_it_is(stack: Stack, page: Page, tokens: Tokens) -> None:
     ns, key = f"email.send-{uid()}", f"  two  spaces-{uid()} "
     stack.cli("claim", ns, key, "--payload", "{}").json()

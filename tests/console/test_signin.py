@@ -9,18 +9,8 @@ from playwright.sync_api import Browser, Page
 from conftest import Stack, Tokens, new_context, sign_in, uid
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "console bug: pages send `Referrer-Policy: no-referrer` (header and <meta>), so Chromium "
-        "sends `Origin: null` on the console's own form POSTs, and guard::same_origin refuses "
-        "`null` (403 'sign in from the console's own sign-in page'); every POST (sign-in, approve, "
-        "reject, reconcile, purge, sign-out) fails in a real browser. The other tests get past it "
-        "with conftest.pass_same_origin_posts; remove both when this XPASSes"
-    ),
-)
 def test_a_plain_browser_can_sign_in(stack: Stack, browser: Browser, tokens: Tokens) -> None:
-    ctx = new_context(browser, workaround=False)
+    ctx = new_context(browser)
     try:
         page = ctx.new_page()
         page.goto(f"{stack.console}/signin")

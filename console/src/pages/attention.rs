@@ -1,7 +1,7 @@
 //! *Needs attention*, the home page: what waits for a person — UNKNOWN operations to reconcile,
 //! operations AWAITING_APPROVAL, and at-least-once operations whose lease lapsed — with counts per
 //! namespace, oldest first. `/assets/console.js` replaces the lists (`GET /attention`) every
-//! `--refresh`, leaving the filter box and anything typed in it alone.
+//! `--refresh` when they changed, leaving the filter box, anything typed in it and the focus alone.
 
 use super::{layout, record_href, Nav};
 use crate::render;
@@ -54,7 +54,6 @@ pub(crate) fn fragment(a: &Attention) -> Markup {
     let counts = a.counts();
     let total = a.unknown.len() + a.awaiting.len() + a.lapsed.len();
     html! {
-        p.muted #refreshed { "As of " (render::time(Some(&prost_types::Timestamp { seconds: i64::try_from(a.now).unwrap_or(0), nanos: 0 }))) "." }
         @if a.truncated { p.error { "A list holds more than the first 1000 records shown: filter on the Records page." } }
         @if total == 0 {
             p.ok #nothing { "Nothing needs attention." }
@@ -69,13 +68,15 @@ pub(crate) fn fragment(a: &Attention) -> Markup {
                 }
             }
         }
-        (section("unknown", "Outcome unknown: reconcile", "At-most-once operations whose lease ran out: check the outside world, then settle them.", &a.unknown, a.now))
-        (section("awaiting", "Awaiting approval", "Nobody performs these until someone approves.", &a.awaiting, a.now))
-        (section("lapsed", "Lease lapsed", "At-least-once operations whose holder stopped renewing; the next Claim takes them over.", &a.lapsed, a.now))
+        (section("unknown", "Outcome unknown: reconcile", "At-most-once operations whose lease ran out: check the outside world, then settle them.", &a.unknown))
+        (section("awaiting", "Awaiting approval", "Nobody performs these until someone approves.", &a.awaiting))
+        (section("lapsed", "Lease lapsed", "At-least-once operations whose holder stopped renewing; the next Claim takes them over.", &a.lapsed))
     }
 }
 
-fn section(id: &str, title: &str, help: &str, records: &[v1::Record], now: u64) -> Markup {
+/// One list. Times are absolute (not "5m ago"), so the refresh sees a change only when there is
+/// one.
+fn section(id: &str, title: &str, help: &str, records: &[v1::Record]) -> Markup {
     html! {
         section id=(id) aria-labelledby={ (id) "-title" } {
             h2 id={ (id) "-title" } { (title) " " span.count { "(" (records.len()) ")" } }
@@ -84,7 +85,7 @@ fn section(id: &str, title: &str, help: &str, records: &[v1::Record], now: u64) 
                 table.records {
                     thead { tr {
                         th scope="col" { "Namespace" } th scope="col" { "Key" }
-                        th scope="col" { "Status" } th scope="col" { "Owner" } th scope="col" { "Since" }
+                        th scope="col" { "Status" } th scope="col" { "Owner" } th scope="col" { "Last change (UTC)" }
                     } }
                     tbody {
                         @for r in records {
@@ -93,7 +94,7 @@ fn section(id: &str, title: &str, help: &str, records: &[v1::Record], now: u64) 
                                 td.key { a href=(record_href(&r.namespace, &r.key)) { (r.key) } }
                                 td { span class={ "status s-" (render::status(r.status)) } { (render::status(r.status)) } }
                                 td { (r.lease_owner) }
-                                td title=(render::time(r.updated_at.as_ref())) { (render::age(r.updated_at.as_ref(), now)) }
+                                td { time { (render::time(r.updated_at.as_ref())) } }
                             }
                         }
                     }
@@ -115,7 +116,11 @@ pub(crate) fn page(session: &Session, a: &Attention, refresh_ms: u128) -> Markup
                 label for="filter" { "Filter these lists" }
                 input #filter type="search" placeholder="namespace, key or owner" autocomplete="off";
             }
-            div #attention data-refresh-ms=(refresh_ms) aria-live="polite" { (fragment(a)) }
+            p.muted {
+                span #refreshed { "As of " (render::time(Some(&prost_types::Timestamp { seconds: i64::try_from(a.now).unwrap_or(0), nanos: 0 }))) "." }
+                " " span #changes role="status" {}
+            }
+            div #attention data-refresh-ms=(refresh_ms) { (fragment(a)) }
         },
     )
 }

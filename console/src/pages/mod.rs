@@ -33,7 +33,7 @@ pub(crate) fn layout(title: &str, session: Option<&Session>, nav: Nav, content: 
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="referrer" content="no-referrer";
+                meta name="referrer" content="same-origin";
                 title { (title) " · Oncekey console" }
                 link rel="stylesheet" href="/assets/console.css";
                 script src="/assets/console.js" defer {}
