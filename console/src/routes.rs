@@ -328,13 +328,11 @@ async fn records_page(
     with_cookie(html(status, markup), cookie)
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct RecordQuery {
-    #[serde(default)]
     namespace: String,
-    #[serde(default)]
     key: String,
-    #[serde(default)]
     done: String,
 }
 
@@ -396,17 +394,13 @@ async fn record_page(
 
 // ---- actions ---------------------------------------------------------------------------------
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct Decide {
-    #[serde(default)]
     csrf: String,
-    #[serde(default)]
     namespace: String,
-    #[serde(default)]
     key: String,
-    #[serde(default)]
     fingerprint: String,
-    #[serde(default)]
     note: String,
 }
 
@@ -449,25 +443,17 @@ async fn reject(State(app): Shared, headers: HeaderMap, Form(form): Form<Decide>
     decide(&app, &headers, form, false).await
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct Reconcile {
-    #[serde(default)]
     csrf: String,
-    #[serde(default)]
     namespace: String,
-    #[serde(default)]
     key: String,
-    #[serde(default)]
     outcome: String,
-    #[serde(default)]
     code: String,
-    #[serde(default)]
     content_type: String,
-    #[serde(default)]
     body: String,
-    #[serde(default)]
     message: String,
-    #[serde(default)]
     note: String,
 }
 
@@ -604,17 +590,13 @@ async fn reconcile(
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct Purge {
-    #[serde(default)]
     csrf: String,
-    #[serde(default)]
     namespace: String,
-    #[serde(default)]
     key: String,
-    #[serde(default)]
     confirm: String,
-    #[serde(default)]
     force: String,
 }
 
@@ -678,15 +660,12 @@ fn signin_form(
     )
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct SignIn {
-    #[serde(default)]
     csrf: String,
-    #[serde(default)]
     token: String,
-    #[serde(default)]
     tenant: String,
-    #[serde(default)]
     name: String,
 }
 
@@ -773,9 +752,9 @@ async fn signin(State(app): Shared, headers: HeaderMap, Form(form): Form<SignIn>
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct SignOut {
-    #[serde(default)]
     csrf: String,
 }
 

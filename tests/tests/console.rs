@@ -140,6 +140,14 @@ impl Browser {
             .await
     }
 
+    /// A browser signed in to the console at `base` (asserted).
+    async fn signed_in(base: &str, name: &str, credential: (&str, &str)) -> Self {
+        let mut browser = Self::new(base);
+        let page = browser.sign_in(&[("name", name), credential]).await;
+        assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+        browser
+    }
+
     async fn sign_in(&mut self, fields: &[(&str, &str)]) -> Page {
         let page = self.get("/signin").await;
         let csrf = hidden(&page.body, "csrf");
@@ -311,11 +319,7 @@ async fn operators_sign_in_with_their_tokens_and_act_within_their_scopes() {
     );
 
     // Bob's token has `ledger` only: no buttons, and a forged approval is refused by the ledger.
-    let mut bob = Browser::new(&console.base);
-    assert_eq!(
-        bob.sign_in(&[("name", "Bob"), ("token", BOB)]).await.status,
-        StatusCode::SEE_OTHER
-    );
+    let mut bob = Browser::signed_in(&console.base, "Bob", ("token", BOB)).await;
     let path = format!("/record?namespace={NS}&key={}", urlencode(key));
     let view = bob.get(&path).await;
     assert_eq!(view.status, StatusCode::OK);
@@ -397,14 +401,7 @@ async fn replicas_with_one_session_key_share_sessions_and_others_refuse_them() {
     let two = Console::start(&server.grpc, &key_flag);
     let other = Console::start(&server.grpc, &[]);
 
-    let mut browser = Browser::new(&one.base);
-    assert_eq!(
-        browser
-            .sign_in(&[("name", "Alice"), ("token", ALICE)])
-            .await
-            .status,
-        StatusCode::SEE_OTHER
-    );
+    let mut browser = Browser::signed_in(&one.base, "Alice", ("token", ALICE)).await;
     assert_eq!(browser.get("/records").await.status, StatusCode::OK);
     browser.base = two.base.clone();
     assert_eq!(
@@ -535,14 +532,7 @@ async fn a_revoked_token_ends_its_console_session() {
     let tokens = tokens_file(dir.path());
     let server = Server::start(&["--tokens-file", &tokens]);
     let console = Console::start(&server.grpc, &[]);
-    let mut browser = Browser::new(&console.base);
-    assert_eq!(
-        browser
-            .sign_in(&[("name", "Bob"), ("token", BOB)])
-            .await
-            .status,
-        StatusCode::SEE_OTHER
-    );
+    let mut browser = Browser::signed_in(&console.base, "Bob", ("token", BOB)).await;
     assert_eq!(browser.get("/records").await.status, StatusCode::OK);
     // Bob's line leaves the tokens file; the server reloads it on SIGHUP.
     let alice_only: String = std::fs::read_to_string(&tokens)
@@ -584,14 +574,7 @@ async fn an_idle_session_ends() {
     // Session times count whole seconds: 3 s is idle for 2 to 3 s.
     let flags = ["--idle-timeout", "3s", "--session-lifetime", "1h"];
     let console = Console::start(&server.grpc, &flags);
-    let mut browser = Browser::new(&console.base);
-    assert_eq!(
-        browser
-            .sign_in(&[("name", "Ann"), ("tenant", "acme")])
-            .await
-            .status,
-        StatusCode::SEE_OTHER
-    );
+    let mut browser = Browser::signed_in(&console.base, "Ann", ("tenant", "acme")).await;
     let pause = |ms| tokio::time::sleep(std::time::Duration::from_millis(ms));
     // Page views keep it alive past the idle timeout...
     for _ in 0..5 {

@@ -3,7 +3,7 @@
 //! namespace, oldest first. `/assets/console.js` replaces the lists (`GET /attention`) every
 //! `--refresh` when they changed, leaving the filter box, anything typed in it and the focus alone.
 
-use super::{layout, record_href, Nav};
+use super::{layout, records, Nav};
 use crate::render;
 use crate::session::Session;
 use maud::{html, Markup};
@@ -74,32 +74,13 @@ pub(crate) fn fragment(a: &Attention) -> Markup {
     }
 }
 
-/// One list. Times are absolute (not "5m ago"), so the refresh sees a change only when there is
-/// one.
+/// One list.
 fn section(id: &str, title: &str, help: &str, records: &[v1::Record]) -> Markup {
     html! {
         section id=(id) aria-labelledby={ (id) "-title" } {
             h2 id={ (id) "-title" } { (title) " " span.count { "(" (records.len()) ")" } }
             p.help { (help) }
-            @if !records.is_empty() {
-                table.records {
-                    thead { tr {
-                        th scope="col" { "Namespace" } th scope="col" { "Key" }
-                        th scope="col" { "Status" } th scope="col" { "Owner" } th scope="col" { "Last change (UTC)" }
-                    } }
-                    tbody {
-                        @for r in records {
-                            tr.row {
-                                td { (r.namespace) }
-                                td.key { a href=(record_href(&r.namespace, &r.key)) { (r.key) } }
-                                td { span class={ "status s-" (render::status(r.status)) } { (render::status(r.status)) } }
-                                td { (r.lease_owner) }
-                                td { time { (render::time(r.updated_at.as_ref())) } }
-                            }
-                        }
-                    }
-                }
-            }
+            @if !records.is_empty() { (records::table(records, None)) }
         }
     }
 }

@@ -209,7 +209,7 @@ pub(crate) fn page(session: &Session, v: &View<'_>) -> Markup {
                 h2 #children-title { "Children" }
                 @match &v.children {
                     Ok([]) => { p.muted { "No child operations." } }
-                    Ok(children) => { (records::table(children, v.now)) }
+                    Ok(children) => { (records::table(children, Some(v.now))) }
                     Err(e) => { p.error { (e) } }
                 }
             }

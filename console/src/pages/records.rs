@@ -81,13 +81,20 @@ impl Filter {
     }
 }
 
-/// A table of records (also a record's children).
-pub(crate) fn table(records: &[v1::Record], now: u64) -> Markup {
+/// A table of records (the Records page, a record's children, the Needs attention lists). With
+/// `now`, times read "5m ago"; without, they are absolute, so a refreshed list changes only when
+/// its records do.
+pub(crate) fn table(records: &[v1::Record], now: Option<u64>) -> Markup {
+    let when = |r: &v1::Record| match now {
+        Some(now) => render::age(r.updated_at.as_ref(), now),
+        None => render::time(r.updated_at.as_ref()),
+    };
     html! {
         table.records {
             thead { tr {
                 th scope="col" { "Namespace" } th scope="col" { "Key" } th scope="col" { "Status" }
-                th scope="col" { "Attempt" } th scope="col" { "Owner" } th scope="col" { "Updated" }
+                th scope="col" { "Attempt" } th scope="col" { "Owner" }
+                th scope="col" { @if now.is_some() { "Updated" } @else { "Last change (UTC)" } }
             } }
             tbody {
                 @for r in records {
@@ -97,7 +104,7 @@ pub(crate) fn table(records: &[v1::Record], now: u64) -> Markup {
                         td { span class={ "status s-" (render::status(r.status)) } { (render::status(r.status)) } }
                         td { (r.attempt) }
                         td { (r.lease_owner) }
-                        td title=(render::time(r.updated_at.as_ref())) { (render::age(r.updated_at.as_ref(), now)) }
+                        td title=(render::time(r.updated_at.as_ref())) { (when(r)) }
                     }
                 }
             }
@@ -144,7 +151,7 @@ pub(crate) fn page(
                 Err(e) => { p.error role="alert" { (e) } }
                 Ok(page) => {
                     @if page.records.is_empty() { p #no-records { "No records match." } }
-                    @else { (table(&page.records, now)) }
+                    @else { (table(&page.records, Some(now))) }
                     @if !page.next_page_token.is_empty() {
                         p { a rel="next" href={ "/records?" (filter.query(&page.next_page_token)) } { "Next page" } }
                     }
