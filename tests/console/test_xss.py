@@ -84,7 +84,7 @@ def test_stored_markup_renders_as_text(stack: Stack, page: Page, tokens: Tokens)
     awaiting = page.locator("#awaiting")
     assert awaiting.get_by_role("link", name=SCRIPT_KEY, exact=True).is_visible()
     unknown_row = page.locator("#unknown tr.row", has=page.get_by_role("link", name=unknown_key))
-    assert unknown_row.locator("td").nth(3).inner_text() == EVIL_OWNER
+    assert unknown_row.locator("td.owner").inner_text() == EVIL_OWNER
     assert_inert(page, dialogs, "Needs attention")
     page.wait_for_selector("#refreshed", state="attached")
     before = page.locator("#refreshed").inner_text()

@@ -103,7 +103,7 @@ pub(crate) fn table(records: &[v1::Record], now: Option<u64>) -> Markup {
                         td.key { a href=(record_href(&r.namespace, &r.key)) { (r.key) } }
                         td { span class={ "status s-" (render::status(r.status)) } { (render::status(r.status)) } }
                         td { (r.attempt) }
-                        td { (r.lease_owner) }
+                        td.owner { (r.lease_owner) }
                         td title=(render::time(r.updated_at.as_ref())) { (when(r)) }
                     }
                 }
