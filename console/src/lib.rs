@@ -5,8 +5,8 @@
 //! the ledger's scopes, tenancy and receipts apply unchanged.
 //!
 //! - `args`: the flags; `serve`: listening, TLS, drain.
-//! - `routes`: the HTTP surface; `guard`: cookies, same-origin and CSRF checks; `session`: the
-//!   sealed session cookie.
+//! - `routes`: the HTTP surface (`views`, `actions`, `signin`, `assets`); `guard`: cookies,
+//!   same-origin and CSRF checks; `session`: the sealed session cookie.
 //! - `ledger`: the calls; `pages` and `render`: the HTML.
 //!
 //! docs/console.md says how to deploy it and what protects it.
