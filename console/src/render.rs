@@ -117,15 +117,17 @@ pub(crate) fn age(t: Option<&prost_types::Timestamp>, now: u64) -> String {
     }
 }
 
-/// Whether a record needs an operator: UNKNOWN, AWAITING_APPROVAL, or an at-least-once
-/// PROCESSING whose lease ran out by `now`.
-pub(crate) fn lapsed(record: &v1::Record, now: u64) -> bool {
+/// Whether an at-least-once PROCESSING record's lease ran out by `now` (to the millisecond: a
+/// lease that ended 0.3 s ago has lapsed, whatever second it is).
+pub(crate) fn lapsed(record: &v1::Record, now: std::time::SystemTime) -> bool {
+    let now_ms = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_millis()).unwrap_or(i128::MAX));
     record.status == v1::RecordStatus::Processing as i32
         && record.semantics != v1::Semantics::AtMostOnce as i32
-        && record
-            .lease_expires_at
-            .as_ref()
-            .is_some_and(|t| t.seconds < i64::try_from(now).unwrap_or(i64::MAX))
+        && record.lease_expires_at.as_ref().is_some_and(|t| {
+            i128::from(t.seconds) * 1000 + i128::from(t.nanos / 1_000_000) < now_ms
+        })
 }
 
 #[cfg(test)]
@@ -184,13 +186,20 @@ mod tests {
             semantics: v1::Semantics::AtLeastOnce as i32,
             lease_expires_at: Some(prost_types::Timestamp {
                 seconds: 100,
-                nanos: 0,
+                nanos: 100_000_000,
             }),
             ..Default::default()
         };
-        assert!(lapsed(&r, 101));
-        assert!(!lapsed(&r, 99));
+        let at = |ms| std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+        assert!(
+            lapsed(&r, at(100_400)),
+            "0.3 s after it ended, in the same second"
+        );
+        assert!(!lapsed(&r, at(100_050)));
         r.semantics = v1::Semantics::AtMostOnce as i32;
-        assert!(!lapsed(&r, 101), "at-most-once lapses to UNKNOWN instead");
+        assert!(
+            !lapsed(&r, at(101_000)),
+            "at-most-once lapses to UNKNOWN instead"
+        );
     }
 }

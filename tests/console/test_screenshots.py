@@ -124,9 +124,17 @@ def test_screenshots(stack: Stack, page: Page, tokens: Tokens, screenshots: Path
     shot("01-sign-in")
 
     sign_in(page, stack.console, tokens.shop)
-    for section, n in (("#unknown", 2), ("#awaiting", 2), ("#lapsed", 1)):
-        rows = page.locator(f"{section} tr.row")
-        assert rows.count() == n, (section, rows.all_inner_texts())
+    # Listing may lag a change by a few seconds (api.md, Listing): look again until it shows.
+    want = (("#unknown", 2), ("#awaiting", 2), ("#lapsed", 1))
+    deadline = time.monotonic() + 15
+    while True:
+        counts = [page.locator(f"{section} tr.row").count() for section, _ in want]
+        if counts == [n for _, n in want] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+        page.reload()
+    for (section, n), count in zip(want, counts):
+        assert count == n, (section, page.locator(f"{section} tr.row").all_inner_texts())
     shot("02-needs-attention")
     if os.environ.get("ONCEKEY_UPDATE_DOCS_SCREENSHOT") == "1":
         shutil.copyfile(screenshots / "02-needs-attention.png", REPO / "docs" / "console.png")

@@ -39,7 +39,7 @@ async fn read_attention(app: &App, session: &Session) -> Result<Attention, CallE
         lapsed: processing
             .0
             .into_iter()
-            .filter(|r| crate::render::lapsed(r, now))
+            .filter(|r| crate::render::lapsed(r, std::time::SystemTime::now()))
             .collect(),
         now,
     }
