@@ -47,14 +47,15 @@ impl Console {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let addr = line
+        // `listening http=ADDR`, or `https=ADDR` with --tls-cert.
+        let (scheme, addr) = line
             .trim()
-            .strip_prefix("listening http=")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_owned();
+            .strip_prefix("listening ")
+            .and_then(|rest| rest.split_once('='))
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
         Console {
+            base: format!("{scheme}://{addr}"),
             child,
-            base: format!("http://{addr}"),
         }
     }
 }
@@ -454,32 +455,19 @@ fn served_over_tls_the_cookies_are_secure() {
     make_certificates(dir.path());
     let server = Server::start(&[]);
     let (cert, key) = (dir.path().join("server.pem"), dir.path().join("server.key"));
-    let mut child = Command::new(binary())
-        .args([
-            "console",
-            "--server",
-            &server.grpc,
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args([
+    let console = Console::start(
+        &server.grpc,
+        &[
             "--tls-cert",
             cert.to_str().unwrap(),
             "--tls-key",
             key.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening https=")
-        .expect(&line)
+        ],
+    );
+    let addr = console
+        .base
+        .strip_prefix("https://")
+        .expect(&console.base)
         .to_owned();
     let response = https(
         &addr,
@@ -489,8 +477,7 @@ fn served_over_tls_the_cookies_are_secure() {
             addr.rsplit(':').next().unwrap()
         ),
     );
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(console);
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     let cookie = response
         .lines()
