@@ -176,6 +176,11 @@ const (
 	ClaimOutcome_CLAIM_OUTCOME_NEEDS_RECONCILIATION ClaimOutcome = 5
 	// The operation waits for an Approve or Reject: do not perform it; Claim again later (or with `wait`).
 	ClaimOutcome_CLAIM_OUTCOME_AWAITING_APPROVAL ClaimOutcome = 6
+	// v1.3: the intent guard refused it: the same arguments were claimed under another key of the
+	// namespace within its intent window (intent_matches names them). Do not perform the effect;
+	// use the other key, or Claim again with repeat_intent if the repeat is deliberate. Nothing was
+	// written.
+	ClaimOutcome_CLAIM_OUTCOME_DUPLICATE_INTENT ClaimOutcome = 7
 )
 
 // Enum value maps for ClaimOutcome.
@@ -188,6 +193,7 @@ var (
 		4: "CLAIM_OUTCOME_IN_PROGRESS",
 		5: "CLAIM_OUTCOME_NEEDS_RECONCILIATION",
 		6: "CLAIM_OUTCOME_AWAITING_APPROVAL",
+		7: "CLAIM_OUTCOME_DUPLICATE_INTENT",
 	}
 	ClaimOutcome_value = map[string]int32{
 		"CLAIM_OUTCOME_UNSPECIFIED":          0,
@@ -197,6 +203,7 @@ var (
 		"CLAIM_OUTCOME_IN_PROGRESS":          4,
 		"CLAIM_OUTCOME_NEEDS_RECONCILIATION": 5,
 		"CLAIM_OUTCOME_AWAITING_APPROVAL":    6,
+		"CLAIM_OUTCOME_DUPLICATE_INTENT":     7,
 	}
 )
 
@@ -225,6 +232,64 @@ func (x ClaimOutcome) Number() protoreflect.EnumNumber {
 // Deprecated: Use ClaimOutcome.Descriptor instead.
 func (ClaimOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{2}
+}
+
+// What the intent guard does with a Claim of a new key whose arguments (fingerprint) another
+// live key of the same tenant and namespace was claimed with within the intent window (v1.3).
+type IntentGuard int32
+
+const (
+	// The namespace's setting (--intent-guard, the tenant's limits line); off when it has none.
+	IntentGuard_INTENT_GUARD_UNSPECIFIED IntentGuard = 0
+	// No check.
+	IntentGuard_INTENT_GUARD_OFF IntentGuard = 1
+	// Acquired as usual; the other keys are named in ClaimResponse.intent_matches and counted.
+	IntentGuard_INTENT_GUARD_WARN IntentGuard = 2
+	// Answered DUPLICATE_INTENT (nothing written) unless the Claim sets repeat_intent.
+	IntentGuard_INTENT_GUARD_REFUSE IntentGuard = 3
+)
+
+// Enum value maps for IntentGuard.
+var (
+	IntentGuard_name = map[int32]string{
+		0: "INTENT_GUARD_UNSPECIFIED",
+		1: "INTENT_GUARD_OFF",
+		2: "INTENT_GUARD_WARN",
+		3: "INTENT_GUARD_REFUSE",
+	}
+	IntentGuard_value = map[string]int32{
+		"INTENT_GUARD_UNSPECIFIED": 0,
+		"INTENT_GUARD_OFF":         1,
+		"INTENT_GUARD_WARN":        2,
+		"INTENT_GUARD_REFUSE":      3,
+	}
+)
+
+func (x IntentGuard) Enum() *IntentGuard {
+	p := new(IntentGuard)
+	*p = x
+	return p
+}
+
+func (x IntentGuard) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IntentGuard) Descriptor() protoreflect.EnumDescriptor {
+	return file_oncekey_v1_ledger_proto_enumTypes[3].Descriptor()
+}
+
+func (IntentGuard) Type() protoreflect.EnumType {
+	return &file_oncekey_v1_ledger_proto_enumTypes[3]
+}
+
+func (x IntentGuard) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IntentGuard.Descriptor instead.
+func (IntentGuard) EnumDescriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{3}
 }
 
 // How a Fail settles the operation.
@@ -268,11 +333,11 @@ func (x Disposition) String() string {
 }
 
 func (Disposition) Descriptor() protoreflect.EnumDescriptor {
-	return file_oncekey_v1_ledger_proto_enumTypes[3].Descriptor()
+	return file_oncekey_v1_ledger_proto_enumTypes[4].Descriptor()
 }
 
 func (Disposition) Type() protoreflect.EnumType {
-	return &file_oncekey_v1_ledger_proto_enumTypes[3]
+	return &file_oncekey_v1_ledger_proto_enumTypes[4]
 }
 
 func (x Disposition) Number() protoreflect.EnumNumber {
@@ -281,7 +346,7 @@ func (x Disposition) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Disposition.Descriptor instead.
 func (Disposition) EnumDescriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{3}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{4}
 }
 
 // What an approver decided.
@@ -321,11 +386,11 @@ func (x ApprovalDecision) String() string {
 }
 
 func (ApprovalDecision) Descriptor() protoreflect.EnumDescriptor {
-	return file_oncekey_v1_ledger_proto_enumTypes[4].Descriptor()
+	return file_oncekey_v1_ledger_proto_enumTypes[5].Descriptor()
 }
 
 func (ApprovalDecision) Type() protoreflect.EnumType {
-	return &file_oncekey_v1_ledger_proto_enumTypes[4]
+	return &file_oncekey_v1_ledger_proto_enumTypes[5]
 }
 
 func (x ApprovalDecision) Number() protoreflect.EnumNumber {
@@ -334,7 +399,7 @@ func (x ApprovalDecision) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalDecision.Descriptor instead.
 func (ApprovalDecision) EnumDescriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{4}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{5}
 }
 
 // What a receipt records.
@@ -394,11 +459,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_oncekey_v1_ledger_proto_enumTypes[5].Descriptor()
+	return file_oncekey_v1_ledger_proto_enumTypes[6].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_oncekey_v1_ledger_proto_enumTypes[5]
+	return &file_oncekey_v1_ledger_proto_enumTypes[6]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -407,7 +472,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{5}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{6}
 }
 
 // Why a call failed: the `reason` of the one google.rpc.ErrorInfo (domain "oncekey") every non-OK
@@ -449,6 +514,10 @@ const (
 	ErrorReason_ERROR_REASON_MISSING_SCOPE ErrorReason = 14
 	// INTERNAL: a stored record could not be read (a bug or damaged data; never expected).
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 15
+	// FAILED_PRECONDITION (v1.3): a Claim of a new child operation beyond its parent's run budget
+	// (ErrorInfo metadata `parent_namespace`, `parent_key`, `limit`: `max_children` or the child
+	// namespace whose cap it hit, `spent`, `max`). Nothing was written but the parent's refusal count.
+	ErrorReason_ERROR_REASON_BUDGET_EXHAUSTED ErrorReason = 16
 )
 
 // Enum value maps for ErrorReason.
@@ -470,6 +539,7 @@ var (
 		13: "ERROR_REASON_UNSETTLED_AT_MOST_ONCE",
 		14: "ERROR_REASON_MISSING_SCOPE",
 		15: "ERROR_REASON_INTERNAL",
+		16: "ERROR_REASON_BUDGET_EXHAUSTED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":            0,
@@ -488,6 +558,7 @@ var (
 		"ERROR_REASON_UNSETTLED_AT_MOST_ONCE": 13,
 		"ERROR_REASON_MISSING_SCOPE":          14,
 		"ERROR_REASON_INTERNAL":               15,
+		"ERROR_REASON_BUDGET_EXHAUSTED":       16,
 	}
 )
 
@@ -502,11 +573,11 @@ func (x ErrorReason) String() string {
 }
 
 func (ErrorReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_oncekey_v1_ledger_proto_enumTypes[6].Descriptor()
+	return file_oncekey_v1_ledger_proto_enumTypes[7].Descriptor()
 }
 
 func (ErrorReason) Type() protoreflect.EnumType {
-	return &file_oncekey_v1_ledger_proto_enumTypes[6]
+	return &file_oncekey_v1_ledger_proto_enumTypes[7]
 }
 
 func (x ErrorReason) Number() protoreflect.EnumNumber {
@@ -515,7 +586,208 @@ func (x ErrorReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorReason.Descriptor instead.
 func (ErrorReason) EnumDescriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{6}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{7}
+}
+
+// At most how many child operations a parent operation (an agent run, a saga) may create (v1.3).
+type RunBudget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most children in all (0 = no total cap).
+	MaxChildren uint32 `protobuf:"varint,1,opt,name=max_children,json=maxChildren,proto3" json:"max_children,omitempty"`
+	// The most children per child namespace, e.g. {"email.send": 3} (at most 64 entries).
+	MaxPerNamespace map[string]uint32 `protobuf:"bytes,2,rep,name=max_per_namespace,json=maxPerNamespace,proto3" json:"max_per_namespace,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RunBudget) Reset() {
+	*x = RunBudget{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunBudget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunBudget) ProtoMessage() {}
+
+func (x *RunBudget) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunBudget.ProtoReflect.Descriptor instead.
+func (*RunBudget) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RunBudget) GetMaxChildren() uint32 {
+	if x != nil {
+		return x.MaxChildren
+	}
+	return 0
+}
+
+func (x *RunBudget) GetMaxPerNamespace() map[string]uint32 {
+	if x != nil {
+		return x.MaxPerNamespace
+	}
+	return nil
+}
+
+// A parent operation's budget and what its children used of it (v1.3).
+type BudgetUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The budget set by the parent's first Claim.
+	Budget *RunBudget `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	// How many child operations were created under it.
+	Children uint32 `protobuf:"varint,2,opt,name=children,proto3" json:"children,omitempty"`
+	// Of those, how many per child namespace.
+	ChildrenPerNamespace map[string]uint32 `protobuf:"bytes,3,rep,name=children_per_namespace,json=childrenPerNamespace,proto3" json:"children_per_namespace,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// How many Claims of new children it refused (BUDGET_EXHAUSTED).
+	Refused       uint64 `protobuf:"varint,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetUsage) Reset() {
+	*x = BudgetUsage{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetUsage) ProtoMessage() {}
+
+func (x *BudgetUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetUsage.ProtoReflect.Descriptor instead.
+func (*BudgetUsage) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BudgetUsage) GetBudget() *RunBudget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *BudgetUsage) GetChildren() uint32 {
+	if x != nil {
+		return x.Children
+	}
+	return 0
+}
+
+func (x *BudgetUsage) GetChildrenPerNamespace() map[string]uint32 {
+	if x != nil {
+		return x.ChildrenPerNamespace
+	}
+	return nil
+}
+
+func (x *BudgetUsage) GetRefused() uint64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+// Another key claimed with the same arguments in the same namespace (v1.3).
+type IntentMatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The other key.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Its record's status now (PROCESSING while its first Claim is under way).
+	Status RecordStatus `protobuf:"varint,2,opt,name=status,proto3,enum=oncekey.v1.RecordStatus" json:"status,omitempty"`
+	// When it was claimed with these arguments.
+	ClaimedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=claimed_at,json=claimedAt,proto3" json:"claimed_at,omitempty"`
+	// Whether the guard refused that Claim (DUPLICATE_INTENT): no record was created for it.
+	Refused       bool `protobuf:"varint,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IntentMatch) Reset() {
+	*x = IntentMatch{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IntentMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IntentMatch) ProtoMessage() {}
+
+func (x *IntentMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IntentMatch.ProtoReflect.Descriptor instead.
+func (*IntentMatch) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *IntentMatch) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *IntentMatch) GetStatus() RecordStatus {
+	if x != nil {
+		return x.Status
+	}
+	return RecordStatus_RECORD_STATUS_UNSPECIFIED
+}
+
+func (x *IntentMatch) GetClaimedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ClaimedAt
+	}
+	return nil
+}
+
+func (x *IntentMatch) GetRefused() bool {
+	if x != nil {
+		return x.Refused
+	}
+	return false
 }
 
 // Names another operation of the same tenant.
@@ -531,7 +803,7 @@ type OperationRef struct {
 
 func (x *OperationRef) Reset() {
 	*x = OperationRef{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[0]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +815,7 @@ func (x *OperationRef) String() string {
 func (*OperationRef) ProtoMessage() {}
 
 func (x *OperationRef) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[0]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +828,7 @@ func (x *OperationRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationRef.ProtoReflect.Descriptor instead.
 func (*OperationRef) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{0}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *OperationRef) GetNamespace() string {
@@ -612,14 +884,26 @@ type ClaimRequest struct {
 	// The most acquisitions of the operation, reconciliations not counted (0 = no cap; only the first
 	// Claim of a key sets it): past it a RETRY record fails for good with code 429, and a lapsed
 	// at-least-once lease is not taken over but needs reconciliation.
-	MaxAttempts   uint32 `protobuf:"varint,14,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	MaxAttempts uint32 `protobuf:"varint,14,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// v1.3: the intent guard for this Claim: it can make the namespace's setting stricter (WARN,
+	// REFUSE), never looser; UNSPECIFIED keeps the setting.
+	IntentGuard IntentGuard `protobuf:"varint,15,opt,name=intent_guard,json=intentGuard,proto3,enum=oncekey.v1.IntentGuard" json:"intent_guard,omitempty"`
+	// v1.3: the intent window this Claim asks for (1 s ..= 24 h): the longer of it and the
+	// namespace's window applies. Default: the namespace's window (10 min).
+	IntentWindow *durationpb.Duration `protobuf:"bytes,16,opt,name=intent_window,json=intentWindow,proto3" json:"intent_window,omitempty"`
+	// v1.3: the repeat of another key's arguments is deliberate: a REFUSE guard acquires it (as
+	// WARN would) instead of answering DUPLICATE_INTENT.
+	RepeatIntent bool `protobuf:"varint,17,opt,name=repeat_intent,json=repeatIntent,proto3" json:"repeat_intent,omitempty"`
+	// v1.3: this operation is a parent (an agent run, a saga) whose child operations (Claims naming
+	// it as parent) are limited to this budget; only the first Claim of a key sets it.
+	Budget        *RunBudget `protobuf:"bytes,18,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClaimRequest) Reset() {
 	*x = ClaimRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[1]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +915,7 @@ func (x *ClaimRequest) String() string {
 func (*ClaimRequest) ProtoMessage() {}
 
 func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[1]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +928,7 @@ func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{1}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ClaimRequest) GetNamespace() string {
@@ -756,6 +1040,34 @@ func (x *ClaimRequest) GetMaxAttempts() uint32 {
 	return 0
 }
 
+func (x *ClaimRequest) GetIntentGuard() IntentGuard {
+	if x != nil {
+		return x.IntentGuard
+	}
+	return IntentGuard_INTENT_GUARD_UNSPECIFIED
+}
+
+func (x *ClaimRequest) GetIntentWindow() *durationpb.Duration {
+	if x != nil {
+		return x.IntentWindow
+	}
+	return nil
+}
+
+func (x *ClaimRequest) GetRepeatIntent() bool {
+	if x != nil {
+		return x.RepeatIntent
+	}
+	return false
+}
+
+func (x *ClaimRequest) GetBudget() *RunBudget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
 type isClaimRequest_Arguments interface {
 	isClaimRequest_Arguments()
 }
@@ -789,7 +1101,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[2]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +1113,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[2]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +1126,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{2}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Lease) GetToken() uint64 {
@@ -848,14 +1160,18 @@ type ClaimResponse struct {
 	// The caller's lease, set only when outcome is ACQUIRED (never for a dry run).
 	Lease *Lease `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
 	// When outcome is IN_PROGRESS: how long to wait before claiming again.
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// v1.3: the other live keys of the namespace claimed with the same arguments within the intent
+	// window, most recent first (at most 8): set when the guard warned (any outcome of a new key),
+	// refused (DUPLICATE_INTENT) or let a deliberate repeat through.
+	IntentMatches []*IntentMatch `protobuf:"bytes,5,rep,name=intent_matches,json=intentMatches,proto3" json:"intent_matches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClaimResponse) Reset() {
 	*x = ClaimResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[3]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1183,7 @@ func (x *ClaimResponse) String() string {
 func (*ClaimResponse) ProtoMessage() {}
 
 func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[3]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1196,7 @@ func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimResponse.ProtoReflect.Descriptor instead.
 func (*ClaimResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{3}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ClaimResponse) GetOutcome() ClaimOutcome {
@@ -911,6 +1227,13 @@ func (x *ClaimResponse) GetRetryAfter() *durationpb.Duration {
 	return nil
 }
 
+func (x *ClaimResponse) GetIntentMatches() []*IntentMatch {
+	if x != nil {
+		return x.IntentMatches
+	}
+	return nil
+}
+
 // The successful outcome of an operation, replayed byte for byte to later Claims.
 type OperationResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -928,7 +1251,7 @@ type OperationResult struct {
 
 func (x *OperationResult) Reset() {
 	*x = OperationResult{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[4]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1263,7 @@ func (x *OperationResult) String() string {
 func (*OperationResult) ProtoMessage() {}
 
 func (x *OperationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[4]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1276,7 @@ func (x *OperationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationResult.ProtoReflect.Descriptor instead.
 func (*OperationResult) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{4}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OperationResult) GetCode() int32 {
@@ -999,7 +1322,7 @@ type OperationError struct {
 
 func (x *OperationError) Reset() {
 	*x = OperationError{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[5]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1334,7 @@ func (x *OperationError) String() string {
 func (*OperationError) ProtoMessage() {}
 
 func (x *OperationError) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[5]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1347,7 @@ func (x *OperationError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationError.ProtoReflect.Descriptor instead.
 func (*OperationError) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{5}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OperationError) GetCode() int32 {
@@ -1089,14 +1412,16 @@ type Record struct {
 	// The most acquisitions allowed, reconciliations not counted (0 = no cap; set by the first Claim).
 	MaxAttempts uint32 `protobuf:"varint,18,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	// The approval decision, once someone Approved or Rejected the operation.
-	Approval      *Approval `protobuf:"bytes,19,opt,name=approval,proto3" json:"approval,omitempty"`
+	Approval *Approval `protobuf:"bytes,19,opt,name=approval,proto3" json:"approval,omitempty"`
+	// v1.3: the run budget of this operation's children and its use, when its first Claim set one.
+	Budget        *BudgetUsage `protobuf:"bytes,20,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[6]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1433,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[6]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1446,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{6}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Record) GetNamespace() string {
@@ -1257,6 +1582,13 @@ func (x *Record) GetApproval() *Approval {
 	return nil
 }
 
+func (x *Record) GetBudget() *BudgetUsage {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
 // The decision on an operation that awaited approval.
 type Approval struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1275,7 +1607,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[7]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1619,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[7]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1632,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{7}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Approval) GetDecision() ApprovalDecision {
@@ -1348,7 +1680,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[8]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1692,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[8]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1705,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{8}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CompleteRequest) GetNamespace() string {
@@ -1415,7 +1747,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[9]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1759,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[9]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1772,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{9}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CompleteResponse) GetRecord() *Record {
@@ -1472,7 +1804,7 @@ type FailRequest struct {
 
 func (x *FailRequest) Reset() {
 	*x = FailRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[10]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1816,7 @@ func (x *FailRequest) String() string {
 func (*FailRequest) ProtoMessage() {}
 
 func (x *FailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[10]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1829,7 @@ func (x *FailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailRequest.ProtoReflect.Descriptor instead.
 func (*FailRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{10}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FailRequest) GetNamespace() string {
@@ -1553,7 +1885,7 @@ type FailResponse struct {
 
 func (x *FailResponse) Reset() {
 	*x = FailResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[11]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1897,7 @@ func (x *FailResponse) String() string {
 func (*FailResponse) ProtoMessage() {}
 
 func (x *FailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[11]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1910,7 @@ func (x *FailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailResponse.ProtoReflect.Descriptor instead.
 func (*FailResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{11}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FailResponse) GetRecord() *Record {
@@ -1605,7 +1937,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[12]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1949,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[12]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1962,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{12}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RenewRequest) GetNamespace() string {
@@ -1672,7 +2004,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[13]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +2016,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[13]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +2029,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{13}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RenewResponse) GetLease() *Lease {
@@ -1724,7 +2056,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[14]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +2068,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[14]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +2081,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{14}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KeepAliveRequest) GetNamespace() string {
@@ -1796,7 +2128,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[15]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +2140,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[15]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +2153,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{15}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LookupRequest) GetNamespace() string {
@@ -1858,7 +2190,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[16]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2202,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[16]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2215,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{16}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LookupResponse) GetRecord() *Record {
@@ -1924,7 +2256,7 @@ type RecordEvent struct {
 
 func (x *RecordEvent) Reset() {
 	*x = RecordEvent{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[17]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2268,7 @@ func (x *RecordEvent) String() string {
 func (*RecordEvent) ProtoMessage() {}
 
 func (x *RecordEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[17]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2281,7 @@ func (x *RecordEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEvent.ProtoReflect.Descriptor instead.
 func (*RecordEvent) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{17}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RecordEvent) GetAt() *timestamppb.Timestamp {
@@ -2020,7 +2352,7 @@ type ListRecordsRequest struct {
 
 func (x *ListRecordsRequest) Reset() {
 	*x = ListRecordsRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2364,7 @@ func (x *ListRecordsRequest) String() string {
 func (*ListRecordsRequest) ProtoMessage() {}
 
 func (x *ListRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[18]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2377,7 @@ func (x *ListRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecordsRequest.ProtoReflect.Descriptor instead.
 func (*ListRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{18}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListRecordsRequest) GetNamespace() string {
@@ -2096,7 +2428,7 @@ type ListRecordsResponse struct {
 
 func (x *ListRecordsResponse) Reset() {
 	*x = ListRecordsResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[19]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2440,7 @@ func (x *ListRecordsResponse) String() string {
 func (*ListRecordsResponse) ProtoMessage() {}
 
 func (x *ListRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[19]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2453,7 @@ func (x *ListRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecordsResponse.ProtoReflect.Descriptor instead.
 func (*ListRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{19}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListRecordsResponse) GetRecords() []*Record {
@@ -2155,7 +2487,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[20]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2499,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[20]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2512,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{20}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ApproveRequest) GetNamespace() string {
@@ -2222,7 +2554,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[21]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2566,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[21]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2579,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{21}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ApproveResponse) GetRecord() *Record {
@@ -2274,7 +2606,7 @@ type RejectRequest struct {
 
 func (x *RejectRequest) Reset() {
 	*x = RejectRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[22]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2286,7 +2618,7 @@ func (x *RejectRequest) String() string {
 func (*RejectRequest) ProtoMessage() {}
 
 func (x *RejectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[22]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2299,7 +2631,7 @@ func (x *RejectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectRequest.ProtoReflect.Descriptor instead.
 func (*RejectRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{22}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RejectRequest) GetNamespace() string {
@@ -2341,7 +2673,7 @@ type RejectResponse struct {
 
 func (x *RejectResponse) Reset() {
 	*x = RejectResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[23]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2685,7 @@ func (x *RejectResponse) String() string {
 func (*RejectResponse) ProtoMessage() {}
 
 func (x *RejectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[23]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2698,7 @@ func (x *RejectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectResponse.ProtoReflect.Descriptor instead.
 func (*RejectResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{23}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RejectResponse) GetRecord() *Record {
@@ -2392,7 +2724,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[24]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2736,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[24]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2749,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{24}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PurgeRequest) GetNamespace() string {
@@ -2450,7 +2782,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[25]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2794,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncekey_v1_ledger_proto_msgTypes[25]
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2807,190 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{25}
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{28}
+}
+
+// Asks for one page of the caller's suspected duplicate intents (v1.3).
+type ListDuplicateIntentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only intents of this namespace (empty: every namespace).
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The most intents to return: 1..=1000, default 100 when 0; a page may hold fewer.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page, sent with the same namespace; empty at first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDuplicateIntentsRequest) Reset() {
+	*x = ListDuplicateIntentsRequest{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDuplicateIntentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDuplicateIntentsRequest) ProtoMessage() {}
+
+func (x *ListDuplicateIntentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDuplicateIntentsRequest.ProtoReflect.Descriptor instead.
+func (*ListDuplicateIntentsRequest) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListDuplicateIntentsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListDuplicateIntentsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDuplicateIntentsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// Arguments claimed under more than one key within their namespace's intent window.
+type DuplicateIntent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The namespace the keys were claimed in.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The arguments' fingerprint (32 bytes).
+	Fingerprint []byte `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// Every key claimed with it within the window, oldest first (at most 16), refused ones too.
+	Claims        []*IntentMatch `protobuf:"bytes,3,rep,name=claims,proto3" json:"claims,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DuplicateIntent) Reset() {
+	*x = DuplicateIntent{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DuplicateIntent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DuplicateIntent) ProtoMessage() {}
+
+func (x *DuplicateIntent) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DuplicateIntent.ProtoReflect.Descriptor instead.
+func (*DuplicateIntent) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DuplicateIntent) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DuplicateIntent) GetFingerprint() []byte {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return nil
+}
+
+func (x *DuplicateIntent) GetClaims() []*IntentMatch {
+	if x != nil {
+		return x.Claims
+	}
+	return nil
+}
+
+// One page of suspected duplicate intents.
+type ListDuplicateIntentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The intents of this page, in a stable order.
+	Intents []*DuplicateIntent `protobuf:"bytes,1,rep,name=intents,proto3" json:"intents,omitempty"`
+	// Pass it as page_token to get the next page; empty when this is the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDuplicateIntentsResponse) Reset() {
+	*x = ListDuplicateIntentsResponse{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDuplicateIntentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDuplicateIntentsResponse) ProtoMessage() {}
+
+func (x *ListDuplicateIntentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDuplicateIntentsResponse.ProtoReflect.Descriptor instead.
+func (*ListDuplicateIntentsResponse) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListDuplicateIntentsResponse) GetIntents() []*DuplicateIntent {
+	if x != nil {
+		return x.Intents
+	}
+	return nil
+}
+
+func (x *ListDuplicateIntentsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 var File_oncekey_v1_ledger_proto protoreflect.FileDescriptor
@@ -2483,10 +2998,30 @@ var File_oncekey_v1_ledger_proto protoreflect.FileDescriptor
 const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\n" +
 	"\x17oncekey/v1/ledger.proto\x12\n" +
-	"oncekey.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\">\n" +
+	"oncekey.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xca\x01\n" +
+	"\tRunBudget\x12!\n" +
+	"\fmax_children\x18\x01 \x01(\rR\vmaxChildren\x12V\n" +
+	"\x11max_per_namespace\x18\x02 \x03(\v2*.oncekey.v1.RunBudget.MaxPerNamespaceEntryR\x0fmaxPerNamespace\x1aB\n" +
+	"\x14MaxPerNamespaceEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xa4\x02\n" +
+	"\vBudgetUsage\x12-\n" +
+	"\x06budget\x18\x01 \x01(\v2\x15.oncekey.v1.RunBudgetR\x06budget\x12\x1a\n" +
+	"\bchildren\x18\x02 \x01(\rR\bchildren\x12g\n" +
+	"\x16children_per_namespace\x18\x03 \x03(\v21.oncekey.v1.BudgetUsage.ChildrenPerNamespaceEntryR\x14childrenPerNamespace\x12\x18\n" +
+	"\arefused\x18\x04 \x01(\x04R\arefused\x1aG\n" +
+	"\x19ChildrenPerNamespaceEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xa6\x01\n" +
+	"\vIntentMatch\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x18.oncekey.v1.RecordStatusR\x06status\x129\n" +
+	"\n" +
+	"claimed_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tclaimedAt\x12\x18\n" +
+	"\arefused\x18\x04 \x01(\bR\arefused\">\n" +
 	"\fOperationRef\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\"\xb6\x04\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\x86\x06\n" +
 	"\fClaimRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\"\n" +
@@ -2502,19 +3037,24 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x04wait\x18\v \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12)\n" +
 	"\x10require_approval\x18\f \x01(\bR\x0frequireApproval\x12\x17\n" +
 	"\adry_run\x18\r \x01(\bR\x06dryRun\x12!\n" +
-	"\fmax_attempts\x18\x0e \x01(\rR\vmaxAttemptsB\v\n" +
+	"\fmax_attempts\x18\x0e \x01(\rR\vmaxAttempts\x12:\n" +
+	"\fintent_guard\x18\x0f \x01(\x0e2\x17.oncekey.v1.IntentGuardR\vintentGuard\x12>\n" +
+	"\rintent_window\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\fintentWindow\x12#\n" +
+	"\rrepeat_intent\x18\x11 \x01(\bR\frepeatIntent\x12-\n" +
+	"\x06budget\x18\x12 \x01(\v2\x15.oncekey.v1.RunBudgetR\x06budgetB\v\n" +
 	"\targuments\"r\n" +
 	"\x05Lease\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x04R\x05token\x129\n" +
 	"\n" +
 	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x18\n" +
-	"\aattempt\x18\x03 \x01(\rR\aattempt\"\xd4\x01\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\"\x94\x02\n" +
 	"\rClaimResponse\x122\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x18.oncekey.v1.ClaimOutcomeR\aoutcome\x12*\n" +
 	"\x06record\x18\x02 \x01(\v2\x12.oncekey.v1.RecordR\x06record\x12'\n" +
 	"\x05lease\x18\x03 \x01(\v2\x11.oncekey.v1.LeaseR\x05lease\x12:\n" +
 	"\vretry_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"\xe0\x01\n" +
+	"retryAfter\x12>\n" +
+	"\x0eintent_matches\x18\x05 \x03(\v2\x17.oncekey.v1.IntentMatchR\rintentMatches\"\xe0\x01\n" +
 	"\x0fOperationResult\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12!\n" +
@@ -2526,7 +3066,7 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x0eOperationError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x18\n" +
-	"\adetails\x18\x03 \x01(\fR\adetails\"\xd0\x06\n" +
+	"\adetails\x18\x03 \x01(\fR\adetails\"\x81\a\n" +
 	"\x06Record\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x120\n" +
@@ -2552,7 +3092,8 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"expires_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12)\n" +
 	"\x10require_approval\x18\x11 \x01(\bR\x0frequireApproval\x12!\n" +
 	"\fmax_attempts\x18\x12 \x01(\rR\vmaxAttempts\x120\n" +
-	"\bapproval\x18\x13 \x01(\v2\x14.oncekey.v1.ApprovalR\bapproval\"\xb2\x01\n" +
+	"\bapproval\x18\x13 \x01(\v2\x14.oncekey.v1.ApprovalR\bapproval\x12/\n" +
+	"\x06budget\x18\x14 \x01(\v2\x17.oncekey.v1.BudgetUsageR\x06budget\"\xb2\x01\n" +
 	"\bApproval\x128\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x1c.oncekey.v1.ApprovalDecisionR\bdecision\x12\x1d\n" +
 	"\n" +
@@ -2636,7 +3177,19 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
 	"\x05force\x18\x03 \x01(\bR\x05force\"\x0f\n" +
-	"\rPurgeResponse*\xf7\x01\n" +
+	"\rPurgeResponse\"w\n" +
+	"\x1bListDuplicateIntentsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x82\x01\n" +
+	"\x0fDuplicateIntent\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12 \n" +
+	"\vfingerprint\x18\x02 \x01(\fR\vfingerprint\x12/\n" +
+	"\x06claims\x18\x03 \x03(\v2\x17.oncekey.v1.IntentMatchR\x06claims\"}\n" +
+	"\x1cListDuplicateIntentsResponse\x125\n" +
+	"\aintents\x18\x01 \x03(\v2\x1b.oncekey.v1.DuplicateIntentR\aintents\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xf7\x01\n" +
 	"\fRecordStatus\x12\x1d\n" +
 	"\x19RECORD_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RECORD_STATUS_PROCESSING\x10\x01\x12\x1b\n" +
@@ -2649,7 +3202,7 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\tSemantics\x12\x19\n" +
 	"\x15SEMANTICS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SEMANTICS_AT_LEAST_ONCE\x10\x01\x12\x1a\n" +
-	"\x16SEMANTICS_AT_MOST_ONCE\x10\x02*\xec\x01\n" +
+	"\x16SEMANTICS_AT_MOST_ONCE\x10\x02*\x90\x02\n" +
 	"\fClaimOutcome\x12\x1d\n" +
 	"\x19CLAIM_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16CLAIM_OUTCOME_ACQUIRED\x10\x01\x12\x1b\n" +
@@ -2657,7 +3210,13 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x14CLAIM_OUTCOME_FAILED\x10\x03\x12\x1d\n" +
 	"\x19CLAIM_OUTCOME_IN_PROGRESS\x10\x04\x12&\n" +
 	"\"CLAIM_OUTCOME_NEEDS_RECONCILIATION\x10\x05\x12#\n" +
-	"\x1fCLAIM_OUTCOME_AWAITING_APPROVAL\x10\x06*u\n" +
+	"\x1fCLAIM_OUTCOME_AWAITING_APPROVAL\x10\x06\x12\"\n" +
+	"\x1eCLAIM_OUTCOME_DUPLICATE_INTENT\x10\a*q\n" +
+	"\vIntentGuard\x12\x1c\n" +
+	"\x18INTENT_GUARD_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10INTENT_GUARD_OFF\x10\x01\x12\x15\n" +
+	"\x11INTENT_GUARD_WARN\x10\x02\x12\x17\n" +
+	"\x13INTENT_GUARD_REFUSE\x10\x03*u\n" +
 	"\vDisposition\x12\x1b\n" +
 	"\x17DISPOSITION_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DISPOSITION_RETRYABLE\x10\x01\x12\x15\n" +
@@ -2675,7 +3234,7 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x0fEVENT_KIND_FAIL\x10\x04\x12\x14\n" +
 	"\x10EVENT_KIND_RENEW\x10\x05\x12\x16\n" +
 	"\x12EVENT_KIND_APPROVE\x10\x06\x12\x15\n" +
-	"\x11EVENT_KIND_REJECT\x10\a*\x99\x04\n" +
+	"\x11EVENT_KIND_REJECT\x10\a*\xbc\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_INVALID_FIELD\x10\x01\x12\x1a\n" +
@@ -2693,7 +3252,8 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\"ERROR_REASON_NOT_AWAITING_APPROVAL\x10\f\x12'\n" +
 	"#ERROR_REASON_UNSETTLED_AT_MOST_ONCE\x10\r\x12\x1e\n" +
 	"\x1aERROR_REASON_MISSING_SCOPE\x10\x0e\x12\x19\n" +
-	"\x15ERROR_REASON_INTERNAL\x10\x0f2\x9c\x05\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\x0f\x12!\n" +
+	"\x1dERROR_REASON_BUDGET_EXHAUSTED\x10\x102\x87\x06\n" +
 	"\x06Ledger\x12<\n" +
 	"\x05Claim\x12\x18.oncekey.v1.ClaimRequest\x1a\x19.oncekey.v1.ClaimResponse\x12E\n" +
 	"\bComplete\x12\x1b.oncekey.v1.CompleteRequest\x1a\x1c.oncekey.v1.CompleteResponse\x129\n" +
@@ -2704,7 +3264,8 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\aApprove\x12\x1a.oncekey.v1.ApproveRequest\x1a\x1b.oncekey.v1.ApproveResponse\x12?\n" +
 	"\x06Reject\x12\x19.oncekey.v1.RejectRequest\x1a\x1a.oncekey.v1.RejectResponse\x12<\n" +
 	"\x05Purge\x12\x18.oncekey.v1.PurgeRequest\x1a\x19.oncekey.v1.PurgeResponse\x12N\n" +
-	"\vListRecords\x12\x1e.oncekey.v1.ListRecordsRequest\x1a\x1f.oncekey.v1.ListRecordsResponseBQ\n" +
+	"\vListRecords\x12\x1e.oncekey.v1.ListRecordsRequest\x1a\x1f.oncekey.v1.ListRecordsResponse\x12i\n" +
+	"\x14ListDuplicateIntents\x12'.oncekey.v1.ListDuplicateIntentsRequest\x1a(.oncekey.v1.ListDuplicateIntentsResponseBQ\n" +
 	"\x0edev.oncekey.v1P\x01Z=github.com/oncekey/oncekey/client/go/gen/oncekey/v1;oncekeyv1b\x06proto3"
 
 var (
@@ -2719,112 +3280,135 @@ func file_oncekey_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_oncekey_v1_ledger_proto_rawDescData
 }
 
-var file_oncekey_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_oncekey_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_oncekey_v1_ledger_proto_goTypes = []any{
-	(RecordStatus)(0),             // 0: oncekey.v1.RecordStatus
-	(Semantics)(0),                // 1: oncekey.v1.Semantics
-	(ClaimOutcome)(0),             // 2: oncekey.v1.ClaimOutcome
-	(Disposition)(0),              // 3: oncekey.v1.Disposition
-	(ApprovalDecision)(0),         // 4: oncekey.v1.ApprovalDecision
-	(EventKind)(0),                // 5: oncekey.v1.EventKind
-	(ErrorReason)(0),              // 6: oncekey.v1.ErrorReason
-	(*OperationRef)(nil),          // 7: oncekey.v1.OperationRef
-	(*ClaimRequest)(nil),          // 8: oncekey.v1.ClaimRequest
-	(*Lease)(nil),                 // 9: oncekey.v1.Lease
-	(*ClaimResponse)(nil),         // 10: oncekey.v1.ClaimResponse
-	(*OperationResult)(nil),       // 11: oncekey.v1.OperationResult
-	(*OperationError)(nil),        // 12: oncekey.v1.OperationError
-	(*Record)(nil),                // 13: oncekey.v1.Record
-	(*Approval)(nil),              // 14: oncekey.v1.Approval
-	(*CompleteRequest)(nil),       // 15: oncekey.v1.CompleteRequest
-	(*CompleteResponse)(nil),      // 16: oncekey.v1.CompleteResponse
-	(*FailRequest)(nil),           // 17: oncekey.v1.FailRequest
-	(*FailResponse)(nil),          // 18: oncekey.v1.FailResponse
-	(*RenewRequest)(nil),          // 19: oncekey.v1.RenewRequest
-	(*RenewResponse)(nil),         // 20: oncekey.v1.RenewResponse
-	(*KeepAliveRequest)(nil),      // 21: oncekey.v1.KeepAliveRequest
-	(*LookupRequest)(nil),         // 22: oncekey.v1.LookupRequest
-	(*LookupResponse)(nil),        // 23: oncekey.v1.LookupResponse
-	(*RecordEvent)(nil),           // 24: oncekey.v1.RecordEvent
-	(*ListRecordsRequest)(nil),    // 25: oncekey.v1.ListRecordsRequest
-	(*ListRecordsResponse)(nil),   // 26: oncekey.v1.ListRecordsResponse
-	(*ApproveRequest)(nil),        // 27: oncekey.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 28: oncekey.v1.ApproveResponse
-	(*RejectRequest)(nil),         // 29: oncekey.v1.RejectRequest
-	(*RejectResponse)(nil),        // 30: oncekey.v1.RejectResponse
-	(*PurgeRequest)(nil),          // 31: oncekey.v1.PurgeRequest
-	(*PurgeResponse)(nil),         // 32: oncekey.v1.PurgeResponse
-	nil,                           // 33: oncekey.v1.OperationResult.MetadataEntry
-	(*durationpb.Duration)(nil),   // 34: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(RecordStatus)(0),                    // 0: oncekey.v1.RecordStatus
+	(Semantics)(0),                       // 1: oncekey.v1.Semantics
+	(ClaimOutcome)(0),                    // 2: oncekey.v1.ClaimOutcome
+	(IntentGuard)(0),                     // 3: oncekey.v1.IntentGuard
+	(Disposition)(0),                     // 4: oncekey.v1.Disposition
+	(ApprovalDecision)(0),                // 5: oncekey.v1.ApprovalDecision
+	(EventKind)(0),                       // 6: oncekey.v1.EventKind
+	(ErrorReason)(0),                     // 7: oncekey.v1.ErrorReason
+	(*RunBudget)(nil),                    // 8: oncekey.v1.RunBudget
+	(*BudgetUsage)(nil),                  // 9: oncekey.v1.BudgetUsage
+	(*IntentMatch)(nil),                  // 10: oncekey.v1.IntentMatch
+	(*OperationRef)(nil),                 // 11: oncekey.v1.OperationRef
+	(*ClaimRequest)(nil),                 // 12: oncekey.v1.ClaimRequest
+	(*Lease)(nil),                        // 13: oncekey.v1.Lease
+	(*ClaimResponse)(nil),                // 14: oncekey.v1.ClaimResponse
+	(*OperationResult)(nil),              // 15: oncekey.v1.OperationResult
+	(*OperationError)(nil),               // 16: oncekey.v1.OperationError
+	(*Record)(nil),                       // 17: oncekey.v1.Record
+	(*Approval)(nil),                     // 18: oncekey.v1.Approval
+	(*CompleteRequest)(nil),              // 19: oncekey.v1.CompleteRequest
+	(*CompleteResponse)(nil),             // 20: oncekey.v1.CompleteResponse
+	(*FailRequest)(nil),                  // 21: oncekey.v1.FailRequest
+	(*FailResponse)(nil),                 // 22: oncekey.v1.FailResponse
+	(*RenewRequest)(nil),                 // 23: oncekey.v1.RenewRequest
+	(*RenewResponse)(nil),                // 24: oncekey.v1.RenewResponse
+	(*KeepAliveRequest)(nil),             // 25: oncekey.v1.KeepAliveRequest
+	(*LookupRequest)(nil),                // 26: oncekey.v1.LookupRequest
+	(*LookupResponse)(nil),               // 27: oncekey.v1.LookupResponse
+	(*RecordEvent)(nil),                  // 28: oncekey.v1.RecordEvent
+	(*ListRecordsRequest)(nil),           // 29: oncekey.v1.ListRecordsRequest
+	(*ListRecordsResponse)(nil),          // 30: oncekey.v1.ListRecordsResponse
+	(*ApproveRequest)(nil),               // 31: oncekey.v1.ApproveRequest
+	(*ApproveResponse)(nil),              // 32: oncekey.v1.ApproveResponse
+	(*RejectRequest)(nil),                // 33: oncekey.v1.RejectRequest
+	(*RejectResponse)(nil),               // 34: oncekey.v1.RejectResponse
+	(*PurgeRequest)(nil),                 // 35: oncekey.v1.PurgeRequest
+	(*PurgeResponse)(nil),                // 36: oncekey.v1.PurgeResponse
+	(*ListDuplicateIntentsRequest)(nil),  // 37: oncekey.v1.ListDuplicateIntentsRequest
+	(*DuplicateIntent)(nil),              // 38: oncekey.v1.DuplicateIntent
+	(*ListDuplicateIntentsResponse)(nil), // 39: oncekey.v1.ListDuplicateIntentsResponse
+	nil,                                  // 40: oncekey.v1.RunBudget.MaxPerNamespaceEntry
+	nil,                                  // 41: oncekey.v1.BudgetUsage.ChildrenPerNamespaceEntry
+	nil,                                  // 42: oncekey.v1.OperationResult.MetadataEntry
+	(*timestamppb.Timestamp)(nil),        // 43: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 44: google.protobuf.Duration
 }
 var file_oncekey_v1_ledger_proto_depIdxs = []int32{
-	34, // 0: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
-	34, // 1: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
-	1,  // 2: oncekey.v1.ClaimRequest.semantics:type_name -> oncekey.v1.Semantics
-	7,  // 3: oncekey.v1.ClaimRequest.parent:type_name -> oncekey.v1.OperationRef
-	34, // 4: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	35, // 5: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 6: oncekey.v1.ClaimResponse.outcome:type_name -> oncekey.v1.ClaimOutcome
-	13, // 7: oncekey.v1.ClaimResponse.record:type_name -> oncekey.v1.Record
-	9,  // 8: oncekey.v1.ClaimResponse.lease:type_name -> oncekey.v1.Lease
-	34, // 9: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
-	33, // 10: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
-	0,  // 11: oncekey.v1.Record.status:type_name -> oncekey.v1.RecordStatus
-	1,  // 12: oncekey.v1.Record.semantics:type_name -> oncekey.v1.Semantics
-	35, // 13: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
-	11, // 14: oncekey.v1.Record.result:type_name -> oncekey.v1.OperationResult
-	12, // 15: oncekey.v1.Record.error:type_name -> oncekey.v1.OperationError
-	7,  // 16: oncekey.v1.Record.parent:type_name -> oncekey.v1.OperationRef
-	35, // 17: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
-	35, // 18: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
-	35, // 19: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 20: oncekey.v1.Record.approval:type_name -> oncekey.v1.Approval
-	4,  // 21: oncekey.v1.Approval.decision:type_name -> oncekey.v1.ApprovalDecision
-	35, // 22: oncekey.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
-	11, // 23: oncekey.v1.CompleteRequest.result:type_name -> oncekey.v1.OperationResult
-	13, // 24: oncekey.v1.CompleteResponse.record:type_name -> oncekey.v1.Record
-	12, // 25: oncekey.v1.FailRequest.error:type_name -> oncekey.v1.OperationError
-	3,  // 26: oncekey.v1.FailRequest.disposition:type_name -> oncekey.v1.Disposition
-	13, // 27: oncekey.v1.FailResponse.record:type_name -> oncekey.v1.Record
-	34, // 28: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
-	9,  // 29: oncekey.v1.RenewResponse.lease:type_name -> oncekey.v1.Lease
-	34, // 30: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
-	13, // 31: oncekey.v1.LookupResponse.record:type_name -> oncekey.v1.Record
-	24, // 32: oncekey.v1.LookupResponse.history:type_name -> oncekey.v1.RecordEvent
-	35, // 33: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
-	5,  // 34: oncekey.v1.RecordEvent.kind:type_name -> oncekey.v1.EventKind
-	0,  // 35: oncekey.v1.ListRecordsRequest.statuses:type_name -> oncekey.v1.RecordStatus
-	7,  // 36: oncekey.v1.ListRecordsRequest.parent:type_name -> oncekey.v1.OperationRef
-	13, // 37: oncekey.v1.ListRecordsResponse.records:type_name -> oncekey.v1.Record
-	13, // 38: oncekey.v1.ApproveResponse.record:type_name -> oncekey.v1.Record
-	13, // 39: oncekey.v1.RejectResponse.record:type_name -> oncekey.v1.Record
-	8,  // 40: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
-	15, // 41: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
-	17, // 42: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
-	19, // 43: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
-	21, // 44: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
-	22, // 45: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
-	27, // 46: oncekey.v1.Ledger.Approve:input_type -> oncekey.v1.ApproveRequest
-	29, // 47: oncekey.v1.Ledger.Reject:input_type -> oncekey.v1.RejectRequest
-	31, // 48: oncekey.v1.Ledger.Purge:input_type -> oncekey.v1.PurgeRequest
-	25, // 49: oncekey.v1.Ledger.ListRecords:input_type -> oncekey.v1.ListRecordsRequest
-	10, // 50: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
-	16, // 51: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
-	18, // 52: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
-	20, // 53: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
-	9,  // 54: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
-	23, // 55: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
-	28, // 56: oncekey.v1.Ledger.Approve:output_type -> oncekey.v1.ApproveResponse
-	30, // 57: oncekey.v1.Ledger.Reject:output_type -> oncekey.v1.RejectResponse
-	32, // 58: oncekey.v1.Ledger.Purge:output_type -> oncekey.v1.PurgeResponse
-	26, // 59: oncekey.v1.Ledger.ListRecords:output_type -> oncekey.v1.ListRecordsResponse
-	50, // [50:60] is the sub-list for method output_type
-	40, // [40:50] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	40, // 0: oncekey.v1.RunBudget.max_per_namespace:type_name -> oncekey.v1.RunBudget.MaxPerNamespaceEntry
+	8,  // 1: oncekey.v1.BudgetUsage.budget:type_name -> oncekey.v1.RunBudget
+	41, // 2: oncekey.v1.BudgetUsage.children_per_namespace:type_name -> oncekey.v1.BudgetUsage.ChildrenPerNamespaceEntry
+	0,  // 3: oncekey.v1.IntentMatch.status:type_name -> oncekey.v1.RecordStatus
+	43, // 4: oncekey.v1.IntentMatch.claimed_at:type_name -> google.protobuf.Timestamp
+	44, // 5: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
+	44, // 6: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	1,  // 7: oncekey.v1.ClaimRequest.semantics:type_name -> oncekey.v1.Semantics
+	11, // 8: oncekey.v1.ClaimRequest.parent:type_name -> oncekey.v1.OperationRef
+	44, // 9: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	3,  // 10: oncekey.v1.ClaimRequest.intent_guard:type_name -> oncekey.v1.IntentGuard
+	44, // 11: oncekey.v1.ClaimRequest.intent_window:type_name -> google.protobuf.Duration
+	8,  // 12: oncekey.v1.ClaimRequest.budget:type_name -> oncekey.v1.RunBudget
+	43, // 13: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	2,  // 14: oncekey.v1.ClaimResponse.outcome:type_name -> oncekey.v1.ClaimOutcome
+	17, // 15: oncekey.v1.ClaimResponse.record:type_name -> oncekey.v1.Record
+	13, // 16: oncekey.v1.ClaimResponse.lease:type_name -> oncekey.v1.Lease
+	44, // 17: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
+	10, // 18: oncekey.v1.ClaimResponse.intent_matches:type_name -> oncekey.v1.IntentMatch
+	42, // 19: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
+	0,  // 20: oncekey.v1.Record.status:type_name -> oncekey.v1.RecordStatus
+	1,  // 21: oncekey.v1.Record.semantics:type_name -> oncekey.v1.Semantics
+	43, // 22: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
+	15, // 23: oncekey.v1.Record.result:type_name -> oncekey.v1.OperationResult
+	16, // 24: oncekey.v1.Record.error:type_name -> oncekey.v1.OperationError
+	11, // 25: oncekey.v1.Record.parent:type_name -> oncekey.v1.OperationRef
+	43, // 26: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
+	43, // 27: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
+	43, // 28: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
+	18, // 29: oncekey.v1.Record.approval:type_name -> oncekey.v1.Approval
+	9,  // 30: oncekey.v1.Record.budget:type_name -> oncekey.v1.BudgetUsage
+	5,  // 31: oncekey.v1.Approval.decision:type_name -> oncekey.v1.ApprovalDecision
+	43, // 32: oncekey.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
+	15, // 33: oncekey.v1.CompleteRequest.result:type_name -> oncekey.v1.OperationResult
+	17, // 34: oncekey.v1.CompleteResponse.record:type_name -> oncekey.v1.Record
+	16, // 35: oncekey.v1.FailRequest.error:type_name -> oncekey.v1.OperationError
+	4,  // 36: oncekey.v1.FailRequest.disposition:type_name -> oncekey.v1.Disposition
+	17, // 37: oncekey.v1.FailResponse.record:type_name -> oncekey.v1.Record
+	44, // 38: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
+	13, // 39: oncekey.v1.RenewResponse.lease:type_name -> oncekey.v1.Lease
+	44, // 40: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
+	17, // 41: oncekey.v1.LookupResponse.record:type_name -> oncekey.v1.Record
+	28, // 42: oncekey.v1.LookupResponse.history:type_name -> oncekey.v1.RecordEvent
+	43, // 43: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
+	6,  // 44: oncekey.v1.RecordEvent.kind:type_name -> oncekey.v1.EventKind
+	0,  // 45: oncekey.v1.ListRecordsRequest.statuses:type_name -> oncekey.v1.RecordStatus
+	11, // 46: oncekey.v1.ListRecordsRequest.parent:type_name -> oncekey.v1.OperationRef
+	17, // 47: oncekey.v1.ListRecordsResponse.records:type_name -> oncekey.v1.Record
+	17, // 48: oncekey.v1.ApproveResponse.record:type_name -> oncekey.v1.Record
+	17, // 49: oncekey.v1.RejectResponse.record:type_name -> oncekey.v1.Record
+	10, // 50: oncekey.v1.DuplicateIntent.claims:type_name -> oncekey.v1.IntentMatch
+	38, // 51: oncekey.v1.ListDuplicateIntentsResponse.intents:type_name -> oncekey.v1.DuplicateIntent
+	12, // 52: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
+	19, // 53: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
+	21, // 54: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
+	23, // 55: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
+	25, // 56: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
+	26, // 57: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
+	31, // 58: oncekey.v1.Ledger.Approve:input_type -> oncekey.v1.ApproveRequest
+	33, // 59: oncekey.v1.Ledger.Reject:input_type -> oncekey.v1.RejectRequest
+	35, // 60: oncekey.v1.Ledger.Purge:input_type -> oncekey.v1.PurgeRequest
+	29, // 61: oncekey.v1.Ledger.ListRecords:input_type -> oncekey.v1.ListRecordsRequest
+	37, // 62: oncekey.v1.Ledger.ListDuplicateIntents:input_type -> oncekey.v1.ListDuplicateIntentsRequest
+	14, // 63: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
+	20, // 64: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
+	22, // 65: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
+	24, // 66: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
+	13, // 67: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
+	27, // 68: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
+	32, // 69: oncekey.v1.Ledger.Approve:output_type -> oncekey.v1.ApproveResponse
+	34, // 70: oncekey.v1.Ledger.Reject:output_type -> oncekey.v1.RejectResponse
+	36, // 71: oncekey.v1.Ledger.Purge:output_type -> oncekey.v1.PurgeResponse
+	30, // 72: oncekey.v1.Ledger.ListRecords:output_type -> oncekey.v1.ListRecordsResponse
+	39, // 73: oncekey.v1.Ledger.ListDuplicateIntents:output_type -> oncekey.v1.ListDuplicateIntentsResponse
+	63, // [63:74] is the sub-list for method output_type
+	52, // [52:63] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_oncekey_v1_ledger_proto_init() }
@@ -2832,7 +3416,7 @@ func file_oncekey_v1_ledger_proto_init() {
 	if File_oncekey_v1_ledger_proto != nil {
 		return
 	}
-	file_oncekey_v1_ledger_proto_msgTypes[1].OneofWrappers = []any{
+	file_oncekey_v1_ledger_proto_msgTypes[4].OneofWrappers = []any{
 		(*ClaimRequest_Fingerprint)(nil),
 		(*ClaimRequest_PayloadJson)(nil),
 	}
@@ -2841,8 +3425,8 @@ func file_oncekey_v1_ledger_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncekey_v1_ledger_proto_rawDesc), len(file_oncekey_v1_ledger_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   27,
+			NumEnums:      8,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

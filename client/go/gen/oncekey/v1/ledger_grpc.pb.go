@@ -28,16 +28,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Ledger_Claim_FullMethodName       = "/oncekey.v1.Ledger/Claim"
-	Ledger_Complete_FullMethodName    = "/oncekey.v1.Ledger/Complete"
-	Ledger_Fail_FullMethodName        = "/oncekey.v1.Ledger/Fail"
-	Ledger_Renew_FullMethodName       = "/oncekey.v1.Ledger/Renew"
-	Ledger_KeepAlive_FullMethodName   = "/oncekey.v1.Ledger/KeepAlive"
-	Ledger_Lookup_FullMethodName      = "/oncekey.v1.Ledger/Lookup"
-	Ledger_Approve_FullMethodName     = "/oncekey.v1.Ledger/Approve"
-	Ledger_Reject_FullMethodName      = "/oncekey.v1.Ledger/Reject"
-	Ledger_Purge_FullMethodName       = "/oncekey.v1.Ledger/Purge"
-	Ledger_ListRecords_FullMethodName = "/oncekey.v1.Ledger/ListRecords"
+	Ledger_Claim_FullMethodName                = "/oncekey.v1.Ledger/Claim"
+	Ledger_Complete_FullMethodName             = "/oncekey.v1.Ledger/Complete"
+	Ledger_Fail_FullMethodName                 = "/oncekey.v1.Ledger/Fail"
+	Ledger_Renew_FullMethodName                = "/oncekey.v1.Ledger/Renew"
+	Ledger_KeepAlive_FullMethodName            = "/oncekey.v1.Ledger/KeepAlive"
+	Ledger_Lookup_FullMethodName               = "/oncekey.v1.Ledger/Lookup"
+	Ledger_Approve_FullMethodName              = "/oncekey.v1.Ledger/Approve"
+	Ledger_Reject_FullMethodName               = "/oncekey.v1.Ledger/Reject"
+	Ledger_Purge_FullMethodName                = "/oncekey.v1.Ledger/Purge"
+	Ledger_ListRecords_FullMethodName          = "/oncekey.v1.Ledger/ListRecords"
+	Ledger_ListDuplicateIntents_FullMethodName = "/oncekey.v1.Ledger/ListDuplicateIntents"
 )
 
 // LedgerClient is the client API for Ledger service.
@@ -66,6 +67,9 @@ type LedgerClient interface {
 	Purge(ctx context.Context, in *PurgeRequest, opts ...grpc.CallOption) (*PurgeResponse, error)
 	// Lists the caller's records, filtered by namespace, status and parent, one page at a time.
 	ListRecords(ctx context.Context, in *ListRecordsRequest, opts ...grpc.CallOption) (*ListRecordsResponse, error)
+	// Lists the caller's suspected duplicate intents: arguments claimed under more than one key
+	// within their namespace's intent window (v1.3).
+	ListDuplicateIntents(ctx context.Context, in *ListDuplicateIntentsRequest, opts ...grpc.CallOption) (*ListDuplicateIntentsResponse, error)
 }
 
 type ledgerClient struct {
@@ -179,6 +183,16 @@ func (c *ledgerClient) ListRecords(ctx context.Context, in *ListRecordsRequest, 
 	return out, nil
 }
 
+func (c *ledgerClient) ListDuplicateIntents(ctx context.Context, in *ListDuplicateIntentsRequest, opts ...grpc.CallOption) (*ListDuplicateIntentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDuplicateIntentsResponse)
+	err := c.cc.Invoke(ctx, Ledger_ListDuplicateIntents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServer is the server API for Ledger service.
 // All implementations must embed UnimplementedLedgerServer
 // for forward compatibility.
@@ -205,6 +219,9 @@ type LedgerServer interface {
 	Purge(context.Context, *PurgeRequest) (*PurgeResponse, error)
 	// Lists the caller's records, filtered by namespace, status and parent, one page at a time.
 	ListRecords(context.Context, *ListRecordsRequest) (*ListRecordsResponse, error)
+	// Lists the caller's suspected duplicate intents: arguments claimed under more than one key
+	// within their namespace's intent window (v1.3).
+	ListDuplicateIntents(context.Context, *ListDuplicateIntentsRequest) (*ListDuplicateIntentsResponse, error)
 	mustEmbedUnimplementedLedgerServer()
 }
 
@@ -244,6 +261,9 @@ func (UnimplementedLedgerServer) Purge(context.Context, *PurgeRequest) (*PurgeRe
 }
 func (UnimplementedLedgerServer) ListRecords(context.Context, *ListRecordsRequest) (*ListRecordsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRecords not implemented")
+}
+func (UnimplementedLedgerServer) ListDuplicateIntents(context.Context, *ListDuplicateIntentsRequest) (*ListDuplicateIntentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDuplicateIntents not implemented")
 }
 func (UnimplementedLedgerServer) mustEmbedUnimplementedLedgerServer() {}
 func (UnimplementedLedgerServer) testEmbeddedByValue()                {}
@@ -435,6 +455,24 @@ func _Ledger_ListRecords_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Ledger_ListDuplicateIntents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDuplicateIntentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServer).ListDuplicateIntents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Ledger_ListDuplicateIntents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServer).ListDuplicateIntents(ctx, req.(*ListDuplicateIntentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Ledger_ServiceDesc is the grpc.ServiceDesc for Ledger service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -477,6 +515,10 @@ var Ledger_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRecords",
 			Handler:    _Ledger_ListRecords_Handler,
+		},
+		{
+			MethodName: "ListDuplicateIntents",
+			Handler:    _Ledger_ListDuplicateIntents_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

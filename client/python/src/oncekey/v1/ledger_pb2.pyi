@@ -37,6 +37,14 @@ class ClaimOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CLAIM_OUTCOME_IN_PROGRESS: _ClassVar[ClaimOutcome]
     CLAIM_OUTCOME_NEEDS_RECONCILIATION: _ClassVar[ClaimOutcome]
     CLAIM_OUTCOME_AWAITING_APPROVAL: _ClassVar[ClaimOutcome]
+    CLAIM_OUTCOME_DUPLICATE_INTENT: _ClassVar[ClaimOutcome]
+
+class IntentGuard(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    INTENT_GUARD_UNSPECIFIED: _ClassVar[IntentGuard]
+    INTENT_GUARD_OFF: _ClassVar[IntentGuard]
+    INTENT_GUARD_WARN: _ClassVar[IntentGuard]
+    INTENT_GUARD_REFUSE: _ClassVar[IntentGuard]
 
 class Disposition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -80,6 +88,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_UNSETTLED_AT_MOST_ONCE: _ClassVar[ErrorReason]
     ERROR_REASON_MISSING_SCOPE: _ClassVar[ErrorReason]
     ERROR_REASON_INTERNAL: _ClassVar[ErrorReason]
+    ERROR_REASON_BUDGET_EXHAUSTED: _ClassVar[ErrorReason]
 RECORD_STATUS_UNSPECIFIED: RecordStatus
 RECORD_STATUS_PROCESSING: RecordStatus
 RECORD_STATUS_SUCCEEDED: RecordStatus
@@ -98,6 +107,11 @@ CLAIM_OUTCOME_FAILED: ClaimOutcome
 CLAIM_OUTCOME_IN_PROGRESS: ClaimOutcome
 CLAIM_OUTCOME_NEEDS_RECONCILIATION: ClaimOutcome
 CLAIM_OUTCOME_AWAITING_APPROVAL: ClaimOutcome
+CLAIM_OUTCOME_DUPLICATE_INTENT: ClaimOutcome
+INTENT_GUARD_UNSPECIFIED: IntentGuard
+INTENT_GUARD_OFF: IntentGuard
+INTENT_GUARD_WARN: IntentGuard
+INTENT_GUARD_REFUSE: IntentGuard
 DISPOSITION_UNSPECIFIED: Disposition
 DISPOSITION_RETRYABLE: Disposition
 DISPOSITION_FINAL: Disposition
@@ -129,6 +143,53 @@ ERROR_REASON_NOT_AWAITING_APPROVAL: ErrorReason
 ERROR_REASON_UNSETTLED_AT_MOST_ONCE: ErrorReason
 ERROR_REASON_MISSING_SCOPE: ErrorReason
 ERROR_REASON_INTERNAL: ErrorReason
+ERROR_REASON_BUDGET_EXHAUSTED: ErrorReason
+
+class RunBudget(_message.Message):
+    __slots__ = ("max_children", "max_per_namespace")
+    class MaxPerNamespaceEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    MAX_CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    MAX_PER_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    max_children: int
+    max_per_namespace: _containers.ScalarMap[str, int]
+    def __init__(self, max_children: _Optional[int] = ..., max_per_namespace: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class BudgetUsage(_message.Message):
+    __slots__ = ("budget", "children", "children_per_namespace", "refused")
+    class ChildrenPerNamespaceEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_PER_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    budget: RunBudget
+    children: int
+    children_per_namespace: _containers.ScalarMap[str, int]
+    refused: int
+    def __init__(self, budget: _Optional[_Union[RunBudget, _Mapping]] = ..., children: _Optional[int] = ..., children_per_namespace: _Optional[_Mapping[str, int]] = ..., refused: _Optional[int] = ...) -> None: ...
+
+class IntentMatch(_message.Message):
+    __slots__ = ("key", "status", "claimed_at", "refused")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_AT_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    status: RecordStatus
+    claimed_at: _timestamp_pb2.Timestamp
+    refused: bool
+    def __init__(self, key: _Optional[str] = ..., status: _Optional[_Union[RecordStatus, str]] = ..., claimed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., refused: _Optional[bool] = ...) -> None: ...
 
 class OperationRef(_message.Message):
     __slots__ = ("namespace", "key")
@@ -139,7 +200,7 @@ class OperationRef(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class ClaimRequest(_message.Message):
-    __slots__ = ("namespace", "key", "fingerprint", "payload_json", "lease_ttl", "retention", "semantics", "owner", "parent", "reconcile", "wait", "require_approval", "dry_run", "max_attempts")
+    __slots__ = ("namespace", "key", "fingerprint", "payload_json", "lease_ttl", "retention", "semantics", "owner", "parent", "reconcile", "wait", "require_approval", "dry_run", "max_attempts", "intent_guard", "intent_window", "repeat_intent", "budget")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +215,10 @@ class ClaimRequest(_message.Message):
     REQUIRE_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    INTENT_GUARD_FIELD_NUMBER: _ClassVar[int]
+    INTENT_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    REPEAT_INTENT_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     key: str
     fingerprint: bytes
@@ -168,7 +233,11 @@ class ClaimRequest(_message.Message):
     require_approval: bool
     dry_run: bool
     max_attempts: int
-    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., fingerprint: _Optional[bytes] = ..., payload_json: _Optional[str] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., semantics: _Optional[_Union[Semantics, str]] = ..., owner: _Optional[str] = ..., parent: _Optional[_Union[OperationRef, _Mapping]] = ..., reconcile: _Optional[bool] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., require_approval: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., max_attempts: _Optional[int] = ...) -> None: ...
+    intent_guard: IntentGuard
+    intent_window: _duration_pb2.Duration
+    repeat_intent: bool
+    budget: RunBudget
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., fingerprint: _Optional[bytes] = ..., payload_json: _Optional[str] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., semantics: _Optional[_Union[Semantics, str]] = ..., owner: _Optional[str] = ..., parent: _Optional[_Union[OperationRef, _Mapping]] = ..., reconcile: _Optional[bool] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., require_approval: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., max_attempts: _Optional[int] = ..., intent_guard: _Optional[_Union[IntentGuard, str]] = ..., intent_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., repeat_intent: _Optional[bool] = ..., budget: _Optional[_Union[RunBudget, _Mapping]] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("token", "expires_at", "attempt")
@@ -181,16 +250,18 @@ class Lease(_message.Message):
     def __init__(self, token: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class ClaimResponse(_message.Message):
-    __slots__ = ("outcome", "record", "lease", "retry_after")
+    __slots__ = ("outcome", "record", "lease", "retry_after", "intent_matches")
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     RECORD_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    INTENT_MATCHES_FIELD_NUMBER: _ClassVar[int]
     outcome: ClaimOutcome
     record: Record
     lease: Lease
     retry_after: _duration_pb2.Duration
-    def __init__(self, outcome: _Optional[_Union[ClaimOutcome, str]] = ..., record: _Optional[_Union[Record, _Mapping]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    intent_matches: _containers.RepeatedCompositeFieldContainer[IntentMatch]
+    def __init__(self, outcome: _Optional[_Union[ClaimOutcome, str]] = ..., record: _Optional[_Union[Record, _Mapping]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., intent_matches: _Optional[_Iterable[_Union[IntentMatch, _Mapping]]] = ...) -> None: ...
 
 class OperationResult(_message.Message):
     __slots__ = ("code", "body", "content_type", "metadata")
@@ -222,7 +293,7 @@ class OperationError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., details: _Optional[bytes] = ...) -> None: ...
 
 class Record(_message.Message):
-    __slots__ = ("namespace", "key", "status", "fingerprint", "semantics", "fencing_token", "attempt", "dedup_hits", "lease_owner", "lease_expires_at", "result", "error", "parent", "created_at", "updated_at", "expires_at", "require_approval", "max_attempts", "approval")
+    __slots__ = ("namespace", "key", "status", "fingerprint", "semantics", "fencing_token", "attempt", "dedup_hits", "lease_owner", "lease_expires_at", "result", "error", "parent", "created_at", "updated_at", "expires_at", "require_approval", "max_attempts", "approval", "budget")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -242,6 +313,7 @@ class Record(_message.Message):
     REQUIRE_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     key: str
     status: RecordStatus
@@ -261,7 +333,8 @@ class Record(_message.Message):
     require_approval: bool
     max_attempts: int
     approval: Approval
-    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., status: _Optional[_Union[RecordStatus, str]] = ..., fingerprint: _Optional[bytes] = ..., semantics: _Optional[_Union[Semantics, str]] = ..., fencing_token: _Optional[int] = ..., attempt: _Optional[int] = ..., dedup_hits: _Optional[int] = ..., lease_owner: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., error: _Optional[_Union[OperationError, _Mapping]] = ..., parent: _Optional[_Union[OperationRef, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., require_approval: _Optional[bool] = ..., max_attempts: _Optional[int] = ..., approval: _Optional[_Union[Approval, _Mapping]] = ...) -> None: ...
+    budget: BudgetUsage
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., status: _Optional[_Union[RecordStatus, str]] = ..., fingerprint: _Optional[bytes] = ..., semantics: _Optional[_Union[Semantics, str]] = ..., fencing_token: _Optional[int] = ..., attempt: _Optional[int] = ..., dedup_hits: _Optional[int] = ..., lease_owner: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., error: _Optional[_Union[OperationError, _Mapping]] = ..., parent: _Optional[_Union[OperationRef, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., require_approval: _Optional[bool] = ..., max_attempts: _Optional[int] = ..., approval: _Optional[_Union[Approval, _Mapping]] = ..., budget: _Optional[_Union[BudgetUsage, _Mapping]] = ...) -> None: ...
 
 class Approval(_message.Message):
     __slots__ = ("decision", "decided_by", "note", "decided_at")
@@ -452,3 +525,31 @@ class PurgeRequest(_message.Message):
 class PurgeResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ListDuplicateIntentsRequest(_message.Message):
+    __slots__ = ("namespace", "page_size", "page_token")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    page_size: int
+    page_token: str
+    def __init__(self, namespace: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class DuplicateIntent(_message.Message):
+    __slots__ = ("namespace", "fingerprint", "claims")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    fingerprint: bytes
+    claims: _containers.RepeatedCompositeFieldContainer[IntentMatch]
+    def __init__(self, namespace: _Optional[str] = ..., fingerprint: _Optional[bytes] = ..., claims: _Optional[_Iterable[_Union[IntentMatch, _Mapping]]] = ...) -> None: ...
+
+class ListDuplicateIntentsResponse(_message.Message):
+    __slots__ = ("intents", "next_page_token")
+    INTENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    intents: _containers.RepeatedCompositeFieldContainer[DuplicateIntent]
+    next_page_token: str
+    def __init__(self, intents: _Optional[_Iterable[_Union[DuplicateIntent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

@@ -85,6 +85,11 @@ class LedgerStub:
                 request_serializer=oncekey_dot_v1_dot_ledger__pb2.ListRecordsRequest.SerializeToString,
                 response_deserializer=oncekey_dot_v1_dot_ledger__pb2.ListRecordsResponse.FromString,
                 _registered_method=True)
+        self.ListDuplicateIntents = channel.unary_unary(
+                '/oncekey.v1.Ledger/ListDuplicateIntents',
+                request_serializer=oncekey_dot_v1_dot_ledger__pb2.ListDuplicateIntentsRequest.SerializeToString,
+                response_deserializer=oncekey_dot_v1_dot_ledger__pb2.ListDuplicateIntentsResponse.FromString,
+                _registered_method=True)
 
 
 class LedgerServicer:
@@ -161,6 +166,14 @@ class LedgerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDuplicateIntents(self, request, context):
+        """Lists the caller's suspected duplicate intents: arguments claimed under more than one key
+        within their namespace's intent window (v1.3).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -213,6 +226,11 @@ def add_LedgerServicer_to_server(servicer, server):
                     servicer.ListRecords,
                     request_deserializer=oncekey_dot_v1_dot_ledger__pb2.ListRecordsRequest.FromString,
                     response_serializer=oncekey_dot_v1_dot_ledger__pb2.ListRecordsResponse.SerializeToString,
+            ),
+            'ListDuplicateIntents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDuplicateIntents,
+                    request_deserializer=oncekey_dot_v1_dot_ledger__pb2.ListDuplicateIntentsRequest.FromString,
+                    response_serializer=oncekey_dot_v1_dot_ledger__pb2.ListDuplicateIntentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -486,6 +504,33 @@ class Ledger:
             '/oncekey.v1.Ledger/ListRecords',
             oncekey_dot_v1_dot_ledger__pb2.ListRecordsRequest.SerializeToString,
             oncekey_dot_v1_dot_ledger__pb2.ListRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDuplicateIntents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/oncekey.v1.Ledger/ListDuplicateIntents',
+            oncekey_dot_v1_dot_ledger__pb2.ListDuplicateIntentsRequest.SerializeToString,
+            oncekey_dot_v1_dot_ledger__pb2.ListDuplicateIntentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

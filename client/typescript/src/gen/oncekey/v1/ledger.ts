@@ -175,6 +175,13 @@ export enum ClaimOutcome {
   CLAIM_OUTCOME_NEEDS_RECONCILIATION = 5,
   /** CLAIM_OUTCOME_AWAITING_APPROVAL - The operation waits for an Approve or Reject: do not perform it; Claim again later (or with `wait`). */
   CLAIM_OUTCOME_AWAITING_APPROVAL = 6,
+  /**
+   * CLAIM_OUTCOME_DUPLICATE_INTENT - v1.3: the intent guard refused it: the same arguments were claimed under another key of the
+   * namespace within its intent window (intent_matches names them). Do not perform the effect;
+   * use the other key, or Claim again with repeat_intent if the repeat is deliberate. Nothing was
+   * written.
+   */
+  CLAIM_OUTCOME_DUPLICATE_INTENT = 7,
   UNRECOGNIZED = -1,
 }
 
@@ -201,6 +208,9 @@ export function claimOutcomeFromJSON(object: any): ClaimOutcome {
     case 6:
     case "CLAIM_OUTCOME_AWAITING_APPROVAL":
       return ClaimOutcome.CLAIM_OUTCOME_AWAITING_APPROVAL;
+    case 7:
+    case "CLAIM_OUTCOME_DUPLICATE_INTENT":
+      return ClaimOutcome.CLAIM_OUTCOME_DUPLICATE_INTENT;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -224,7 +234,62 @@ export function claimOutcomeToJSON(object: ClaimOutcome): string {
       return "CLAIM_OUTCOME_NEEDS_RECONCILIATION";
     case ClaimOutcome.CLAIM_OUTCOME_AWAITING_APPROVAL:
       return "CLAIM_OUTCOME_AWAITING_APPROVAL";
+    case ClaimOutcome.CLAIM_OUTCOME_DUPLICATE_INTENT:
+      return "CLAIM_OUTCOME_DUPLICATE_INTENT";
     case ClaimOutcome.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+/**
+ * What the intent guard does with a Claim of a new key whose arguments (fingerprint) another
+ * live key of the same tenant and namespace was claimed with within the intent window (v1.3).
+ */
+export enum IntentGuard {
+  /** INTENT_GUARD_UNSPECIFIED - The namespace's setting (--intent-guard, the tenant's limits line); off when it has none. */
+  INTENT_GUARD_UNSPECIFIED = 0,
+  /** INTENT_GUARD_OFF - No check. */
+  INTENT_GUARD_OFF = 1,
+  /** INTENT_GUARD_WARN - Acquired as usual; the other keys are named in ClaimResponse.intent_matches and counted. */
+  INTENT_GUARD_WARN = 2,
+  /** INTENT_GUARD_REFUSE - Answered DUPLICATE_INTENT (nothing written) unless the Claim sets repeat_intent. */
+  INTENT_GUARD_REFUSE = 3,
+  UNRECOGNIZED = -1,
+}
+
+export function intentGuardFromJSON(object: any): IntentGuard {
+  switch (object) {
+    case 0:
+    case "INTENT_GUARD_UNSPECIFIED":
+      return IntentGuard.INTENT_GUARD_UNSPECIFIED;
+    case 1:
+    case "INTENT_GUARD_OFF":
+      return IntentGuard.INTENT_GUARD_OFF;
+    case 2:
+    case "INTENT_GUARD_WARN":
+      return IntentGuard.INTENT_GUARD_WARN;
+    case 3:
+    case "INTENT_GUARD_REFUSE":
+      return IntentGuard.INTENT_GUARD_REFUSE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return IntentGuard.UNRECOGNIZED;
+  }
+}
+
+export function intentGuardToJSON(object: IntentGuard): string {
+  switch (object) {
+    case IntentGuard.INTENT_GUARD_UNSPECIFIED:
+      return "INTENT_GUARD_UNSPECIFIED";
+    case IntentGuard.INTENT_GUARD_OFF:
+      return "INTENT_GUARD_OFF";
+    case IntentGuard.INTENT_GUARD_WARN:
+      return "INTENT_GUARD_WARN";
+    case IntentGuard.INTENT_GUARD_REFUSE:
+      return "INTENT_GUARD_REFUSE";
+    case IntentGuard.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
   }
@@ -440,6 +505,12 @@ export enum ErrorReason {
   ERROR_REASON_MISSING_SCOPE = 14,
   /** ERROR_REASON_INTERNAL - INTERNAL: a stored record could not be read (a bug or damaged data; never expected). */
   ERROR_REASON_INTERNAL = 15,
+  /**
+   * ERROR_REASON_BUDGET_EXHAUSTED - FAILED_PRECONDITION (v1.3): a Claim of a new child operation beyond its parent's run budget
+   * (ErrorInfo metadata `parent_namespace`, `parent_key`, `limit`: `max_children` or the child
+   * namespace whose cap it hit, `spent`, `max`). Nothing was written but the parent's refusal count.
+   */
+  ERROR_REASON_BUDGET_EXHAUSTED = 16,
   UNRECOGNIZED = -1,
 }
 
@@ -493,6 +564,9 @@ export function errorReasonFromJSON(object: any): ErrorReason {
     case 15:
     case "ERROR_REASON_INTERNAL":
       return ErrorReason.ERROR_REASON_INTERNAL;
+    case 16:
+    case "ERROR_REASON_BUDGET_EXHAUSTED":
+      return ErrorReason.ERROR_REASON_BUDGET_EXHAUSTED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -534,10 +608,58 @@ export function errorReasonToJSON(object: ErrorReason): string {
       return "ERROR_REASON_MISSING_SCOPE";
     case ErrorReason.ERROR_REASON_INTERNAL:
       return "ERROR_REASON_INTERNAL";
+    case ErrorReason.ERROR_REASON_BUDGET_EXHAUSTED:
+      return "ERROR_REASON_BUDGET_EXHAUSTED";
     case ErrorReason.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
   }
+}
+
+/** At most how many child operations a parent operation (an agent run, a saga) may create (v1.3). */
+export interface RunBudget {
+  /** The most children in all (0 = no total cap). */
+  maxChildren: number;
+  /** The most children per child namespace, e.g. {"email.send": 3} (at most 64 entries). */
+  maxPerNamespace: { [key: string]: number };
+}
+
+export interface RunBudget_MaxPerNamespaceEntry {
+  key: string;
+  value: number;
+}
+
+/** A parent operation's budget and what its children used of it (v1.3). */
+export interface BudgetUsage {
+  /** The budget set by the parent's first Claim. */
+  budget?:
+    | RunBudget
+    | undefined;
+  /** How many child operations were created under it. */
+  children: number;
+  /** Of those, how many per child namespace. */
+  childrenPerNamespace: { [key: string]: number };
+  /** How many Claims of new children it refused (BUDGET_EXHAUSTED). */
+  refused: bigint;
+}
+
+export interface BudgetUsage_ChildrenPerNamespaceEntry {
+  key: string;
+  value: number;
+}
+
+/** Another key claimed with the same arguments in the same namespace (v1.3). */
+export interface IntentMatch {
+  /** The other key. */
+  key: string;
+  /** Its record's status now (PROCESSING while its first Claim is under way). */
+  status: RecordStatus;
+  /** When it was claimed with these arguments. */
+  claimedAt?:
+    | Date
+    | undefined;
+  /** Whether the guard refused that Claim (DUPLICATE_INTENT): no record was created for it. */
+  refused: boolean;
 }
 
 /** Names another operation of the same tenant. */
@@ -604,6 +726,28 @@ export interface ClaimRequest {
    * at-least-once lease is not taken over but needs reconciliation.
    */
   maxAttempts: number;
+  /**
+   * v1.3: the intent guard for this Claim: it can make the namespace's setting stricter (WARN,
+   * REFUSE), never looser; UNSPECIFIED keeps the setting.
+   */
+  intentGuard: IntentGuard;
+  /**
+   * v1.3: the intent window this Claim asks for (1 s ..= 24 h): the longer of it and the
+   * namespace's window applies. Default: the namespace's window (10 min).
+   */
+  intentWindow?:
+    | Duration
+    | undefined;
+  /**
+   * v1.3: the repeat of another key's arguments is deliberate: a REFUSE guard acquires it (as
+   * WARN would) instead of answering DUPLICATE_INTENT.
+   */
+  repeatIntent: boolean;
+  /**
+   * v1.3: this operation is a parent (an agent run, a saga) whose child operations (Claims naming
+   * it as parent) are limited to this budget; only the first Claim of a key sets it.
+   */
+  budget?: RunBudget | undefined;
 }
 
 /** A lease on an acquired operation. */
@@ -631,7 +775,15 @@ export interface ClaimResponse {
     | Lease
     | undefined;
   /** When outcome is IN_PROGRESS: how long to wait before claiming again. */
-  retryAfter?: Duration | undefined;
+  retryAfter?:
+    | Duration
+    | undefined;
+  /**
+   * v1.3: the other live keys of the namespace claimed with the same arguments within the intent
+   * window, most recent first (at most 8): set when the guard warned (any outcome of a new key),
+   * refused (DUPLICATE_INTENT) or let a deliberate repeat through.
+   */
+  intentMatches: IntentMatch[];
 }
 
 /** The successful outcome of an operation, replayed byte for byte to later Claims. */
@@ -717,7 +869,11 @@ export interface Record {
   /** The most acquisitions allowed, reconciliations not counted (0 = no cap; set by the first Claim). */
   maxAttempts: number;
   /** The approval decision, once someone Approved or Rejected the operation. */
-  approval?: Approval | undefined;
+  approval?:
+    | Approval
+    | undefined;
+  /** v1.3: the run budget of this operation's children and its use, when its first Claim set one. */
+  budget?: BudgetUsage | undefined;
 }
 
 /** The decision on an operation that awaited approval. */
@@ -933,6 +1089,626 @@ export interface PurgeRequest {
 export interface PurgeResponse {
 }
 
+/** Asks for one page of the caller's suspected duplicate intents (v1.3). */
+export interface ListDuplicateIntentsRequest {
+  /** Only intents of this namespace (empty: every namespace). */
+  namespace: string;
+  /** The most intents to return: 1..=1000, default 100 when 0; a page may hold fewer. */
+  pageSize: number;
+  /** The next_page_token of the previous page, sent with the same namespace; empty at first. */
+  pageToken: string;
+}
+
+/** Arguments claimed under more than one key within their namespace's intent window. */
+export interface DuplicateIntent {
+  /** The namespace the keys were claimed in. */
+  namespace: string;
+  /** The arguments' fingerprint (32 bytes). */
+  fingerprint: Buffer;
+  /** Every key claimed with it within the window, oldest first (at most 16), refused ones too. */
+  claims: IntentMatch[];
+}
+
+/** One page of suspected duplicate intents. */
+export interface ListDuplicateIntentsResponse {
+  /** The intents of this page, in a stable order. */
+  intents: DuplicateIntent[];
+  /** Pass it as page_token to get the next page; empty when this is the last page. */
+  nextPageToken: string;
+}
+
+function createBaseRunBudget(): RunBudget {
+  return { maxChildren: 0, maxPerNamespace: {} };
+}
+
+export const RunBudget: MessageFns<RunBudget> = {
+  encode(message: RunBudget, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.maxChildren !== 0) {
+      writer.uint32(8).uint32(message.maxChildren);
+    }
+    globalThis.Object.entries(message.maxPerNamespace).forEach(([key, value]: [string, number]) => {
+      RunBudget_MaxPerNamespaceEntry.encode({ key: key as any, value }, writer.uint32(18).fork()).join();
+    });
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RunBudget {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRunBudget();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.maxChildren = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            const entry2 = RunBudget_MaxPerNamespaceEntry.decode(reader, reader.uint32());
+            if (entry2.value !== undefined) {
+              message.maxPerNamespace[entry2.key] = entry2.value;
+            }
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RunBudget {
+    return {
+      maxChildren: isSet(object.maxChildren)
+        ? globalThis.Number(object.maxChildren)
+        : isSet(object.max_children)
+        ? globalThis.Number(object.max_children)
+        : 0,
+      maxPerNamespace: isObject(object.maxPerNamespace)
+        ? (globalThis.Object.entries(object.maxPerNamespace) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.max_per_namespace)
+        ? (globalThis.Object.entries(object.max_per_namespace) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+    };
+  },
+
+  toJSON(message: RunBudget): unknown {
+    const obj: any = {};
+    if (message.maxChildren !== 0) {
+      obj.maxChildren = Math.round(message.maxChildren);
+    }
+    if (message.maxPerNamespace) {
+      const entries = globalThis.Object.entries(message.maxPerNamespace) as [string, number][];
+      if (entries.length > 0) {
+        obj.maxPerNamespace = {};
+        entries.forEach(([k, v]) => {
+          obj.maxPerNamespace[k] = Math.round(v);
+        });
+      }
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RunBudget>, I>>(base?: I): RunBudget {
+    return RunBudget.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RunBudget>, I>>(object: I): RunBudget {
+    const message = createBaseRunBudget();
+    message.maxChildren = object.maxChildren ?? 0;
+    message.maxPerNamespace = (globalThis.Object.entries(object.maxPerNamespace ?? {}) as [string, number][]).reduce(
+      (acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseRunBudget_MaxPerNamespaceEntry(): RunBudget_MaxPerNamespaceEntry {
+  return { key: "", value: 0 };
+}
+
+export const RunBudget_MaxPerNamespaceEntry: MessageFns<RunBudget_MaxPerNamespaceEntry> = {
+  encode(message: RunBudget_MaxPerNamespaceEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).uint32(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RunBudget_MaxPerNamespaceEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRunBudget_MaxPerNamespaceEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RunBudget_MaxPerNamespaceEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.Number(object.value) : 0,
+    };
+  },
+
+  toJSON(message: RunBudget_MaxPerNamespaceEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== 0) {
+      obj.value = Math.round(message.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RunBudget_MaxPerNamespaceEntry>, I>>(base?: I): RunBudget_MaxPerNamespaceEntry {
+    return RunBudget_MaxPerNamespaceEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RunBudget_MaxPerNamespaceEntry>, I>>(
+    object: I,
+  ): RunBudget_MaxPerNamespaceEntry {
+    const message = createBaseRunBudget_MaxPerNamespaceEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseBudgetUsage(): BudgetUsage {
+  return { budget: undefined, children: 0, childrenPerNamespace: {}, refused: 0n };
+}
+
+export const BudgetUsage: MessageFns<BudgetUsage> = {
+  encode(message: BudgetUsage, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.budget !== undefined) {
+      RunBudget.encode(message.budget, writer.uint32(10).fork()).join();
+    }
+    if (message.children !== 0) {
+      writer.uint32(16).uint32(message.children);
+    }
+    globalThis.Object.entries(message.childrenPerNamespace).forEach(([key, value]: [string, number]) => {
+      BudgetUsage_ChildrenPerNamespaceEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
+    });
+    if (message.refused !== 0n) {
+      if (BigInt.asUintN(64, message.refused) !== message.refused) {
+        throw new globalThis.Error("value provided for field message.refused of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.refused);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BudgetUsage {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBudgetUsage();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.budget = RunBudget.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.children = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            const entry3 = BudgetUsage_ChildrenPerNamespaceEntry.decode(reader, reader.uint32());
+            if (entry3.value !== undefined) {
+              message.childrenPerNamespace[entry3.key] = entry3.value;
+            }
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.refused = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): BudgetUsage {
+    return {
+      budget: isSet(object.budget) ? RunBudget.fromJSON(object.budget) : undefined,
+      children: isSet(object.children) ? globalThis.Number(object.children) : 0,
+      childrenPerNamespace: isObject(object.childrenPerNamespace)
+        ? (globalThis.Object.entries(object.childrenPerNamespace) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.children_per_namespace)
+        ? (globalThis.Object.entries(object.children_per_namespace) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      refused: isSet(object.refused) ? BigInt(object.refused) : 0n,
+    };
+  },
+
+  toJSON(message: BudgetUsage): unknown {
+    const obj: any = {};
+    if (message.budget !== undefined) {
+      obj.budget = RunBudget.toJSON(message.budget);
+    }
+    if (message.children !== 0) {
+      obj.children = Math.round(message.children);
+    }
+    if (message.childrenPerNamespace) {
+      const entries = globalThis.Object.entries(message.childrenPerNamespace) as [string, number][];
+      if (entries.length > 0) {
+        obj.childrenPerNamespace = {};
+        entries.forEach(([k, v]) => {
+          obj.childrenPerNamespace[k] = Math.round(v);
+        });
+      }
+    }
+    if (message.refused !== 0n) {
+      obj.refused = message.refused.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<BudgetUsage>, I>>(base?: I): BudgetUsage {
+    return BudgetUsage.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BudgetUsage>, I>>(object: I): BudgetUsage {
+    const message = createBaseBudgetUsage();
+    message.budget = (object.budget !== undefined && object.budget !== null)
+      ? RunBudget.fromPartial(object.budget)
+      : undefined;
+    message.children = object.children ?? 0;
+    message.childrenPerNamespace = (globalThis.Object.entries(object.childrenPerNamespace ?? {}) as [string, number][])
+      .reduce((acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      }, {});
+    message.refused = (object.refused !== undefined && object.refused !== null) ? BigInt(object.refused) : 0n;
+    return message;
+  },
+};
+
+function createBaseBudgetUsage_ChildrenPerNamespaceEntry(): BudgetUsage_ChildrenPerNamespaceEntry {
+  return { key: "", value: 0 };
+}
+
+export const BudgetUsage_ChildrenPerNamespaceEntry: MessageFns<BudgetUsage_ChildrenPerNamespaceEntry> = {
+  encode(message: BudgetUsage_ChildrenPerNamespaceEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).uint32(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BudgetUsage_ChildrenPerNamespaceEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBudgetUsage_ChildrenPerNamespaceEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): BudgetUsage_ChildrenPerNamespaceEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.Number(object.value) : 0,
+    };
+  },
+
+  toJSON(message: BudgetUsage_ChildrenPerNamespaceEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== 0) {
+      obj.value = Math.round(message.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<BudgetUsage_ChildrenPerNamespaceEntry>, I>>(
+    base?: I,
+  ): BudgetUsage_ChildrenPerNamespaceEntry {
+    return BudgetUsage_ChildrenPerNamespaceEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BudgetUsage_ChildrenPerNamespaceEntry>, I>>(
+    object: I,
+  ): BudgetUsage_ChildrenPerNamespaceEntry {
+    const message = createBaseBudgetUsage_ChildrenPerNamespaceEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseIntentMatch(): IntentMatch {
+  return { key: "", status: 0, claimedAt: undefined, refused: false };
+}
+
+export const IntentMatch: MessageFns<IntentMatch> = {
+  encode(message: IntentMatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.status !== 0) {
+      writer.uint32(16).int32(message.status);
+    }
+    if (message.claimedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.claimedAt), writer.uint32(26).fork()).join();
+    }
+    if (message.refused !== false) {
+      writer.uint32(32).bool(message.refused);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): IntentMatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseIntentMatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.claimedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.refused = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): IntentMatch {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      status: isSet(object.status) ? recordStatusFromJSON(object.status) : 0,
+      claimedAt: isSet(object.claimedAt)
+        ? fromJsonTimestamp(object.claimedAt)
+        : isSet(object.claimed_at)
+        ? fromJsonTimestamp(object.claimed_at)
+        : undefined,
+      refused: isSet(object.refused) ? globalThis.Boolean(object.refused) : false,
+    };
+  },
+
+  toJSON(message: IntentMatch): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.status !== 0) {
+      obj.status = recordStatusToJSON(message.status);
+    }
+    if (message.claimedAt !== undefined) {
+      obj.claimedAt = message.claimedAt.toISOString();
+    }
+    if (message.refused !== false) {
+      obj.refused = message.refused;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<IntentMatch>, I>>(base?: I): IntentMatch {
+    return IntentMatch.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<IntentMatch>, I>>(object: I): IntentMatch {
+    const message = createBaseIntentMatch();
+    message.key = object.key ?? "";
+    message.status = object.status ?? 0;
+    message.claimedAt = object.claimedAt ?? undefined;
+    message.refused = object.refused ?? false;
+    return message;
+  },
+};
+
 function createBaseOperationRef(): OperationRef {
   return { namespace: "", key: "" };
 }
@@ -1034,6 +1810,10 @@ function createBaseClaimRequest(): ClaimRequest {
     requireApproval: false,
     dryRun: false,
     maxAttempts: 0,
+    intentGuard: 0,
+    intentWindow: undefined,
+    repeatIntent: false,
+    budget: undefined,
   };
 }
 
@@ -1080,6 +1860,18 @@ export const ClaimRequest: MessageFns<ClaimRequest> = {
     }
     if (message.maxAttempts !== 0) {
       writer.uint32(112).uint32(message.maxAttempts);
+    }
+    if (message.intentGuard !== 0) {
+      writer.uint32(120).int32(message.intentGuard);
+    }
+    if (message.intentWindow !== undefined) {
+      Duration.encode(message.intentWindow, writer.uint32(130).fork()).join();
+    }
+    if (message.repeatIntent !== false) {
+      writer.uint32(136).bool(message.repeatIntent);
+    }
+    if (message.budget !== undefined) {
+      RunBudget.encode(message.budget, writer.uint32(146).fork()).join();
     }
     return writer;
   },
@@ -1209,6 +2001,38 @@ export const ClaimRequest: MessageFns<ClaimRequest> = {
             message.maxAttempts = reader.uint32();
             continue;
           }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.intentGuard = reader.int32() as any;
+            continue;
+          }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.intentWindow = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.repeatIntent = reader.bool();
+            continue;
+          }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.budget = RunBudget.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1257,6 +2081,22 @@ export const ClaimRequest: MessageFns<ClaimRequest> = {
         : isSet(object.max_attempts)
         ? globalThis.Number(object.max_attempts)
         : 0,
+      intentGuard: isSet(object.intentGuard)
+        ? intentGuardFromJSON(object.intentGuard)
+        : isSet(object.intent_guard)
+        ? intentGuardFromJSON(object.intent_guard)
+        : 0,
+      intentWindow: isSet(object.intentWindow)
+        ? Duration.fromJSON(object.intentWindow)
+        : isSet(object.intent_window)
+        ? Duration.fromJSON(object.intent_window)
+        : undefined,
+      repeatIntent: isSet(object.repeatIntent)
+        ? globalThis.Boolean(object.repeatIntent)
+        : isSet(object.repeat_intent)
+        ? globalThis.Boolean(object.repeat_intent)
+        : false,
+      budget: isSet(object.budget) ? RunBudget.fromJSON(object.budget) : undefined,
     };
   },
 
@@ -1304,6 +2144,18 @@ export const ClaimRequest: MessageFns<ClaimRequest> = {
     if (message.maxAttempts !== 0) {
       obj.maxAttempts = Math.round(message.maxAttempts);
     }
+    if (message.intentGuard !== 0) {
+      obj.intentGuard = intentGuardToJSON(message.intentGuard);
+    }
+    if (message.intentWindow !== undefined) {
+      obj.intentWindow = Duration.toJSON(message.intentWindow);
+    }
+    if (message.repeatIntent !== false) {
+      obj.repeatIntent = message.repeatIntent;
+    }
+    if (message.budget !== undefined) {
+      obj.budget = RunBudget.toJSON(message.budget);
+    }
     return obj;
   },
 
@@ -1332,6 +2184,14 @@ export const ClaimRequest: MessageFns<ClaimRequest> = {
     message.requireApproval = object.requireApproval ?? false;
     message.dryRun = object.dryRun ?? false;
     message.maxAttempts = object.maxAttempts ?? 0;
+    message.intentGuard = object.intentGuard ?? 0;
+    message.intentWindow = (object.intentWindow !== undefined && object.intentWindow !== null)
+      ? Duration.fromPartial(object.intentWindow)
+      : undefined;
+    message.repeatIntent = object.repeatIntent ?? false;
+    message.budget = (object.budget !== undefined && object.budget !== null)
+      ? RunBudget.fromPartial(object.budget)
+      : undefined;
     return message;
   },
 };
@@ -1445,7 +2305,7 @@ export const Lease: MessageFns<Lease> = {
 };
 
 function createBaseClaimResponse(): ClaimResponse {
-  return { outcome: 0, record: undefined, lease: undefined, retryAfter: undefined };
+  return { outcome: 0, record: undefined, lease: undefined, retryAfter: undefined, intentMatches: [] };
 }
 
 export const ClaimResponse: MessageFns<ClaimResponse> = {
@@ -1461,6 +2321,9 @@ export const ClaimResponse: MessageFns<ClaimResponse> = {
     }
     if (message.retryAfter !== undefined) {
       Duration.encode(message.retryAfter, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.intentMatches) {
+      IntentMatch.encode(v!, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -1510,6 +2373,14 @@ export const ClaimResponse: MessageFns<ClaimResponse> = {
             message.retryAfter = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.intentMatches.push(IntentMatch.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1532,6 +2403,11 @@ export const ClaimResponse: MessageFns<ClaimResponse> = {
         : isSet(object.retry_after)
         ? Duration.fromJSON(object.retry_after)
         : undefined,
+      intentMatches: globalThis.Array.isArray(object?.intentMatches)
+        ? object.intentMatches.map((e: any) => IntentMatch.fromJSON(e))
+        : globalThis.Array.isArray(object?.intent_matches)
+        ? object.intent_matches.map((e: any) => IntentMatch.fromJSON(e))
+        : [],
     };
   },
 
@@ -1549,6 +2425,9 @@ export const ClaimResponse: MessageFns<ClaimResponse> = {
     if (message.retryAfter !== undefined) {
       obj.retryAfter = Duration.toJSON(message.retryAfter);
     }
+    if (message.intentMatches?.length) {
+      obj.intentMatches = message.intentMatches.map((e) => IntentMatch.toJSON(e));
+    }
     return obj;
   },
 
@@ -1565,6 +2444,7 @@ export const ClaimResponse: MessageFns<ClaimResponse> = {
     message.retryAfter = (object.retryAfter !== undefined && object.retryAfter !== null)
       ? Duration.fromPartial(object.retryAfter)
       : undefined;
+    message.intentMatches = object.intentMatches?.map((e) => IntentMatch.fromPartial(e)) || [];
     return message;
   },
 };
@@ -1929,6 +2809,7 @@ function createBaseRecord(): Record {
     requireApproval: false,
     maxAttempts: 0,
     approval: undefined,
+    budget: undefined,
   };
 }
 
@@ -1996,6 +2877,9 @@ export const Record: MessageFns<Record> = {
     }
     if (message.approval !== undefined) {
       Approval.encode(message.approval, writer.uint32(154).fork()).join();
+    }
+    if (message.budget !== undefined) {
+      BudgetUsage.encode(message.budget, writer.uint32(162).fork()).join();
     }
     return writer;
   },
@@ -2165,6 +3049,14 @@ export const Record: MessageFns<Record> = {
             message.approval = Approval.decode(reader, reader.uint32());
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.budget = BudgetUsage.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2234,6 +3126,7 @@ export const Record: MessageFns<Record> = {
         ? globalThis.Number(object.max_attempts)
         : 0,
       approval: isSet(object.approval) ? Approval.fromJSON(object.approval) : undefined,
+      budget: isSet(object.budget) ? BudgetUsage.fromJSON(object.budget) : undefined,
     };
   },
 
@@ -2296,6 +3189,9 @@ export const Record: MessageFns<Record> = {
     if (message.approval !== undefined) {
       obj.approval = Approval.toJSON(message.approval);
     }
+    if (message.budget !== undefined) {
+      obj.budget = BudgetUsage.toJSON(message.budget);
+    }
     return obj;
   },
 
@@ -2332,6 +3228,9 @@ export const Record: MessageFns<Record> = {
     message.maxAttempts = object.maxAttempts ?? 0;
     message.approval = (object.approval !== undefined && object.approval !== null)
       ? Approval.fromPartial(object.approval)
+      : undefined;
+    message.budget = (object.budget !== undefined && object.budget !== null)
+      ? BudgetUsage.fromPartial(object.budget)
       : undefined;
     return message;
   },
@@ -4362,6 +5261,307 @@ export const PurgeResponse: MessageFns<PurgeResponse> = {
   },
 };
 
+function createBaseListDuplicateIntentsRequest(): ListDuplicateIntentsRequest {
+  return { namespace: "", pageSize: 0, pageToken: "" };
+}
+
+export const ListDuplicateIntentsRequest: MessageFns<ListDuplicateIntentsRequest> = {
+  encode(message: ListDuplicateIntentsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.namespace !== "") {
+      writer.uint32(10).string(message.namespace);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(16).uint32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDuplicateIntentsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDuplicateIntentsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.namespace = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pageSize = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListDuplicateIntentsRequest {
+    return {
+      namespace: isSet(object.namespace) ? globalThis.String(object.namespace) : "",
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListDuplicateIntentsRequest): unknown {
+    const obj: any = {};
+    if (message.namespace !== "") {
+      obj.namespace = message.namespace;
+    }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListDuplicateIntentsRequest>, I>>(base?: I): ListDuplicateIntentsRequest {
+    return ListDuplicateIntentsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDuplicateIntentsRequest>, I>>(object: I): ListDuplicateIntentsRequest {
+    const message = createBaseListDuplicateIntentsRequest();
+    message.namespace = object.namespace ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseDuplicateIntent(): DuplicateIntent {
+  return { namespace: "", fingerprint: Buffer.alloc(0), claims: [] };
+}
+
+export const DuplicateIntent: MessageFns<DuplicateIntent> = {
+  encode(message: DuplicateIntent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.namespace !== "") {
+      writer.uint32(10).string(message.namespace);
+    }
+    if (message.fingerprint.length !== 0) {
+      writer.uint32(18).bytes(message.fingerprint);
+    }
+    for (const v of message.claims) {
+      IntentMatch.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DuplicateIntent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDuplicateIntent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.namespace = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.fingerprint = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.claims.push(IntentMatch.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DuplicateIntent {
+    return {
+      namespace: isSet(object.namespace) ? globalThis.String(object.namespace) : "",
+      fingerprint: isSet(object.fingerprint) ? Buffer.from(bytesFromBase64(object.fingerprint)) : Buffer.alloc(0),
+      claims: globalThis.Array.isArray(object?.claims) ? object.claims.map((e: any) => IntentMatch.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: DuplicateIntent): unknown {
+    const obj: any = {};
+    if (message.namespace !== "") {
+      obj.namespace = message.namespace;
+    }
+    if (message.fingerprint.length !== 0) {
+      obj.fingerprint = base64FromBytes(message.fingerprint);
+    }
+    if (message.claims?.length) {
+      obj.claims = message.claims.map((e) => IntentMatch.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DuplicateIntent>, I>>(base?: I): DuplicateIntent {
+    return DuplicateIntent.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DuplicateIntent>, I>>(object: I): DuplicateIntent {
+    const message = createBaseDuplicateIntent();
+    message.namespace = object.namespace ?? "";
+    message.fingerprint = object.fingerprint ?? Buffer.alloc(0);
+    message.claims = object.claims?.map((e) => IntentMatch.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseListDuplicateIntentsResponse(): ListDuplicateIntentsResponse {
+  return { intents: [], nextPageToken: "" };
+}
+
+export const ListDuplicateIntentsResponse: MessageFns<ListDuplicateIntentsResponse> = {
+  encode(message: ListDuplicateIntentsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.intents) {
+      DuplicateIntent.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDuplicateIntentsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDuplicateIntentsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.intents.push(DuplicateIntent.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListDuplicateIntentsResponse {
+    return {
+      intents: globalThis.Array.isArray(object?.intents)
+        ? object.intents.map((e: any) => DuplicateIntent.fromJSON(e))
+        : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListDuplicateIntentsResponse): unknown {
+    const obj: any = {};
+    if (message.intents?.length) {
+      obj.intents = message.intents.map((e) => DuplicateIntent.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListDuplicateIntentsResponse>, I>>(base?: I): ListDuplicateIntentsResponse {
+    return ListDuplicateIntentsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDuplicateIntentsResponse>, I>>(object: I): ListDuplicateIntentsResponse {
+    const message = createBaseListDuplicateIntentsResponse();
+    message.intents = object.intents?.map((e) => DuplicateIntent.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
 /** The idempotency ledger: claim a key before a side effect, settle it afterwards. */
 export type LedgerService = typeof LedgerService;
 export const LedgerService = {
@@ -4465,6 +5665,21 @@ export const LedgerService = {
     responseSerialize: (value: ListRecordsResponse): Buffer => Buffer.from(ListRecordsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListRecordsResponse => ListRecordsResponse.decode(value),
   },
+  /**
+   * Lists the caller's suspected duplicate intents: arguments claimed under more than one key
+   * within their namespace's intent window (v1.3).
+   */
+  listDuplicateIntents: {
+    path: "/oncekey.v1.Ledger/ListDuplicateIntents" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListDuplicateIntentsRequest): Buffer =>
+      Buffer.from(ListDuplicateIntentsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListDuplicateIntentsRequest => ListDuplicateIntentsRequest.decode(value),
+    responseSerialize: (value: ListDuplicateIntentsResponse): Buffer =>
+      Buffer.from(ListDuplicateIntentsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListDuplicateIntentsResponse => ListDuplicateIntentsResponse.decode(value),
+  },
 } as const;
 
 export interface LedgerServer extends UntypedServiceImplementation {
@@ -4488,6 +5703,11 @@ export interface LedgerServer extends UntypedServiceImplementation {
   purge: handleUnaryCall<PurgeRequest, PurgeResponse>;
   /** Lists the caller's records, filtered by namespace, status and parent, one page at a time. */
   listRecords: handleUnaryCall<ListRecordsRequest, ListRecordsResponse>;
+  /**
+   * Lists the caller's suspected duplicate intents: arguments claimed under more than one key
+   * within their namespace's intent window (v1.3).
+   */
+  listDuplicateIntents: handleUnaryCall<ListDuplicateIntentsRequest, ListDuplicateIntentsResponse>;
 }
 
 export interface LedgerClient extends Client {
@@ -4635,6 +5855,25 @@ export interface LedgerClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Lists the caller's suspected duplicate intents: arguments claimed under more than one key
+   * within their namespace's intent window (v1.3).
+   */
+  listDuplicateIntents(
+    request: ListDuplicateIntentsRequest,
+    callback: (error: ServiceError | null, response: ListDuplicateIntentsResponse) => void,
+  ): ClientUnaryCall;
+  listDuplicateIntents(
+    request: ListDuplicateIntentsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListDuplicateIntentsResponse) => void,
+  ): ClientUnaryCall;
+  listDuplicateIntents(
+    request: ListDuplicateIntentsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListDuplicateIntentsResponse) => void,
   ): ClientUnaryCall;
 }
 
