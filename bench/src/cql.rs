@@ -67,6 +67,7 @@ impl RawCql {
                 reconcile: false,
                 require_approval: false,
                 max_attempts: 0,
+                budget: None,
             },
             // What the gRPC worker's Complete sends.
             result: OpResult {

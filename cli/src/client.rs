@@ -123,6 +123,22 @@ pub struct ClaimCmd {
     /// fails with code 429 instead of being retried.
     #[arg(long, default_value_t = 0)]
     max_attempts: u32,
+    /// The intent guard for this Claim (off, warn, refuse): stricter than the namespace's
+    /// setting, never looser.
+    #[arg(long, value_parser = ["off", "warn", "refuse"])]
+    intent_guard: Option<String>,
+    /// The intent window this Claim asks for (1s ..= 24h), e.g. 30m.
+    #[arg(long, value_parser = parse_duration)]
+    intent_window: Option<i64>,
+    /// The repeat of another key's arguments is deliberate: a refusing guard lets it through.
+    #[arg(long)]
+    repeat_intent: bool,
+    /// Run budget (this operation is a parent): at most this many child operations.
+    #[arg(long)]
+    max_children: Option<u32>,
+    /// Run budget: at most N children in namespace NS, as NS=N (repeatable).
+    #[arg(long, value_name = "NS=N")]
+    max_per_namespace: Vec<String>,
 }
 
 /// `oncekey complete`
@@ -298,6 +314,15 @@ pub async fn claim(cmd: ClaimCmd) -> anyhow::Result<Value> {
         require_approval: cmd.require_approval,
         dry_run: cmd.dry_run,
         max_attempts: cmd.max_attempts,
+        intent_guard: match cmd.intent_guard.as_deref() {
+            Some("off") => v1::IntentGuard::Off,
+            Some("warn") => v1::IntentGuard::Warn,
+            Some("refuse") => v1::IntentGuard::Refuse,
+            _ => v1::IntentGuard::Unspecified,
+        } as i32,
+        intent_window: cmd.intent_window.map(duration),
+        repeat_intent: cmd.repeat_intent,
+        budget: run_budget(cmd.max_children, &cmd.max_per_namespace)?,
     };
     let reply = connect(&cmd.conn).await?.claim(request).await?.into_inner();
     let outcome = v1::ClaimOutcome::try_from(reply.outcome).unwrap_or_default();
@@ -307,6 +332,31 @@ pub async fn claim(cmd: ClaimCmd) -> anyhow::Result<Value> {
         "lease": reply.lease.as_ref().map(lease_json),
         "retry_after_ms": reply.retry_after.map(|d| d.seconds * 1000 + i64::from(d.nanos / 1_000_000)),
         "record": reply.record.as_ref().map(record_json),
+        "intent_matches": reply.intent_matches.iter().map(crate::render::intent_match_json).collect::<Vec<_>>(),
+    }))
+}
+
+/// The run budget of `--max-children` and `--max-per-namespace NS=N`, if any.
+fn run_budget(
+    max_children: Option<u32>,
+    per_namespace: &[String],
+) -> anyhow::Result<Option<v1::RunBudget>> {
+    if max_children.is_none() && per_namespace.is_empty() {
+        return Ok(None);
+    }
+    let mut max_per_namespace = std::collections::HashMap::new();
+    for item in per_namespace {
+        let (ns, n) = item
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--max-per-namespace must be NS=N, found {item:?}"))?;
+        let n: u32 = n.parse().map_err(|_| {
+            anyhow::anyhow!("--max-per-namespace {item:?}: N must be a whole number")
+        })?;
+        max_per_namespace.insert(ns.to_owned(), n);
+    }
+    Ok(Some(v1::RunBudget {
+        max_children: max_children.unwrap_or(0),
+        max_per_namespace,
     }))
 }
 

@@ -119,6 +119,16 @@ pub fn record_json(r: &v1::Record) -> Value {
     if r.max_attempts > 0 {
         out["max_attempts"] = json!(r.max_attempts);
     }
+    if let Some(b) = &r.budget {
+        let budget = b.budget.clone().unwrap_or_default();
+        out["budget"] = json!({
+            "max_children": budget.max_children,
+            "max_per_namespace": budget.max_per_namespace,
+            "children": b.children,
+            "children_per_namespace": b.children_per_namespace,
+            "refused": b.refused,
+        });
+    }
     if let Some(a) = &r.approval {
         let decision = v1::ApprovalDecision::try_from(a.decision).unwrap_or_default();
         out["approval"] = json!({
@@ -165,6 +175,17 @@ pub fn timeline_text(record: &v1::Record, history: &[v1::RecordEvent]) -> String
         ));
     }
     out
+}
+
+/// Another key claimed with the same arguments (`ClaimResponse.intent_matches`,
+/// `ListDuplicateIntents`), as JSON.
+pub fn intent_match_json(m: &v1::IntentMatch) -> Value {
+    json!({
+        "key": m.key,
+        "status": describe_status(m.status),
+        "claimed_at": time(&m.claimed_at),
+        "refused": m.refused,
+    })
 }
 
 #[cfg(test)]

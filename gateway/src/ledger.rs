@@ -168,11 +168,22 @@ impl Ledger {
     /// What a Claim's answer means for the proxy; `owner` is this request's.
     fn answer(claimed: Claimed, owner: &str) -> Answer {
         match claimed {
-            Claimed::Acquired { lease, record } => Answer::Acquired {
+            Claimed::Acquired { lease, record, .. } => Answer::Acquired {
                 grant: lease,
                 at_most_once: record.semantics == Semantics::AtMostOnce,
             },
             Claimed::Completed { result, .. } => Answer::Completed(result),
+            // The namespace's intent guard refused it: the same request went upstream under
+            // another key within the window. Answered as a conflict naming that key; nothing
+            // is forwarded.
+            Claimed::DuplicateIntent { matches } => Answer::Failed(StoredError {
+                code: 409,
+                message: format!(
+                    "duplicate intent: the same request was made under the key {:?}",
+                    matches.first().map_or("", |m| m.key.as_str())
+                ),
+                details: Vec::new(),
+            }),
             Claimed::Failed { error, .. } => Answer::Failed(error),
             Claimed::NeedsReconciliation { .. } => Answer::NeedsReconciliation,
             Claimed::InProgress { record, .. }

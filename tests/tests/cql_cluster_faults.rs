@@ -378,6 +378,7 @@ async fn a_write_answered_unavailable_after_it_applied_is_recognised() {
         reconcile: false,
         require_approval: false,
         max_attempts: 0,
+        budget: None,
     };
     for (n, case) in ["insert", "replace"].into_iter().enumerate() {
         let id = RecordId::new("t", "unavailable.test", format!("k{n}"));

@@ -30,6 +30,13 @@ pub struct AdmissionArgs {
     /// `#` comments; reloaded on SIGHUP.
     #[arg(long, env = "ONCEKEY_LIMITS_FILE")]
     pub limits_file: Option<PathBuf>,
+    /// Intent guard rules, PATTERN=MODE[/WINDOW] (repeatable; comma-separated in the
+    /// environment): e.g. `payments.*=refuse/1h`, `*=warn`. A Claim of a new key whose
+    /// arguments another live key of the namespace was claimed with within the window is
+    /// named (warn) or refused with DUPLICATE_INTENT (refuse). Modes off, warn, refuse; window
+    /// 1s ..= 24h, default 10m; the longest matching pattern applies.
+    #[arg(long, env = "ONCEKEY_INTENT_GUARD", value_delimiter = ',')]
+    pub intent_guard: Vec<String>,
 }
 
 impl AdmissionArgs {
@@ -41,6 +48,7 @@ impl AdmissionArgs {
             tenant_inflight: self.tenant_inflight,
             tenant_held_claims: self.tenant_held_claims,
             limits_file: self.limits_file.clone(),
+            intent_guard: self.intent_guard.clone(),
         }
     }
 }

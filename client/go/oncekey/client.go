@@ -187,7 +187,9 @@ func Dial(target string, opts ...Option) (*Client, error) {
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// Claim sends a Claim, retrying transient failures. Its answer is in the response's outcome.
+// Claim sends a Claim, retrying transient failures. Its answer is in the response's outcome
+// (CLAIM_OUTCOME_DUPLICATE_INTENT when the intent guard refused it: IntentMatches reads the other
+// keys). A Claim of a new child beyond its parent's run budget fails with a *BudgetExhaustedError.
 func (c *Client) Claim(ctx context.Context, req *oncekeyv1.ClaimRequest) (*oncekeyv1.ClaimResponse, error) {
 	var res *oncekeyv1.ClaimResponse
 	err := c.call(ctx, "Claim", req.GetWait().AsDuration(), true, func(ctx context.Context, opts ...grpc.CallOption) (err error) {

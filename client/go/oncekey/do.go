@@ -46,6 +46,11 @@ type Result[T any] struct {
 	Replayed bool
 	// Record is the SUCCEEDED record.
 	Record *Record
+	// IntentMatches are the other keys of the namespace claimed with the same arguments within
+	// the intent window, when the intent guard let this run's new key through anyway
+	// (IntentGuardWarn, or RepeatIntent): a hint that the caller made up a new key for a retry.
+	// Nil otherwise.
+	IntentMatches []IntentMatch
 }
 
 // RunOption configures one Do, Run or Reconcile.
@@ -57,6 +62,10 @@ type runOptions struct {
 	owner                     string
 	requireApproval           bool
 	maxAttempts               int64
+	intentGuard               IntentGuardMode
+	intentWindow              time.Duration
+	repeatIntent              bool
+	budget                    *RunBudget
 }
 
 // LeaseTTL sets the lease length (1 s ..= 1 h; server default 30 s); the server renews it every
@@ -93,18 +102,31 @@ func MaxAttempts(n int) RunOption { return func(o *runOptions) { o.maxAttempts =
 // MaxAttemptsLimit is the largest attempt cap the wire carries (a uint32).
 const MaxAttemptsLimit = 1<<32 - 1
 
-// claimRequest is the Claim of key with the run's options (the attempt cap checked as the server
-// reads it).
+// claimRequest is the Claim of key with the run's options (the attempt cap, the intent guard's mode
+// and window checked as the server reads them).
 func (o *runOptions) claimRequest(key OperationKey, fp []byte, owner string, reconcile bool) (*oncekeyv1.ClaimRequest, error) {
 	if o.maxAttempts < 0 || o.maxAttempts > MaxAttemptsLimit {
 		return nil, fmt.Errorf("%w: MaxAttempts must be between 1 and %d (0: no cap), got %d",
 			ErrInvalidArgument, int64(MaxAttemptsLimit), o.maxAttempts)
+	}
+	if o.intentGuard < IntentGuardUnspecified || o.intentGuard > IntentGuardRefuse {
+		return nil, fmt.Errorf("%w: IntentGuard must be IntentGuardOff, IntentGuardWarn or IntentGuardRefuse, got %d",
+			ErrInvalidArgument, int(o.intentGuard))
+	}
+	if o.intentWindow != 0 && (o.intentWindow < MinIntentWindow || o.intentWindow > MaxIntentWindow) {
+		return nil, fmt.Errorf("%w: IntentWindow must be between %v and %v, got %v",
+			ErrInvalidArgument, MinIntentWindow, MaxIntentWindow, o.intentWindow)
 	}
 	req := &oncekeyv1.ClaimRequest{
 		Namespace: key.namespace, Key: key.key,
 		Arguments: &oncekeyv1.ClaimRequest_Fingerprint{Fingerprint: fp},
 		Semantics: oncekeyv1.Semantics(o.semantics), Owner: owner, Reconcile: reconcile,
 		RequireApproval: o.requireApproval, MaxAttempts: uint32(o.maxAttempts),
+		IntentGuard: oncekeyv1.IntentGuard(o.intentGuard), RepeatIntent: o.repeatIntent,
+		Budget: o.budget.toProto(),
+	}
+	if o.intentWindow > 0 {
+		req.IntentWindow = durationpb.New(o.intentWindow)
 	}
 	if o.leaseTTL > 0 {
 		req.LeaseTtl = durationpb.New(o.leaseTTL)
@@ -145,7 +167,10 @@ func Owner(owner string) RunOption { return func(o *runOptions) { o.owner = owne
 // wait timeout, then Do returns a *LeaseLostError with no Err.
 //
 // Errors: ErrKeyReused, ErrInProgress (*InProgressError), ErrNeedsReconciliation,
-// ErrAwaitingApproval (*AwaitingApprovalError, with RequireApproval),
+// ErrAwaitingApproval (*AwaitingApprovalError, with RequireApproval), ErrDuplicateIntent
+// (*DuplicateIntentError: the intent guard refused a new key whose arguments another key was
+// claimed with), ErrBudgetExhausted (*BudgetExhaustedError: a new child beyond its parent's run
+// budget),
 // ErrOperationFailed (*OperationFailedError, the stored error), ErrLeaseLost (*LeaseLostError),
 // ErrUnavailable (the server stayed unreachable through every retry), ctx's own error, or fn's.
 func Do[T any](ctx context.Context, c *Client, key OperationKey, args any, fn func(context.Context) (T, error), opts ...RunOption) (T, error) {
@@ -208,6 +233,9 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, fp []byte,
 	// The first Claim does not wait: were its answer lost, its retry would otherwise be held
 	// waiting on this run's own lease. Only once another holder is seen do Claims wait.
 	waiting := false
+	// The intent guard's matches, from the Claim that created the key (a later one, of the key
+	// now existing, has none).
+	var matches []IntentMatch
 	for {
 		req.Wait = nil
 		if remaining := min(time.Until(deadline), maxWait); waiting && remaining > 0 {
@@ -220,6 +248,9 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, fp []byte,
 			}
 			return zero, err
 		}
+		if m := intentMatchesFromProto(res.GetIntentMatches()); m != nil {
+			matches = m
+		}
 		switch res.GetOutcome() {
 		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_ACQUIRED:
 			lease := newLease(key, res.GetLease())
@@ -229,7 +260,11 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, fp []byte,
 				}
 				continue
 			}
-			return acquired(ctx, c, key, lease, &o, fn)
+			r, err := acquired(ctx, c, key, lease, &o, fn)
+			if err == nil {
+				r.IntentMatches = matches
+			}
+			return r, err
 		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_COMPLETED:
 			result := rawFromProto(res.GetRecord().GetResult())
 			if result == nil {
@@ -239,7 +274,7 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, fp []byte,
 			if err != nil {
 				return zero, err
 			}
-			return Result[T]{Value: v, Replayed: true, Record: recordFromProto(res.GetRecord())}, nil
+			return Result[T]{Value: v, Replayed: true, Record: recordFromProto(res.GetRecord()), IntentMatches: matches}, nil
 		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_FAILED:
 			if e := failedFromProto(res.GetRecord().GetError()); e != nil {
 				return zero, e
@@ -247,6 +282,9 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, fp []byte,
 			return zero, &OperationFailedError{}
 		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_NEEDS_RECONCILIATION:
 			return zero, &NeedsReconciliationError{Record: recordFromProto(res.GetRecord())}
+		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_DUPLICATE_INTENT:
+			// Refused by the intent guard: nothing was written for the key, and nothing runs.
+			return zero, &DuplicateIntentError{Namespace: key.namespace, Key: key.key, Matches: matches}
 		case oncekeyv1.ClaimOutcome_CLAIM_OUTCOME_AWAITING_APPROVAL:
 			// Nothing runs before an approval. Claim again held by the server until the decision
 			// or the wait runs out; then the caller hears it awaits approval.
@@ -274,7 +312,11 @@ func execute[T any](ctx context.Context, c *Client, key OperationKey, fp []byte,
 					}
 					continue
 				}
-				return acquired(ctx, c, key, lease, &o, fn)
+				r, err := acquired(ctx, c, key, lease, &o, fn)
+				if err == nil {
+					r.IntentMatches = matches
+				}
+				return r, err
 			}
 			retryAfter := res.GetRetryAfter().AsDuration()
 			remaining := time.Until(deadline)

@@ -23,13 +23,22 @@
 // page; Client.ListRecords reads one page; ReconcileRecord settles a listed record whose outcome is
 // unknown. Client.Approve, Client.Reject and Client.Purge are the operator's calls.
 //
+// Agent safety (v1.3): the IntentGuard option (with IntentWindow and RepeatIntent) refuses, or
+// flags in Result.IntentMatches, a new key whose arguments another key of the namespace was
+// claimed with lately (an agent that made up a fresh key for a retry): a refused run returns a
+// *DuplicateIntentError (ErrDuplicateIntent) without running. The Budget option caps how many
+// child operations a parent may create: a run of a new child beyond it returns a
+// *BudgetExhaustedError (ErrBudgetExhausted), never retried. Client.ListAllDuplicateIntents lists
+// what the guard saw.
+//
 // Transient failures (UNAVAILABLE, timeouts, rate limits) are retried with exponential backoff and
 // full jitter, honouring the server's pushback; the outcome is recorded on the client's own
 // deadline, so a cancelled call still releases its key (an at-most-once call whose effect may have
 // happened is left to reconciliation instead). Errors are typed: match them with errors.Is against
 // ErrKeyReused, ErrLeaseLost, ErrInProgress, ErrNeedsReconciliation, ErrOperationFailed,
-// ErrAwaitingApproval, ErrInvalidArgument, ErrUnavailable and the others, or errors.As into *Error
-// (with its ErrorReason), *InProgressError, *OperationFailedError, *LeaseLostError and
+// ErrAwaitingApproval, ErrDuplicateIntent, ErrBudgetExhausted, ErrInvalidArgument, ErrUnavailable
+// and the others, or errors.As into *Error (with its ErrorReason), *InProgressError,
+// *OperationFailedError, *LeaseLostError, *DuplicateIntentError, *BudgetExhaustedError and
 // *InexactNumberError for details.
 //
 // Key builds deterministic operation keys (with Child and ChildIn for steps of a parent

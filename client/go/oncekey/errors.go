@@ -76,6 +76,14 @@ var (
 	// ErrInternal: the server failed in a way it should not (INTERNAL: a bug or a damaged stored
 	// record). Never retried; report it.
 	ErrInternal = errors.New("oncekey: internal server error")
+	// ErrDuplicateIntent: the intent guard refused the run (IntentGuardRefuse): the same arguments
+	// were claimed under another key of the namespace within the intent window. Nothing ran and
+	// nothing was written. errors.As into *DuplicateIntentError for the other keys.
+	ErrDuplicateIntent = errors.New("oncekey: duplicate intent")
+	// ErrBudgetExhausted: a run of a new child operation beyond its parent's run budget
+	// (FAILED_PRECONDITION BUDGET_EXHAUSTED). Nothing ran and nothing was written for the child.
+	// Never retried. errors.As into *BudgetExhaustedError for the parent and the cap.
+	ErrBudgetExhausted = errors.New("oncekey: run budget exhausted")
 )
 
 // Error is a failed RPC: the server's (or the transport's) gRPC status, with the ErrorInfo reason
@@ -93,6 +101,9 @@ type Error struct {
 	// Pushback is how long the server asked to wait before retrying (grpc-retry-pushback-ms or
 	// google.rpc.RetryInfo); negative when it asked not to retry; zero when it said nothing.
 	Pushback time.Duration
+	// Metadata is the ErrorInfo metadata (e.g. `scope` for MISSING_SCOPE; the parent and the cap
+	// for BUDGET_EXHAUSTED, also read into *BudgetExhaustedError); nil when there is none.
+	Metadata map[string]string
 
 	st        *status.Status
 	rawReason string // the reason as sent
@@ -136,8 +147,12 @@ func (e *Error) Is(target error) bool {
 
 // transient reports whether resending the identical request may cure the failure: UNAVAILABLE,
 // DEADLINE_EXCEEDED (an attempt timed out) and RESOURCE_EXHAUSTED (rate limited). Never
-// INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED or FAILED_PRECONDITION.
+// INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED or FAILED_PRECONDITION, nor a spent run
+// budget (BUDGET_EXHAUSTED), whatever its code: only a new parent makes room.
 func (e *Error) transient() bool {
+	if e.Reason == ReasonBudgetExhausted {
+		return false
+	}
 	switch e.Code {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
 		return true
@@ -154,6 +169,7 @@ func fromStatus(st *status.Status) *Error {
 			if d.GetDomain() == ErrorDomain || d.GetDomain() == "" {
 				e.rawReason = d.GetReason()
 				e.Reason = parseReason(e.rawReason)
+				e.Metadata = d.GetMetadata()
 			}
 		case *errdetails.BadRequest:
 			if v := d.GetFieldViolations(); len(v) > 0 {
@@ -168,14 +184,15 @@ func fromStatus(st *status.Status) *Error {
 	return e
 }
 
-// asError converts err to an *Error when it carries a gRPC status, else returns it unchanged.
+// asError converts err to an *Error (or its reason's own type, see typed) when it carries a gRPC
+// status, else returns it unchanged.
 func asError(err error) error {
 	var e *Error
 	if err == nil || errors.As(err, &e) {
 		return err
 	}
 	if st, ok := status.FromError(err); ok {
-		return fromStatus(st)
+		return fromStatus(st).typed()
 	}
 	return err
 }

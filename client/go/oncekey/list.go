@@ -91,23 +91,34 @@ func (c *Client) ListRecords(ctx context.Context, filter ListFilter, pageToken s
 // An error is yielded once, with a nil record, and ends the iteration. Breaking out of the loop
 // reads no further page. To resume a listing later, page with ListRecords and keep the token.
 func (c *Client) ListAll(ctx context.Context, filter ListFilter) iter.Seq2[*Record, error] {
-	return func(yield func(*Record, error) bool) {
+	return pages(func(token string) ([]*Record, string, error) {
+		page, err := c.ListRecords(ctx, filter, token)
+		return page.Records, page.NextPageToken, err
+	})
+}
+
+// pages iterates over the items of page after page that read gives (its items, the next page's
+// token, "" after the last), starting from the first page (token ""). An error is yielded once,
+// with a zero item, and ends the iteration; breaking out of the loop reads no further page.
+func pages[T any](read func(token string) ([]T, string, error)) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
 		token := ""
 		for {
-			page, err := c.ListRecords(ctx, filter, token)
+			items, next, err := read(token)
 			if err != nil {
-				yield(nil, err)
+				var zero T
+				yield(zero, err)
 				return
 			}
-			for _, rec := range page.Records {
-				if !yield(rec, nil) {
+			for _, item := range items {
+				if !yield(item, nil) {
 					return
 				}
 			}
-			if page.NextPageToken == "" {
+			if next == "" {
 				return
 			}
-			token = page.NextPageToken
+			token = next
 		}
 	}
 }

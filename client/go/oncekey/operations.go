@@ -102,10 +102,13 @@ type DryRunResult struct {
 	Outcome Outcome
 	// Record is the record as stored; nil when the key has none.
 	Record *Record
+	// IntentMatches are the other keys the intent guard would name (OutcomeDuplicateIntent, or a
+	// new key it would let through in warn mode); nil when none.
+	IntentMatches []IntentMatch
 }
 
 // DryRun asks what a run of key with args and opts would get now (OutcomeAcquired,
-// OutcomeCompleted, OutcomeAwaitingApproval, ...), writing nothing: no record, no lease, no dedup
+// OutcomeCompleted, OutcomeAwaitingApproval, OutcomeDuplicateIntent, ...), writing nothing: no record, no lease, no dedup
 // hit, no receipt.
 func (c *Client) DryRun(ctx context.Context, key OperationKey, args any, opts ...RunOption) (DryRunResult, error) {
 	if key.err != nil {
@@ -128,7 +131,8 @@ func (c *Client) DryRun(ctx context.Context, key OperationKey, args any, opts ..
 	if err != nil {
 		return DryRunResult{}, err
 	}
-	return DryRunResult{Outcome: Outcome(res.GetOutcome()), Record: recordFromProto(res.GetRecord())}, nil
+	return DryRunResult{Outcome: Outcome(res.GetOutcome()), Record: recordFromProto(res.GetRecord()),
+		IntentMatches: IntentMatches(res)}, nil
 }
 
 type decisionTarget struct {

@@ -49,6 +49,8 @@ const (
 	ReasonMissingScope = ErrorReason(oncekeyv1.ErrorReason_ERROR_REASON_MISSING_SCOPE)
 	// ReasonInternal: the server could not read a stored record (a bug or damaged data).
 	ReasonInternal = ErrorReason(oncekeyv1.ErrorReason_ERROR_REASON_INTERNAL)
+	// ReasonBudgetExhausted: a Claim of a new child operation beyond its parent's run budget.
+	ReasonBudgetExhausted = ErrorReason(oncekeyv1.ErrorReason_ERROR_REASON_BUDGET_EXHAUSTED)
 )
 
 // reasonPrefix is the prefix of the proto's value names that the wire string leaves out.
@@ -91,4 +93,5 @@ var reasonSentinels = map[ErrorReason]error{
 	ReasonUnsettledAtMostOnce: ErrUnsettledAtMostOnce,
 	ReasonMissingScope:        ErrMissingScope,
 	ReasonInternal:            ErrInternal,
+	ReasonBudgetExhausted:     ErrBudgetExhausted,
 }

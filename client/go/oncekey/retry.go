@@ -4,7 +4,8 @@ package oncekey
 // is retried by resending the identical request after an exponential backoff with full jitter, or
 // after exactly the delay the server asked for (grpc-retry-pushback-ms, gRFC A6, or a
 // google.rpc.RetryInfo; a negative pushback stops retrying). INVALID_ARGUMENT, UNAUTHENTICATED,
-// PERMISSION_DENIED, FAILED_PRECONDITION and every other code are returned at once.
+// PERMISSION_DENIED, FAILED_PRECONDITION and every other code are returned at once, and so is a
+// spent run budget (BUDGET_EXHAUSTED, as a *BudgetExhaustedError) whatever its code.
 //
 // Each attempt first waits (at most the connect timeout) for a connection, so that a server
 // restarting for a few seconds costs one attempt rather than all of them, then gets its own
@@ -95,7 +96,7 @@ func (c *Client) call(ctx context.Context, method string, extra time.Duration, g
 		}
 		c.breaker.record(e.transient())
 		if !e.transient() || attempt >= c.retry.MaxAttempts || e.Pushback < 0 {
-			return e
+			return e.typed()
 		}
 		delay := e.Pushback
 		if delay == 0 {

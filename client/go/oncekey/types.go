@@ -53,6 +53,10 @@ const (
 	OutcomeNeedsReconciliation
 	// OutcomeAwaitingApproval: it waits for an approval.
 	OutcomeAwaitingApproval
+	// OutcomeDuplicateIntent: the intent guard refused it (IntentGuardRefuse): the same arguments
+	// were claimed under another key of the namespace within the intent window. Nothing was
+	// written; do not perform the effect.
+	OutcomeDuplicateIntent
 )
 
 // String is the outcome as the server spells it, e.g. "ACQUIRED".
@@ -166,6 +170,9 @@ type Record struct {
 	MaxAttempts uint32
 	// Approval is the approval decision, once made.
 	Approval *Approval
+	// Budget is the run budget of this operation's children and what they used of it, when its
+	// first Claim set one (the Budget option); nil otherwise.
+	Budget *BudgetUsage
 }
 
 func toTime(t *timestamppb.Timestamp) time.Time {
@@ -212,6 +219,12 @@ func recordFromProto(r *oncekeyv1.Record) *Record {
 	}
 	if p := r.GetParent(); p != nil {
 		rec.Parent = &OperationRef{Namespace: p.GetNamespace(), Key: p.GetKey()}
+	}
+	if b := r.GetBudget(); b != nil {
+		rec.Budget = &BudgetUsage{
+			Budget: budgetFromProto(b.GetBudget()), Children: b.GetChildren(),
+			ChildrenPerNamespace: b.GetChildrenPerNamespace(), Refused: b.GetRefused(),
+		}
 	}
 	return rec
 }

@@ -49,6 +49,9 @@ pub enum Reason {
     RateLimited,
     /// INTERNAL: the server could not read a stored record (a bug or damaged data).
     Internal,
+    /// FAILED_PRECONDITION: a Claim of a new child operation beyond its parent's run budget
+    /// (the error's `metadata` has `parent_namespace`, `parent_key`, `limit`, `spent`, `max`).
+    BudgetExhausted,
     /// A reason this client version does not know.
     Other(String),
 }
@@ -72,6 +75,7 @@ impl Reason {
             Some(Wire::MissingScope) => Reason::MissingScope,
             Some(Wire::RateLimited) => Reason::RateLimited,
             Some(Wire::Internal) => Reason::Internal,
+            Some(Wire::BudgetExhausted) => Reason::BudgetExhausted,
             Some(Wire::Unspecified) | None => Reason::Other(reason.to_owned()),
         }
     }
@@ -94,6 +98,7 @@ impl Reason {
             Reason::MissingScope => Wire::MissingScope,
             Reason::RateLimited => Wire::RateLimited,
             Reason::Internal => Wire::Internal,
+            Reason::BudgetExhausted => Wire::BudgetExhausted,
             Reason::Other(_) => return None,
         })
     }

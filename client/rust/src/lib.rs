@@ -10,6 +10,9 @@
 //! - [`Client::once`] … [`Once::run`]: Claim, run your closure only when acquired while the lease
 //!   is kept alive, then Complete with its output or Fail with the disposition its error chooses.
 //!   Replays, in-flight duplicates, final failures and unknown outcomes come back typed.
+//! - [`Client::saga`] … [`Saga::step`]: a saga whose steps are child operations run once each,
+//!   with compensations run once each in reverse order when a step fails for good; a saga whose
+//!   process died resumes from the ledger when started again with the same key.
 //! - [`Client::claim`], [`Client::complete`], [`Client::fail`] (and [`Client::release_unused`]
 //!   for a lease under which nothing ran), [`Client::renew`],
 //!   [`Client::lookup`], [`Client::keep_alive`], [`Client::list_records`]: one typed method per
@@ -85,6 +88,8 @@ mod list;
 mod once;
 mod operations;
 mod rpc;
+mod safety;
+mod saga;
 pub mod stack;
 pub mod transport;
 mod types;
@@ -100,6 +105,8 @@ pub use lease::{KeepAliveGuard, Lease};
 pub use list::{ListRecords, Pager, RecordPage, MAX_PAGE_SIZE};
 pub use once::{Done, Failure, Once, OnceError, DEFAULT_WAIT_TIMEOUT};
 pub use rpc::{Arguments, Claim, KeepAlive, MAX_WAIT};
+pub use safety::{BudgetUsage, IntentGuard, IntentMatch, RunBudget};
+pub use saga::{Cause, Saga, SagaBuilder, SagaError, SagaStart, DEFAULT_SAGA_RETENTION};
 pub use stack::{BreakerPolicy, CircuitState, RetryPolicy, Stats};
 pub use types::{
     Approval, Claimed, Decision, Disposition, LeaseGrant, Outcome, Record, RecordStatus, Semantics,

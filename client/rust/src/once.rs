@@ -119,6 +119,14 @@ pub enum OnceError<E> {
         /// The stored result.
         result: Box<StoredResult>,
     },
+    /// The intent guard refused the operation: the same arguments were claimed under the keys
+    /// in `matches` within the namespace's window (a made-up key?). Nothing ran. Use the other
+    /// key, or [`Once::repeat_intent`] if the repeat is deliberate.
+    #[error("the same arguments were claimed under another key ({})", matches.first().map_or("", |m| m.key.as_str()))]
+    DuplicateIntent {
+        /// The other keys, most recent first.
+        matches: Vec<crate::IntentMatch>,
+    },
     /// The closure succeeded but its output cannot be serialized; the operation was recorded as a
     /// final failure.
     #[error("the output cannot be serialized: {0}")]
@@ -164,6 +172,9 @@ pub struct Once {
     owner: Option<String>,
     require_approval: bool,
     max_attempts: u32,
+    intent_guard: crate::IntentGuard,
+    repeat_intent: bool,
+    budget: Option<crate::RunBudget>,
 }
 
 impl Client {
@@ -183,6 +194,9 @@ impl Client {
             owner: None,
             require_approval: false,
             max_attempts: 0,
+            intent_guard: crate::IntentGuard::Default,
+            repeat_intent: false,
+            budget: None,
         }
     }
 }
@@ -223,6 +237,26 @@ impl Once {
     /// exhausted", [`OnceError::Failed`]). The first Claim of a key fixes this.
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = max_attempts;
+        self
+    }
+
+    /// The intent guard for this operation ([`crate::Claim::intent_guard`]): stricter than the
+    /// namespace's setting, never looser.
+    pub fn intent_guard(mut self, guard: crate::IntentGuard) -> Self {
+        self.intent_guard = guard;
+        self
+    }
+
+    /// The repeat of another key's arguments is deliberate: a refusing intent guard lets it run.
+    pub fn repeat_intent(mut self) -> Self {
+        self.repeat_intent = true;
+        self
+    }
+
+    /// Limits the operation's children (Claims naming its key as parent) to `budget`; the first
+    /// Claim of the key fixes it.
+    pub fn budget(mut self, budget: crate::RunBudget) -> Self {
+        self.budget = Some(budget);
         self
     }
 
@@ -312,7 +346,12 @@ impl Once {
             .semantics(self.semantics)
             .owner(owner.clone())
             .reconcile(reconcile)
-            .max_attempts(self.max_attempts);
+            .max_attempts(self.max_attempts)
+            .intent_guard(self.intent_guard)
+            .repeat_intent(self.repeat_intent);
+        if let Some(budget) = &self.budget {
+            claim = claim.budget(budget.clone());
+        }
         if self.require_approval {
             claim = claim.require_approval();
         }
@@ -362,6 +401,9 @@ impl Once {
                         });
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Claimed::DuplicateIntent { matches } => {
+                    return Err(OnceError::DuplicateIntent { matches })
                 }
                 Claimed::DryRun { .. } => {
                     return Err(OnceError::Rpc(Error::Protocol(

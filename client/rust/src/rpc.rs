@@ -43,6 +43,10 @@ pub struct Claim {
     require_approval: bool,
     dry_run: bool,
     max_attempts: u32,
+    intent_guard: crate::IntentGuard,
+    intent_window: Option<Duration>,
+    repeat_intent: bool,
+    budget: Option<crate::RunBudget>,
 }
 
 impl Claim {
@@ -68,6 +72,10 @@ impl Claim {
             require_approval: false,
             dry_run: false,
             max_attempts: 0,
+            intent_guard: crate::IntentGuard::Default,
+            intent_window: None,
+            repeat_intent: false,
+            budget: None,
         }
     }
 
@@ -132,6 +140,33 @@ impl Claim {
         self
     }
 
+    /// The intent guard for this Claim: it can make the namespace's setting stricter, never
+    /// looser (docs/api.md, "Intent guard").
+    pub fn intent_guard(mut self, guard: crate::IntentGuard) -> Self {
+        self.intent_guard = guard;
+        self
+    }
+
+    /// The intent window this Claim asks for (1 s ..= 24 h): the longer of it and the
+    /// namespace's applies.
+    pub fn intent_window(mut self, window: Duration) -> Self {
+        self.intent_window = Some(window);
+        self
+    }
+
+    /// The repeat of another key's arguments is deliberate: a refusing guard lets it through.
+    pub fn repeat_intent(mut self, deliberate: bool) -> Self {
+        self.repeat_intent = deliberate;
+        self
+    }
+
+    /// Makes the operation a parent whose new children (Claims naming it as parent) are limited
+    /// to `budget`; only the first Claim of a key sets it.
+    pub fn budget(mut self, budget: crate::RunBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
     /// The operation claimed.
     pub fn key(&self) -> &OperationKey {
         &self.key
@@ -165,6 +200,10 @@ impl Claim {
             require_approval: self.require_approval,
             dry_run: self.dry_run,
             max_attempts: self.max_attempts,
+            intent_guard: self.intent_guard.to_wire(),
+            intent_window: self.intent_window.map(duration_to_wire),
+            repeat_intent: self.repeat_intent,
+            budget: self.budget.as_ref().map(crate::RunBudget::to_wire),
         }
     }
 }

@@ -42,6 +42,8 @@ pub enum Outcome {
     NeedsReconciliation,
     /// It waits for an approval.
     AwaitingApproval,
+    /// The intent guard would refuse it (the same arguments under another key).
+    DuplicateIntent,
 }
 
 /// What an approver decided.
@@ -195,6 +197,8 @@ pub struct Record {
     pub max_attempts: u32,
     /// The approval decision, once made.
     pub approval: Option<Approval>,
+    /// The run budget of the operation's children and its use, when its first Claim set one.
+    pub budget: Option<crate::BudgetUsage>,
 }
 
 /// The answer to a Claim: what the caller should do.
@@ -206,6 +210,9 @@ pub enum Claimed {
         lease: LeaseGrant,
         /// The record after the Claim.
         record: Record,
+        /// Other live keys of the namespace claimed with the same arguments within the intent
+        /// window, when the intent guard warned or let a deliberate repeat through (else empty).
+        intent_matches: Vec<crate::IntentMatch>,
     },
     /// The operation already succeeded: use `result`, do not perform the effect.
     Completed {
@@ -240,6 +247,13 @@ pub enum Claimed {
         /// The record (status `AwaitingApproval`).
         record: Record,
     },
+    /// The intent guard refused the Claim: the same arguments were claimed under the keys in
+    /// `matches` within the window. Do not perform the effect: use the other key, or Claim again
+    /// with [`crate::Claim::repeat_intent`] if the repeat is deliberate. Nothing was written.
+    DuplicateIntent {
+        /// The other keys, most recent first.
+        matches: Vec<crate::IntentMatch>,
+    },
     /// The answer to a dry run ([`crate::Claim::dry_run`]): what the Claim would get now; nothing
     /// was written and no lease was granted.
     DryRun {
@@ -261,6 +275,7 @@ impl Claimed {
             | Claimed::NeedsReconciliation { record }
             | Claimed::AwaitingApproval { record } => Some(record),
             Claimed::DryRun { record, .. } => record.as_ref(),
+            Claimed::DuplicateIntent { .. } => None,
         }
     }
 
@@ -273,6 +288,7 @@ impl Claimed {
                 v1::ClaimOutcome::InProgress => Outcome::InProgress,
                 v1::ClaimOutcome::NeedsReconciliation => Outcome::NeedsReconciliation,
                 v1::ClaimOutcome::AwaitingApproval => Outcome::AwaitingApproval,
+                v1::ClaimOutcome::DuplicateIntent => Outcome::DuplicateIntent,
                 v1::ClaimOutcome::Unspecified => {
                     return Err(Error::Protocol("claim with an unknown outcome"))
                 }
@@ -280,6 +296,17 @@ impl Claimed {
             let record = r.record.map(Record::from_wire).transpose()?;
             return Ok(Claimed::DryRun { outcome, record });
         }
+        let matches = || {
+            r.intent_matches
+                .iter()
+                .cloned()
+                .map(crate::IntentMatch::from_wire)
+                .collect::<Vec<_>>()
+        };
+        if r.outcome == v1::ClaimOutcome::DuplicateIntent as i32 {
+            return Ok(Claimed::DuplicateIntent { matches: matches() });
+        }
+        let intent_matches = matches();
         let record = Record::from_wire(r.record.ok_or(Error::Protocol("claim without record"))?)?;
         Ok(
             match v1::ClaimOutcome::try_from(r.outcome).unwrap_or_default() {
@@ -288,6 +315,7 @@ impl Claimed {
                         r.lease.ok_or(Error::Protocol("ACQUIRED without lease"))?,
                     ),
                     record,
+                    intent_matches,
                 },
                 v1::ClaimOutcome::Completed => Claimed::Completed {
                     result: record
@@ -309,7 +337,7 @@ impl Claimed {
                 },
                 v1::ClaimOutcome::NeedsReconciliation => Claimed::NeedsReconciliation { record },
                 v1::ClaimOutcome::AwaitingApproval => Claimed::AwaitingApproval { record },
-                v1::ClaimOutcome::Unspecified => {
+                v1::ClaimOutcome::DuplicateIntent | v1::ClaimOutcome::Unspecified => {
                     return Err(Error::Protocol("claim with an unknown outcome"))
                 }
             },
@@ -327,20 +355,28 @@ impl LeaseGrant {
     }
 }
 
+impl RecordStatus {
+    /// The status of a wire value; `None` for one this client does not know.
+    pub(crate) fn from_wire(status: i32) -> Option<Self> {
+        Some(
+            match v1::RecordStatus::try_from(status).unwrap_or_default() {
+                v1::RecordStatus::Processing => RecordStatus::Processing,
+                v1::RecordStatus::Succeeded => RecordStatus::Succeeded,
+                v1::RecordStatus::Failed => RecordStatus::Failed,
+                v1::RecordStatus::Retry => RecordStatus::Retry,
+                v1::RecordStatus::Unknown => RecordStatus::Unknown,
+                v1::RecordStatus::AwaitingApproval => RecordStatus::AwaitingApproval,
+                v1::RecordStatus::Approved => RecordStatus::Approved,
+                v1::RecordStatus::Unspecified => return None,
+            },
+        )
+    }
+}
+
 impl Record {
     pub(crate) fn from_wire(r: v1::Record) -> Result<Self, Error> {
-        let status = match v1::RecordStatus::try_from(r.status).unwrap_or_default() {
-            v1::RecordStatus::Processing => RecordStatus::Processing,
-            v1::RecordStatus::Succeeded => RecordStatus::Succeeded,
-            v1::RecordStatus::Failed => RecordStatus::Failed,
-            v1::RecordStatus::Retry => RecordStatus::Retry,
-            v1::RecordStatus::Unknown => RecordStatus::Unknown,
-            v1::RecordStatus::AwaitingApproval => RecordStatus::AwaitingApproval,
-            v1::RecordStatus::Approved => RecordStatus::Approved,
-            v1::RecordStatus::Unspecified => {
-                return Err(Error::Protocol("record with an unknown status"))
-            }
-        };
+        let status = RecordStatus::from_wire(r.status)
+            .ok_or(Error::Protocol("record with an unknown status"))?;
         let semantics = match v1::Semantics::try_from(r.semantics).unwrap_or_default() {
             v1::Semantics::AtMostOnce => Semantics::AtMostOnce,
             _ => Semantics::AtLeastOnce,
@@ -374,6 +410,7 @@ impl Record {
             require_approval: r.require_approval,
             max_attempts: r.max_attempts,
             approval: r.approval.map(approval_from_wire).transpose()?,
+            budget: r.budget.map(crate::BudgetUsage::from_wire),
         })
     }
 }
@@ -426,7 +463,7 @@ pub(crate) fn duration_from_wire(d: prost_types::Duration) -> Duration {
     Duration::try_from(d).unwrap_or_default()
 }
 
-fn time_from_wire(t: prost_types::Timestamp) -> SystemTime {
+pub(crate) fn time_from_wire(t: prost_types::Timestamp) -> SystemTime {
     SystemTime::try_from(t).unwrap_or(UNIX_EPOCH)
 }
 
@@ -452,6 +489,7 @@ mod tests {
             }),
             lease: None,
             retry_after: Some(duration_to_wire(Duration::from_millis(300))),
+            intent_matches: Vec::new(),
         };
         match Claimed::from_wire(wire, false).unwrap() {
             Claimed::InProgress {

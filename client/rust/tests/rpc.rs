@@ -23,7 +23,7 @@ async fn each_rpc_has_a_typed_method() {
         Arguments::PayloadJson(r#"{"quantity":1,"item":"x"}"#.into()),
     )
     .lease_ttl(Duration::from_secs(2));
-    let Claimed::Acquired { lease, record } = client.claim(&json).await.unwrap() else {
+    let Claimed::Acquired { lease, record, .. } = client.claim(&json).await.unwrap() else {
         panic!("acquired")
     };
     assert_eq!(record.fingerprint, Client::fingerprint(&args("x")).unwrap());

@@ -12,10 +12,21 @@ import { OperationKey } from "./key";
 import { grpcCode } from "./status";
 import { Transport } from "./transport";
 import type { ConnectOptions } from "./transport";
-import { checkNote, claimedFromWire, duration, leaseFromWire, maxAttemptsToWire, recordFromWire, semanticsToWire } from "./types";
+import {
+  budgetToWire,
+  checkNote,
+  claimedFromWire,
+  duration,
+  intentGuardToWire,
+  intentWindowToWire,
+  leaseFromWire,
+  maxAttemptsToWire,
+  recordFromWire,
+  semanticsToWire,
+} from "./types";
 import type { Claimed, LeaseGrant, OperationRecord, StoredError, StoredResult } from "./types";
-import { listAll, listPage } from "./list";
-import type { ListOptions, RecordPage } from "./list";
+import { listAll, listDuplicatesAll, listDuplicatesPage, listPage } from "./list";
+import type { DuplicateIntent, DuplicateIntentListOptions, DuplicateIntentPage, ListOptions, RecordPage } from "./list";
 import { MAX_WAIT } from "./options";
 import type { ClaimOptions, KeyLike } from "./options";
 import { execute } from "./run";
@@ -72,12 +83,17 @@ export class OncekeyClient {
   }
 
   /**
-   * Claims an operation: ACQUIRED, COMPLETED, FAILED, IN_PROGRESS, NEEDS_RECONCILIATION or
-   * AWAITING_APPROVAL (with `requireApproval`). With `dryRun`, what a Claim would get now.
+   * Claims an operation: ACQUIRED, COMPLETED, FAILED, IN_PROGRESS, NEEDS_RECONCILIATION,
+   * AWAITING_APPROVAL (with `requireApproval`) or DUPLICATE_INTENT (the intent guard refused a new
+   * key: `intentMatches` names the other keys). With `dryRun`, what a Claim would get now. A Claim
+   * of a new child beyond its parent's run budget rejects with `BudgetExhaustedError`.
    */
   async claim(key: KeyLike, options: ClaimOptions = {}): Promise<Claimed> {
     const op = toKey(key);
     const maxAttempts = maxAttemptsToWire(options.maxAttempts);
+    const intentGuard = intentGuardToWire(options.intentGuard);
+    const intentWindow = intentWindowToWire(options.intentWindow);
+    const budget = budgetToWire(options.budget);
     const parent = options.parent ?? op.parent;
     const wait = options.wait === undefined ? undefined : Math.min(options.wait, MAX_WAIT);
     const request: v1.ClaimRequest = {
@@ -93,6 +109,10 @@ export class OncekeyClient {
       requireApproval: options.requireApproval ?? false,
       dryRun: options.dryRun ?? false,
       maxAttempts,
+      intentGuard,
+      intentWindow,
+      repeatIntent: options.repeatIntent ?? false,
+      budget,
     };
     if (options.payloadJson !== undefined) request.payloadJson = options.payloadJson;
     else if (options.fingerprint !== undefined) request.fingerprint = Buffer.from(options.fingerprint);
@@ -206,6 +226,22 @@ export class OncekeyClient {
   /** One page of the records `options` selects, with the token of the next page (undefined after the last). */
   listRecordsPage(options: ListOptions = {}): Promise<RecordPage> {
     return listPage(this.transport, options);
+  }
+
+  /**
+   * Every suspected duplicate intent of the caller's tenant (of `namespace`, when given): arguments
+   * claimed under more than one key within their namespace's intent window, refused Claims
+   * included, fetched `pageSize` at a time as the loop goes: `for await (const dup of
+   * client.listDuplicateIntents({ namespace: "email.send" })) …`. Each page is retried like
+   * `lookup`; an error ends the loop.
+   */
+  listDuplicateIntents(options: DuplicateIntentListOptions = {}): AsyncGenerator<DuplicateIntent, void, undefined> {
+    return listDuplicatesAll(this.transport, options);
+  }
+
+  /** One page of the suspected duplicate intents `options` selects, with the token of the next page (undefined after the last). */
+  listDuplicateIntentsPage(options: DuplicateIntentListOptions = {}): Promise<DuplicateIntentPage> {
+    return listDuplicatesPage(this.transport, options);
   }
 
   /**

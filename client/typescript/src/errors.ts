@@ -5,7 +5,7 @@
  *
  * This module only defines errors; turning a gRPC status into one of them is `status.ts`'s job.
  */
-import type { OperationRecord, StoredError } from "./types";
+import type { IntentMatch, OperationRecord, StoredError } from "./types";
 
 /** Common base of every error the client itself raises. */
 export class OncekeyError extends Error {
@@ -99,6 +99,57 @@ export class AwaitingApprovalError extends OncekeyError {
   constructor(message: string, record?: OperationRecord) {
     super(message);
     if (record) this.record = record;
+  }
+}
+
+/**
+ * The intent guard refused the run (`intentGuard: "refuse"`): the same arguments were claimed
+ * under another key of the namespace within the intent window, as when an agent makes up a fresh
+ * key for a retry. The function did not run and nothing was written for the key. Use the other
+ * key (its outcome is that intent's), or run again with `repeatIntent` if the repeat is deliberate.
+ */
+export class DuplicateIntentError extends OncekeyError {
+  override name = "DuplicateIntentError";
+  /** The refused run's namespace and key. */
+  readonly namespace: string;
+  readonly key: string;
+  /** The other keys, most recent first (at most 8). */
+  readonly matches: IntentMatch[];
+  constructor(message: string, namespace: string, key: string, matches: IntentMatch[]) {
+    super(message);
+    this.namespace = namespace;
+    this.key = key;
+    this.matches = matches;
+  }
+}
+
+/**
+ * A Claim of a new child operation beyond its parent's run budget (FAILED_PRECONDITION
+ * `BUDGET_EXHAUSTED`): nothing ran and nothing was written for the child. Never retried: it fails
+ * again while the parent's record lives. The fields are the server's ErrorInfo metadata.
+ */
+export class BudgetExhaustedError extends OncekeyError {
+  override name = "BudgetExhaustedError";
+  /** The parent operation whose budget is spent. */
+  readonly parentNamespace: string;
+  readonly parentKey: string;
+  /** The cap that was hit: `max_children`, or the child namespace whose `maxPerNamespace` cap it was. */
+  readonly limit: string;
+  /** How many children that cap had counted. */
+  readonly spent: number;
+  /** The cap. */
+  readonly max: number;
+  constructor(
+    message: string,
+    budget: { parentNamespace: string; parentKey: string; limit: string; spent: number; max: number },
+    options: { cause?: unknown; grpcCode?: number; reason?: string } = {},
+  ) {
+    super(message, options);
+    this.parentNamespace = budget.parentNamespace;
+    this.parentKey = budget.parentKey;
+    this.limit = budget.limit;
+    this.spent = budget.spent;
+    this.max = budget.max;
   }
 }
 

@@ -15,7 +15,7 @@ export type { DecisionOptions, FailOptions } from "./client";
 export type { ClaimOptions, KeyLike } from "./options";
 export { TENANT_HEADER } from "./transport";
 export { MAX_PAGE_SIZE } from "./list";
-export type { ListedStatus, ListOptions, RecordPage } from "./list";
+export type { DuplicateIntent, DuplicateIntentListOptions, DuplicateIntentPage, ListedStatus, ListOptions, RecordPage } from "./list";
 export type { ConnectOptions } from "./transport";
 export { currentLease } from "./run";
 export type { Done, Operation, RunOptions } from "./run";
@@ -35,6 +35,8 @@ export {
   NotAwaitingApprovalError,
   UnsettledAtMostOnceError,
   MissingScopeError,
+  DuplicateIntentError,
+  BudgetExhaustedError,
   FinalError,
   AbandonError,
 } from "./errors";
@@ -58,15 +60,19 @@ export {
 } from "./status";
 export type { ErrorInfo, KnownReason } from "./status";
 export { ErrorReason } from "./gen/oncekey/v1/ledger";
-export { MAX_ATTEMPTS_LIMIT, MAX_NOTE_BYTES } from "./types";
+export { MAX_ATTEMPTS_LIMIT, MAX_INTENT_WINDOW, MAX_NOTE_BYTES, MIN_INTENT_WINDOW } from "./types";
 export type {
   Approval,
+  BudgetUsage,
   Claimed,
   ClaimOutcome,
+  IntentGuard,
+  IntentMatch,
   LeaseGrant,
   OperationRecord,
   OperationRef,
   RecordStatus,
+  RunBudget,
   Semantics,
   StoredError,
   StoredResult,

@@ -8,7 +8,7 @@ import type { Disposition } from "./errors";
 import type { OperationKey } from "./key";
 import type { Lease } from "./lease";
 import type { Transport } from "./transport";
-import type { Claimed, OperationRecord, OperationRef, Semantics, StoredError, StoredResult } from "./types";
+import type { Claimed, IntentGuard, IntentMatch, OperationRecord, OperationRef, RunBudget, Semantics, StoredError, StoredResult } from "./types";
 
 /** An operation: an `OperationKey`, or a plain `{namespace, key}` (with an optional parent). */
 export type KeyLike = OperationKey | { namespace: string; key: string; parent?: OperationRef };
@@ -51,6 +51,22 @@ export interface ClaimOptions {
    * first Claim of a key.
    */
   maxAttempts?: number;
+  /**
+   * The intent guard for this Claim (default: the namespace's setting): with `refuse`, a Claim of
+   * a new key whose arguments another key of the namespace was claimed with within the intent
+   * window answers `DUPLICATE_INTENT` (nothing written); with `warn` it goes on, and
+   * `Claimed.intentMatches` names the other keys. Stricter than the setting, never looser.
+   */
+  intentGuard?: IntentGuard;
+  /** The intent window this Claim asks for (1 000 ..= 86 400 000 ms): the longer of it and the namespace's. */
+  intentWindow?: number;
+  /** The repeat is deliberate: `refuse` acts as `warn` for this Claim. */
+  repeatIntent?: boolean;
+  /**
+   * The run budget of the operation's children (Claims naming it as `parent`): a Claim of a new
+   * child beyond it rejects with `BudgetExhaustedError`. Only the first Claim of a key sets it.
+   */
+  budget?: RunBudget;
   /** Aborts the Claim and its retries. */
   signal?: AbortSignal;
 }
@@ -106,6 +122,23 @@ export interface RunOptions {
    * a released operation fails for good with code 429, "attempts exhausted" (`OperationFailedError`).
    */
   maxAttempts?: number;
+  /**
+   * The intent guard (default: the namespace's setting; see docs/api.md#intent-guard): with
+   * `refuse`, a run of a new key whose arguments another key of the namespace was claimed with
+   * within the intent window rejects with `DuplicateIntentError` and the function does not run;
+   * with `warn` it runs, and `Done.intentMatches` names the other keys.
+   */
+  intentGuard?: IntentGuard;
+  /** The intent window to ask for (1 000 ..= 86 400 000 ms; the longer of it and the namespace's). */
+  intentWindow?: number;
+  /** The repeat is deliberate: `refuse` acts as `warn` for this run. */
+  repeatIntent?: boolean;
+  /**
+   * The run budget of this operation's children (keys made with `child`, or naming it as parent):
+   * a run of a new child beyond it rejects with `BudgetExhaustedError` (never retried) and its
+   * function does not run. Only the first Claim of a key sets it.
+   */
+  budget?: RunBudget;
   /** How a thrown error settles the operation (default: `FinalError` final, `AbandonError` abandon, else retryable). */
   disposition?: (error: unknown) => Disposition;
   /**
@@ -132,4 +165,10 @@ export interface Done<T> {
   outcome: "ACQUIRED" | "COMPLETED";
   /** The SUCCEEDED record. */
   record: OperationRecord;
+  /**
+   * The other keys of the namespace claimed with the same arguments within the intent window,
+   * when the intent guard let this new key through anyway (`warn`, or `repeatIntent`): a hint that
+   * the caller made up a new key for a retry. Absent otherwise.
+   */
+  intentMatches?: IntentMatch[];
 }

@@ -21,6 +21,7 @@ export type { Done, Operation, RunOptions } from "./options";
 import {
   AbandonError,
   AwaitingApprovalError,
+  DuplicateIntentError,
   FinalError,
   InProgressError,
   LeaseLostError,
@@ -35,8 +36,8 @@ import { KeepAlive } from "./lease";
 import type { Lease } from "./lease";
 import { sleep } from "./retry";
 import { complete, fail } from "./settle";
-import { maxAttemptsToWire } from "./types";
-import type { LeaseGrant, StoredResult } from "./types";
+import { budgetToWire, intentGuardToWire, intentWindowToWire, maxAttemptsToWire } from "./types";
+import type { IntentMatch, LeaseGrant, StoredResult } from "./types";
 
 /** Milliseconds between Claims while an approval is awaited and the server's hold ran out early. */
 const APPROVAL_POLL = 100;
@@ -66,12 +67,18 @@ export async function execute<T>(
   reconcile: boolean,
 ): Promise<Done<T>> {
   const print = options.fingerprint ? pinned(options.fingerprint) : fingerprint(args); // throws before anything is sent
-  maxAttemptsToWire(options.maxAttempts); // throws RangeError before anything is sent
+  maxAttemptsToWire(options.maxAttempts); // these throw before anything is sent
+  intentGuardToWire(options.intentGuard);
+  intentWindowToWire(options.intentWindow);
+  budgetToWire(options.budget);
   const signal = callerSignal(options);
   signal?.throwIfAborted();
   // A per-run owner: a Claim whose answer was lost and was retried recognizes its own lease.
   const owner = `${options.owner ?? client.transport.owner}#${randomBytes(8).toString("hex")}`;
   const deadline = Date.now() + (options.wait ?? 60_000);
+  // The intent guard's matches, from the Claim that created the key (later Claims of the key,
+  // existing by then, have none).
+  let matches: IntentMatch[] = [];
   for (;;) {
     const wait = Math.min(Math.max(deadline - Date.now(), 0), MAX_WAIT);
     let claimed;
@@ -86,6 +93,10 @@ export async function execute<T>(
         wait: wait > 0 ? wait : undefined,
         requireApproval: options.requireApproval,
         maxAttempts: options.maxAttempts,
+        intentGuard: options.intentGuard,
+        intentWindow: options.intentWindow,
+        repeatIntent: options.repeatIntent,
+        budget: options.budget,
         signal,
       });
     } catch (e) {
@@ -95,6 +106,7 @@ export async function execute<T>(
       throw e;
     }
     const record = claimed.record;
+    if (claimed.intentMatches.length > 0) matches = claimed.intentMatches;
     switch (claimed.outcome) {
       case "ACQUIRED":
         if (!claimed.lease) throw new OncekeyError("malformed answer: ACQUIRED without a lease");
@@ -102,9 +114,20 @@ export async function execute<T>(
           await releaseLapsed(client, key, claimed.lease, deadline, signal);
           break; // claim again
         }
-        return acquired(client, key, claimed.lease, fn, options, signal);
+        return withMatches(await acquired(client, key, claimed.lease, fn, options, signal), matches);
       case "COMPLETED":
-        return { value: decode<T>(record?.result, options.raw), replayed: true, outcome: "COMPLETED", record: record! };
+        return withMatches({ value: decode<T>(record?.result, options.raw), replayed: true, outcome: "COMPLETED", record: record! }, matches);
+      case "DUPLICATE_INTENT": {
+        // Refused by the intent guard: nothing was written for the key, and nothing runs.
+        const others = matches.length > 1 ? `${matches.length} other keys` : "another key";
+        throw new DuplicateIntentError(
+          `the same arguments were claimed under ${others} of ${key.namespace} within the intent window: ` +
+            "use that key, or run again with repeatIntent if the repeat is deliberate",
+          key.namespace,
+          key.key,
+          matches,
+        );
+      }
       case "FAILED":
         throw new OperationFailedError(record?.error ?? { code: 0, message: "", details: Buffer.alloc(0) });
       case "NEEDS_RECONCILIATION":
@@ -126,7 +149,7 @@ export async function execute<T>(
             await releaseLapsed(client, key, grant, deadline, signal);
             break; // claim again
           }
-          return acquired(client, key, grant, fn, options, signal);
+          return withMatches(await acquired(client, key, grant, fn, options, signal), matches);
         }
         const remaining = deadline - Date.now();
         if (remaining <= 0) throw new InProgressError(claimed.retryAfter, record);
@@ -134,6 +157,12 @@ export async function execute<T>(
       }
     }
   }
+}
+
+/** `done` with the intent guard's matches, when there are any. */
+function withMatches<T>(done: Done<T>, matches: IntentMatch[]): Done<T> {
+  if (matches.length > 0) done.intentMatches = matches;
+  return done;
 }
 
 /**

@@ -9,6 +9,7 @@ import { status as Code } from "@grpc/grpc-js";
 import type { ServiceError } from "@grpc/grpc-js";
 import { BinaryReader } from "@bufbuild/protobuf/wire";
 import {
+  BudgetExhaustedError,
   KeyReusedError,
   LeaseLostError,
   MissingScopeError,
@@ -59,7 +60,25 @@ const REASONS: { [r in KnownReason]: { make?: (message: string, options: Options
   [ErrorReason.ERROR_REASON_UNSETTLED_AT_MOST_ONCE]: { make: (m, o) => new UnsettledAtMostOnceError(m, o) },
   [ErrorReason.ERROR_REASON_MISSING_SCOPE]: { make: (m, o) => new MissingScopeError(m, o) },
   [ErrorReason.ERROR_REASON_INTERNAL]: {},
+  [ErrorReason.ERROR_REASON_BUDGET_EXHAUSTED]: { make: budgetExhausted },
 };
+
+/** BUDGET_EXHAUSTED, with its ErrorInfo metadata (a count that is not a number reads as 0). */
+function budgetExhausted(message: string, options: Options): OncekeyError {
+  const metadata = errorInfo(options.cause)?.metadata ?? {};
+  const count = (name: string) => {
+    const n = Number(metadata[name]);
+    return Number.isSafeInteger(n) && n >= 0 ? n : 0;
+  };
+  const budget = {
+    parentNamespace: metadata.parent_namespace ?? "",
+    parentKey: metadata.parent_key ?? "",
+    limit: metadata.limit ?? "",
+    spent: count("spent"),
+    max: count("max"),
+  };
+  return new BudgetExhaustedError(message, budget, options);
+}
 
 /** LEASE_LOST and ALREADY_SETTLED on a call made with a lease token: that lease is lost. */
 function lost(message: string, options: Options, token?: bigint): OncekeyError | undefined {
@@ -150,9 +169,11 @@ export function grpcCode(err: unknown): number | undefined {
 /**
  * True for failures that resending the identical request may cure: UNAVAILABLE,
  * DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED (and connection drops grpc-js reports as INTERNAL or
- * UNKNOWN). Never INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED or FAILED_PRECONDITION.
+ * UNKNOWN). Never INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED or FAILED_PRECONDITION,
+ * nor a spent run budget (`BUDGET_EXHAUSTED`) whatever its code: only a new parent makes room.
  */
 export function isTransient(err: unknown): boolean {
+  if (reason(err) === "BUDGET_EXHAUSTED") return false;
   switch (grpcCode(err)) {
     case Code.UNAVAILABLE:
     case Code.DEADLINE_EXCEEDED:
@@ -175,7 +196,8 @@ export function codeName(code: number | undefined): string | undefined {
 /**
  * The typed error a gRPC failure stands for, by its reason (`REASONS`): `KeyReusedError`,
  * `LeaseLostError` (LEASE_LOST and ALREADY_SETTLED, with `token`), `NotAwaitingApprovalError`,
- * `UnsettledAtMostOnceError`, `MissingScopeError`, `UnavailableError` for transient failures,
+ * `UnsettledAtMostOnceError`, `MissingScopeError`, `BudgetExhaustedError` (with the parent and
+ * the cap from the ErrorInfo metadata), `UnavailableError` for transient failures,
  * `OncekeyError` for the rest (with `grpcCode`, `reason` and `field`). A typed error's message is
  * the server's own sentence (the class names the kind); an `OncekeyError`'s starts with the code
  * and reason. A value that is not a gRPC error is returned unchanged.

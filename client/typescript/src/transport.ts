@@ -40,7 +40,17 @@ export interface ConnectOptions {
   owner?: string;
 }
 
-type UnaryMethod = "claim" | "complete" | "fail" | "renew" | "lookup" | "listRecords" | "approve" | "reject" | "purge";
+type UnaryMethod =
+  | "claim"
+  | "complete"
+  | "fail"
+  | "renew"
+  | "lookup"
+  | "listRecords"
+  | "listDuplicateIntents"
+  | "approve"
+  | "reject"
+  | "purge";
 
 /** How one unary call is sent. */
 export interface CallOptions {

@@ -27,7 +27,48 @@ export type ClaimOutcome =
   | "FAILED"
   | "IN_PROGRESS"
   | "NEEDS_RECONCILIATION"
-  | "AWAITING_APPROVAL";
+  | "AWAITING_APPROVAL"
+  | "DUPLICATE_INTENT";
+
+/**
+ * What the intent guard does with a Claim of a new key whose arguments another live key of the
+ * namespace was claimed with within the intent window (docs/api.md#intent-guard): `off` no check,
+ * `warn` go on and name the other keys (`intentMatches`), `refuse` answer `DUPLICATE_INTENT` and
+ * write nothing. A Claim's mode can make the namespace's setting stricter, never looser.
+ */
+export type IntentGuard = "off" | "warn" | "refuse";
+
+/** Another key claimed with the same arguments in the same namespace within the intent window. */
+export interface IntentMatch {
+  /** The other key (in the same namespace). */
+  key: string;
+  /** Its record's status now (`PROCESSING` while its first Claim is under way). */
+  status: RecordStatus;
+  /** When it was claimed with these arguments. */
+  claimedAt?: Date;
+  /** The guard refused that Claim (`DUPLICATE_INTENT`), so it has no record. */
+  refused: boolean;
+}
+
+/** At most how many child operations a parent operation (an agent run, a saga) may create. */
+export interface RunBudget {
+  /** The most children in all (0 or undefined: no total cap). */
+  maxChildren?: number;
+  /** The most children per child namespace, e.g. `{"email.send": 3}` (at most 64 entries, each cap at least 1). */
+  maxPerNamespace?: { [namespace: string]: number };
+}
+
+/** A parent operation's run budget and what its children used of it (`OperationRecord.budget`). */
+export interface BudgetUsage {
+  /** The budget the parent's first Claim set. */
+  budget: Required<RunBudget>;
+  /** How many child operations were created under it. */
+  children: number;
+  /** Of those, how many per child namespace. */
+  childrenPerNamespace: { [namespace: string]: number };
+  /** How many Claims of new children it refused (`BudgetExhaustedError`). */
+  refused: number;
+}
 
 /** A (namespace, key) pair naming an operation. */
 export interface OperationRef {
@@ -95,6 +136,8 @@ export interface OperationRecord {
   maxAttempts: number;
   /** The approval decision, once made. */
   approval?: Approval;
+  /** The run budget of the operation's children and their use, when its first Claim set one. */
+  budget?: BudgetUsage;
 }
 
 /** A Claim's answer. */
@@ -111,6 +154,12 @@ export interface Claimed {
    * as stored (absent when the key has none); nothing was written and there is no `lease`.
    */
   dryRun: boolean;
+  /**
+   * The other keys of the namespace claimed with the same arguments within the intent window,
+   * most recent first (at most 8): on `DUPLICATE_INTENT`, and on a Claim of a new key the guard
+   * let through (`warn`, or `repeatIntent`); empty otherwise.
+   */
+  intentMatches: IntentMatch[];
 }
 
 const STATUS: { [k in v1.RecordStatus]?: RecordStatus } = {
@@ -130,7 +179,58 @@ const OUTCOME: { [k in v1.ClaimOutcome]?: ClaimOutcome } = {
   [v1.ClaimOutcome.CLAIM_OUTCOME_IN_PROGRESS]: "IN_PROGRESS",
   [v1.ClaimOutcome.CLAIM_OUTCOME_NEEDS_RECONCILIATION]: "NEEDS_RECONCILIATION",
   [v1.ClaimOutcome.CLAIM_OUTCOME_AWAITING_APPROVAL]: "AWAITING_APPROVAL",
+  [v1.ClaimOutcome.CLAIM_OUTCOME_DUPLICATE_INTENT]: "DUPLICATE_INTENT",
 };
+
+const INTENT_GUARD: { [g in IntentGuard]: v1.IntentGuard } = {
+  off: v1.IntentGuard.INTENT_GUARD_OFF,
+  warn: v1.IntentGuard.INTENT_GUARD_WARN,
+  refuse: v1.IntentGuard.INTENT_GUARD_REFUSE,
+};
+
+/** The wire enum of an intent guard mode (undefined: the namespace's setting). */
+export function intentGuardToWire(g: IntentGuard | undefined): v1.IntentGuard {
+  if (g === undefined) return v1.IntentGuard.INTENT_GUARD_UNSPECIFIED;
+  const wire = Object.prototype.hasOwnProperty.call(INTENT_GUARD, g) ? INTENT_GUARD[g] : undefined;
+  if (wire === undefined) throw new TypeError(`intentGuard must be "off", "warn" or "refuse", not ${JSON.stringify(g)}`);
+  return wire;
+}
+
+/** The shortest and the longest intent window a Claim may ask for, in milliseconds. */
+export const MIN_INTENT_WINDOW = 1_000;
+export const MAX_INTENT_WINDOW = 86_400_000;
+
+/** An intent window checked as the server reads it: 1 s ..= 24 h (undefined: the namespace's). */
+export function intentWindowToWire(ms: number | undefined): Duration | undefined {
+  if (ms === undefined) return undefined;
+  if (typeof ms !== "number" || !(ms >= MIN_INTENT_WINDOW && ms <= MAX_INTENT_WINDOW)) {
+    throw new RangeError(`intentWindow must be between ${MIN_INTENT_WINDOW} and ${MAX_INTENT_WINDOW} ms, not ${String(ms)}`);
+  }
+  return duration(ms);
+}
+
+/** A run budget checked as the wire carries it: whole numbers 0 ..= 2^32 - 1 (the server checks the rest). */
+export function budgetToWire(b: RunBudget | undefined): v1.RunBudget | undefined {
+  if (b === undefined) return undefined;
+  if (typeof b !== "object" || b === null) throw new TypeError(`budget must be an object, not ${b === null ? "null" : typeof b}`);
+  const count = (what: string, n: unknown): number => {
+    if (typeof n !== "number" || !Number.isInteger(n) || n < 0 || n > MAX_ATTEMPTS_LIMIT) {
+      throw new RangeError(`${what} must be an integer between 0 and ${MAX_ATTEMPTS_LIMIT}, not ${String(n)}`);
+    }
+    return n;
+  };
+  const maxPerNamespace: { [namespace: string]: number } = {};
+  for (const [namespace, cap] of Object.entries(b.maxPerNamespace ?? {})) {
+    maxPerNamespace[namespace] = count(`budget.maxPerNamespace[${JSON.stringify(namespace)}]`, cap);
+  }
+  return { maxChildren: count("budget.maxChildren", b.maxChildren ?? 0), maxPerNamespace };
+}
+
+export function intentMatchFromWire(m: v1.IntentMatch): IntentMatch {
+  const match: IntentMatch = { key: m.key, status: STATUS[m.status] ?? "UNSPECIFIED", refused: m.refused };
+  if (m.claimedAt) match.claimedAt = m.claimedAt;
+  return match;
+}
 
 /** The wire enum of a semantics. */
 export function semanticsToWire(s: Semantics | undefined): v1.Semantics {
@@ -171,6 +271,14 @@ export function recordFromWire(r: v1.Record): OperationRecord {
     record.approval = { decision, decidedBy: r.approval.decidedBy, note: r.approval.note };
     if (r.approval.decidedAt) record.approval.decidedAt = r.approval.decidedAt;
   }
+  if (r.budget) {
+    record.budget = {
+      budget: { maxChildren: r.budget.budget?.maxChildren ?? 0, maxPerNamespace: { ...r.budget.budget?.maxPerNamespace } },
+      children: r.budget.children,
+      childrenPerNamespace: { ...r.budget.childrenPerNamespace },
+      refused: Number(r.budget.refused),
+    };
+  }
   return record;
 }
 
@@ -185,7 +293,7 @@ export function leaseFromWire(l: v1.Lease): LeaseGrant {
 export function claimedFromWire(c: v1.ClaimResponse, dryRun = false): Claimed {
   const outcome = OUTCOME[c.outcome];
   if (outcome === undefined) throw new Error(`the server answered an unknown claim outcome ${c.outcome}`);
-  const claimed: Claimed = { outcome, retryAfter: millis(c.retryAfter), dryRun };
+  const claimed: Claimed = { outcome, retryAfter: millis(c.retryAfter), dryRun, intentMatches: c.intentMatches.map(intentMatchFromWire) };
   if (c.record) claimed.record = recordFromWire(c.record);
   if (c.lease) claimed.lease = leaseFromWire(c.lease);
   return claimed;

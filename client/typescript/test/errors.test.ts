@@ -5,6 +5,7 @@ import { Metadata, status } from "@grpc/grpc-js";
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import { errorInfo, errorReasonOf, reason, reasonName, reasonOf, toOncekeyError } from "../src/status";
 import {
+  BudgetExhaustedError,
   KeyReusedError,
   LeaseLostError,
   MissingScopeError,
@@ -62,7 +63,7 @@ test("server errors become typed errors with one base class", () => {
 });
 
 /** The error class and gRPC code of every reason of the proto's ErrorReason (docs/api.md#errors). */
-const EXPECTED: { [name: string]: [number, typeof OncekeyError | typeof LeaseLostError | typeof UnavailableError] } = {
+const EXPECTED: { [name: string]: [number, typeof OncekeyError | typeof LeaseLostError | typeof UnavailableError | typeof BudgetExhaustedError] } = {
   INVALID_FIELD: [status.INVALID_ARGUMENT, OncekeyError],
   TOO_LARGE: [status.INVALID_ARGUMENT, OncekeyError],
   KEY_REUSED: [status.FAILED_PRECONDITION, KeyReusedError],
@@ -78,13 +79,14 @@ const EXPECTED: { [name: string]: [number, typeof OncekeyError | typeof LeaseLos
   UNSETTLED_AT_MOST_ONCE: [status.FAILED_PRECONDITION, UnsettledAtMostOnceError],
   MISSING_SCOPE: [status.PERMISSION_DENIED, MissingScopeError],
   INTERNAL: [status.INTERNAL, OncekeyError],
+  BUDGET_EXHAUSTED: [status.FAILED_PRECONDITION, BudgetExhaustedError],
 };
 
 test("every reason of the generated ErrorReason enum is mapped, by the enum", () => {
   const reasons = Object.values(ErrorReason).filter(
     (r): r is ErrorReason => typeof r === "number" && r !== ErrorReason.ERROR_REASON_UNSPECIFIED && r !== ErrorReason.UNRECOGNIZED,
   );
-  assert.ok(reasons.length >= 15);
+  assert.ok(reasons.length >= 16);
   for (const r of reasons) {
     const name = errorReasonToJSON(r).replace(/^ERROR_REASON_/, "");
     assert.equal(errorReasonOf(name), r, name);

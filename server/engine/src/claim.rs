@@ -42,6 +42,9 @@ pub struct ClaimReply {
     pub lease: Option<Lease>,
     /// When IN_PROGRESS: how long to wait before claiming again.
     pub retry_after: Option<Millis>,
+    /// Whether this Claim created the record (a new key, or one after a tombstone): what a run
+    /// budget counts.
+    pub created: bool,
 }
 
 /// What a Claim that may be held waits with: until when, and the server's shutdown. A look is
@@ -276,6 +279,8 @@ impl<S: Store> Engine<S> {
         written: Option<Record>,
         decided_on: Option<Record>,
     ) -> ClaimReply {
+        let created = matches!(answer, Answer::Written { .. })
+            && decided_on.as_ref().is_none_or(|r| r.status.is_tombstone());
         let (mut record, outcome, takeover) = match answer {
             Answer::Written { outcome, takeover } => {
                 (written.expect("a Claim writes a record"), outcome, takeover)
@@ -298,6 +303,7 @@ impl<S: Store> Engine<S> {
             retry_after: (outcome == ClaimOutcome::InProgress).then(|| retry_hint(&record, now)),
             outcome,
             record,
+            created,
         }
     }
 

@@ -11,7 +11,9 @@
 
 mod claim;
 mod clock;
+mod duplicates;
 mod first;
+mod guard;
 mod held;
 mod hits;
 mod list;
@@ -26,6 +28,8 @@ mod waiters;
 
 pub use claim::{ClaimReply, DryRunReply};
 pub use clock::Clock;
+pub use duplicates::{DuplicateIntent, DuplicatePage};
+pub use guard::Guarded;
 pub use operate::Decider;
 pub use waiters::Listener;
 
@@ -59,6 +63,14 @@ pub enum EngineError {
     HeldLimit {
         /// When to come back: when the operation's lease runs out, 1 s ..= 10 s.
         retry_after: Millis,
+    },
+    /// A Claim of a new child operation beyond its parent's run budget; nothing was created.
+    #[error("the parent operation's run budget is spent ({}: {} of {})", exhausted.limit, exhausted.spent, exhausted.max)]
+    BudgetExhausted {
+        /// The parent.
+        parent: ledger::ParentRef,
+        /// The cap it hit.
+        exhausted: ledger::Exhausted,
     },
 }
 

@@ -55,7 +55,13 @@ impl<S: Store> Engine<S> {
         let started = Instant::now();
         let page = self.core.store.list(query, now).await;
         self.core.metrics.store_op("list", started.elapsed());
-        Ok(page?)
+        let mut page = page?;
+        // The intent guard's index entries are records of their own namespace, never shown
+        // unless asked for by it (`duplicate_intents`).
+        if filter.namespace.as_deref() != Some(oncekey_ledger::INTENT_NAMESPACE) {
+            page.records.retain(|r| !oncekey_ledger::is_internal(r));
+        }
+        Ok(page)
     }
 
     /// How many records of every tenant need attention now.

@@ -16,6 +16,7 @@ mod listing_changes;
 mod listing_pages;
 mod listing_status;
 mod operations;
+mod safety;
 mod waits;
 pub use expiry::*;
 pub use hits::*;
@@ -24,6 +25,7 @@ pub use listing_changes::*;
 pub use listing_pages::*;
 pub use listing_status::*;
 pub use operations::*;
+pub use safety::*;
 pub use waits::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -82,6 +84,10 @@ macro_rules! store_suite {
             case!(engine_dry_run_writes_nothing);
             case!(engine_attempt_cap_persists);
             case!(engine_purge_continues_the_fencing_sequence);
+            case!(intent_guard_refuses_and_names_a_made_up_key);
+            case!(intent_guard_one_of_racing_keys_wins);
+            case!(budget_is_exact_under_concurrency);
+            case!(budget_caps_one_namespace);
         }
     };
 }

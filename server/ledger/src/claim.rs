@@ -9,7 +9,7 @@ use super::lease_bound::shortened;
 use super::ATTEMPTS_EXHAUSTED;
 use super::{bound_history, Event, EventKind, Millis, OpError, ParentRef, Record, RecordId};
 use super::{next_version, Change, LedgerError, Transition};
-use super::{Semantics, Status};
+use super::{Budget, Semantics, Status};
 
 /// The error code of an operation the attempt cap failed.
 pub const EXHAUSTED_CODE: i32 = 429;
@@ -37,6 +37,9 @@ pub struct ClaimArgs {
     pub require_approval: bool,
     /// The attempt cap (0: none); used only when this Claim creates the record.
     pub max_attempts: u32,
+    /// The run budget of this operation's children; used only when this Claim creates the
+    /// record (kept only when it limits something).
+    pub budget: Option<Budget>,
 }
 
 #[cfg(any(test, feature = "fixtures"))]
@@ -59,6 +62,7 @@ impl ClaimArgs {
             reconcile: false,
             require_approval: false,
             max_attempts: 0,
+            budget: None,
         }
     }
 }
@@ -79,17 +83,21 @@ pub enum ClaimOutcome {
     NeedsReconciliation,
     /// The operation awaits an Approve or Reject.
     AwaitingApproval,
+    /// The intent guard refused a new key: its arguments were claimed under another key within
+    /// the window (decided by the engine from the guard's index, never by `claim`).
+    DuplicateIntent,
 }
 
 impl ClaimOutcome {
     /// Every outcome, in declaration order (`outcome as usize` indexes it).
-    pub const ALL: [ClaimOutcome; 6] = [
+    pub const ALL: [ClaimOutcome; 7] = [
         ClaimOutcome::Acquired,
         ClaimOutcome::Completed,
         ClaimOutcome::Failed,
         ClaimOutcome::InProgress,
         ClaimOutcome::NeedsReconciliation,
         ClaimOutcome::AwaitingApproval,
+        ClaimOutcome::DuplicateIntent,
     ];
 
     /// The outcome's name in the documented API (`ACQUIRED`, `IN_PROGRESS`, …).
@@ -101,6 +109,7 @@ impl ClaimOutcome {
             ClaimOutcome::InProgress => "IN_PROGRESS",
             ClaimOutcome::NeedsReconciliation => "NEEDS_RECONCILIATION",
             ClaimOutcome::AwaitingApproval => "AWAITING_APPROVAL",
+            ClaimOutcome::DuplicateIntent => "DUPLICATE_INTENT",
         }
     }
 }
@@ -322,6 +331,7 @@ fn create(
         reconciliations: 0,
         approval: None,
         kept_until: None,
+        budget: args.budget.clone().filter(Budget::limits),
     });
     let mut decision = ClaimDecision {
         outcome: if awaiting {

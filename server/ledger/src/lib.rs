@@ -10,9 +10,11 @@
 #![warn(unreachable_pub)]
 
 mod approval;
+mod budget;
 mod claim;
 mod expiry;
 mod hits;
+mod intent;
 mod lease_bound;
 mod listing;
 #[cfg(test)]
@@ -24,10 +26,18 @@ mod settle;
 mod tests;
 
 pub use approval::{approve, reject, REJECTED_CODE};
+pub use budget::{give_back, reserve, Budget, Exhausted, Reservation};
+pub use budget::{MAX_BUDGET_CHILDREN, MAX_BUDGET_NAMESPACES};
 pub use claim::{claim, ClaimArgs, ClaimDecision, ClaimOutcome, EXHAUSTED_CODE, EXHAUSTED_MESSAGE};
 pub use claim::{decide_claim, Claimed};
 pub use expiry::expiry;
 pub use hits::{add_hits, count_hits, HitBatch, Life, Share};
+pub use intent::{
+    admit as admit_intent, entry_id as intent_entry_id, entry_of as intent_entry_of, is_internal,
+    keys as intent_keys, GuardMode, IntentKey, IntentMatch, IntentRule, Verdict,
+    DEFAULT_WINDOW as DEFAULT_INTENT_WINDOW, INTENT_NAMESPACE, MAX_WINDOW as MAX_INTENT_WINDOW,
+    MIN_WINDOW as MIN_INTENT_WINDOW,
+};
 pub use lease_bound::{
     bound_lease, lease_end, CLOCK_TOLERANCE, LEASE_AHEAD_OF_CLOCK, MAX_LEASE_TTL,
 };

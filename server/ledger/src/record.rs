@@ -196,6 +196,9 @@ pub struct Record {
     /// handed out again by a new life of the key (whose tokens start over at 1) within
     /// `retention` of that lease end.
     pub kept_until: Option<Millis>,
+    /// The run budget of the operation's children and their use (`budget`), set by the first
+    /// Claim; `None` without one.
+    pub budget: Option<super::Budget>,
 }
 
 /// Most events a record keeps.

@@ -108,6 +108,7 @@ fn method_label(path: &str) -> &'static str {
         "/oncekey.v1.Ledger/Reject" => "Reject",
         "/oncekey.v1.Ledger/Purge" => "Purge",
         "/oncekey.v1.Ledger/ListRecords" => "ListRecords",
+        "/oncekey.v1.Ledger/ListDuplicateIntents" => "ListDuplicateIntents",
         "/grpc.health.v1.Health/Check" => "Health.Check",
         "/grpc.health.v1.Health/Watch" => "Health.Watch",
         p if p.starts_with("/grpc.reflection.") => "Reflection",

@@ -92,6 +92,10 @@ prop_compose! {
         require_approval in any::<bool>(),
         dry_run in any::<bool>(),
         max_attempts in any::<u32>(),
+        intent_guard in prop_oneof![any::<i32>(), -1i32..5],
+        intent_window in duration(),
+        repeat_intent in any::<bool>(),
+        budget in proptest::option::of((any::<u32>(), proptest::collection::hash_map(text(), any::<u32>(), 0..4))),
     ) -> v1::ClaimRequest {
         v1::ClaimRequest {
             namespace,
@@ -107,6 +111,13 @@ prop_compose! {
             require_approval,
             dry_run,
             max_attempts,
+            intent_guard,
+            intent_window,
+            repeat_intent,
+            budget: budget.map(|(max_children, max_per_namespace)| v1::RunBudget {
+                max_children,
+                max_per_namespace,
+            }),
         }
     }
 }

@@ -155,6 +155,7 @@ impl World {
                     reconcile,
                     require_approval: false,
                     max_attempts: 0,
+                    budget: None,
                 };
                 match self.engine.claim(&id(tenant, key), &args, None).await {
                     Ok(reply) => {

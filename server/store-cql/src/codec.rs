@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 /// The partition key, in order: tenant is part of it, so tenants never share a row.
 pub(crate) const KEY_COLUMNS: [&str; 3] = ["tenant", "namespace", "key"];
 
-/// Every non-key column, in the order their values are bound (the last seven come from
-/// migration 0002_operations).
-pub(crate) const COLUMNS: [&str; 31] = [
+/// Every non-key column, in the order their values are bound (`require_approval` to
+/// `kept_until` come from migration 0002_operations, `budget` from 0005_budget).
+pub(crate) const COLUMNS: [&str; 32] = [
     "version",
     "status",
     "fingerprint",
@@ -49,6 +49,7 @@ pub(crate) const COLUMNS: [&str; 31] = [
     "approval_note",
     "approval_decided_at",
     "kept_until",
+    "budget",
 ];
 
 /// The columns a dedup hit's write changes (`Store::replace_if_version` with `durable == false`):
@@ -149,6 +150,10 @@ pub(crate) fn column_values(record: &Record, write_id: [u8; 16]) -> Vec<Value> {
         record.approval.as_ref().and_then(|a| text(&a.note)),
         record.approval.as_ref().map(|a| timestamp(a.decided_at)),
         record.kept_until.map(timestamp),
+        record
+            .budget
+            .as_ref()
+            .map(|b| CqlValue::Blob(oncekey_store::budget::encode(Some(b)))),
     ]
 }
 

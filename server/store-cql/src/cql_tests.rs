@@ -124,6 +124,11 @@ pub(super) fn claimed(now: Millis, retention: Millis, semantics: Semantics) -> R
         reconcile: false,
         require_approval: false,
         max_attempts: 0,
+        // Every column round-trips, the run budget's blob too.
+        budget: Some(oncekey_ledger::Budget::new(
+            3,
+            [("email.send".to_owned(), 1)].into(),
+        )),
     };
     oncekey_ledger::claim(&id, None, &args, now)
         .unwrap()

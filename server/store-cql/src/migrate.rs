@@ -54,6 +54,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0004_hit_writes",
         text: include_str!("../../../migrations/0004_hit_writes.cql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_budget",
+        text: include_str!("../../../migrations/0005_budget.cql"),
+    },
 ];
 
 /// The bookkeeping table (created before any migration, so it is not one of them).

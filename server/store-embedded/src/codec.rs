@@ -87,6 +87,9 @@ struct StoredRecord {
     approval: Option<StoredApproval>,
     #[prost(int64, optional, tag = "24")]
     kept_until: Option<i64>,
+    /// `oncekey_store::budget`'s blob; empty without a budget.
+    #[prost(bytes = "vec", tag = "25")]
+    budget: Vec<u8>,
 }
 
 /// A record's approval decision.
@@ -258,6 +261,7 @@ pub(crate) fn encode_record(record: &Record) -> Encoded {
         reconciliations: record.reconciliations,
         approval: record.approval.as_ref().map(stored_approval),
         kept_until: record.kept_until,
+        budget: oncekey_store::budget::encode(record.budget.as_ref()),
     }
     .encode_to_vec();
     Encoded {
@@ -476,6 +480,7 @@ fn decode(
         reconciliations: s.reconciliations,
         approval: s.approval.map(approval_from).transpose()?,
         kept_until: s.kept_until,
+        budget: oncekey_store::budget::decode(&s.budget)?,
     })
 }
 

@@ -14,6 +14,7 @@
 
 #![warn(unreachable_pub)]
 
+pub mod budget;
 pub mod events;
 pub mod memory;
 

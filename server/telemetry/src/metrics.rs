@@ -43,6 +43,8 @@ pub struct Metrics {
     swept: Counter,
     reload: crate::reload::ReloadMetrics,
     admission_refused: Family<LimitLabels, Counter>,
+    intent_duplicates: Family<ActionLabels, Counter>,
+    budget_refused: Counter,
     needing_attention: Family<AttentionLabels, Gauge>,
     /// The Claim counters by tenant and namespace: the hot path finds its counter without
     /// building (allocating) a label set.
@@ -184,6 +186,23 @@ impl Metrics {
         for limit in ["rate", "inflight", "held"] {
             let _ = admission_refused.get_or_create(&LimitLabels { limit });
         }
+        let intent_duplicates = Family::<ActionLabels, Counter>::default();
+        registry.register(
+            "intent_duplicates",
+            "Claims of a new key whose arguments another live key of the namespace was claimed \
+             with within the intent window, by what the intent guard did: warned, refused \
+             (DUPLICATE_INTENT) or repeated (let through by repeat_intent)",
+            intent_duplicates.clone(),
+        );
+        for action in ["warned", "refused", "repeated"] {
+            let _ = intent_duplicates.get_or_create(&ActionLabels { action });
+        }
+        let budget_refused = Counter::default();
+        registry.register(
+            "budget_refused",
+            "Claims of a new child operation refused for its parent's run budget (BUDGET_EXHAUSTED)",
+            budget_refused.clone(),
+        );
         let needing_attention = Family::<AttentionLabels, Gauge>::default();
         registry.register(
             "records_needing_attention",
@@ -210,6 +229,8 @@ impl Metrics {
             conflicts,
             swept,
             admission_refused,
+            intent_duplicates,
+            budget_refused,
             needing_attention,
             reload,
             series: RwLock::default(),
@@ -362,5 +383,17 @@ impl Metrics {
         self.admission_refused
             .get_or_create(&LimitLabels { limit })
             .inc();
+    }
+
+    /// A suspected duplicate intent, by what the guard did (`warned`, `refused`, `repeated`).
+    pub fn intent_duplicate(&self, action: &'static str) {
+        self.intent_duplicates
+            .get_or_create(&ActionLabels { action })
+            .inc();
+    }
+
+    /// A child's Claim refused for its parent's run budget.
+    pub fn budget_refused(&self) {
+        self.budget_refused.inc();
     }
 }

@@ -19,6 +19,7 @@ fn claim_args() -> ClaimArgs {
         reconcile: false,
         require_approval: false,
         max_attempts: 0,
+        budget: None,
     }
 }
 

@@ -207,6 +207,7 @@ impl History {
                 reconcile: reconcile && rng.chance(0.7),
                 require_approval: false,
                 max_attempts: 0,
+                budget: None,
             };
             reconcile = false;
             match c.record(key, Call::Claim(args)).await {

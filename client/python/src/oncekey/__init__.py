@@ -15,7 +15,9 @@ is recorded with the client's own deadlines, also when the caller is cancelled. 
 ``NeedsReconciliation``, ``OperationFailed``, ``AwaitingApproval``, ``Unavailable``, ``RpcError``
 (and its ``NotAwaitingApproval``, ``UnsettledAtMostOnce``, ``MissingScope``, ...). Operators list
 records with ``list_records``, reconcile them with ``reconcile``, decide on gated operations with
-``approve`` / ``reject`` and remove records with ``purge``.
+``approve`` / ``reject`` and remove records with ``purge``. ``client.saga(key)`` runs steps once each
+and compensates the completed ones in reverse order when one fails for good (``SagaRolledBack``,
+``SagaNeedsReconciliation``).
 """
 
 from oncekey._core import Done, Options
@@ -43,8 +45,13 @@ from oncekey.errors import (
     PermissionDenied,
     RateLimited,
     RpcError,
+    SagaError,
+    SagaNeedsReconciliation,
+    SagaRolledBack,
     Unauthenticated,
     UnsettledAtMostOnce,
+    BudgetExhausted,
+    DuplicateIntent,
     Unavailable,
     error_info,
     reason,
@@ -54,6 +61,7 @@ from oncekey.key import InvalidKey, OperationKey
 from oncekey.lease import Lease, current_lease
 from oncekey.listing import RecordPage
 from oncekey.retry import BreakerPolicy, RetryPolicy
+from oncekey.saga import AsyncSaga, Saga
 from oncekey.types import (
     Approval,
     Claimed,
@@ -74,6 +82,7 @@ __all__ = [
     "Approval",
     "AsyncClient",
     "AsyncIdempotent",
+    "AsyncSaga",
     "AwaitingApproval",
     "BreakerPolicy",
     "Claimed",
@@ -110,12 +119,18 @@ __all__ = [
     "RecordStatus",
     "RetryPolicy",
     "RpcError",
+    "Saga",
+    "SagaError",
+    "SagaNeedsReconciliation",
+    "SagaRolledBack",
     "Semantics",
     "StoredError",
     "StoredResult",
     "Unauthenticated",
     "Unavailable",
     "UnsettledAtMostOnce",
+    "BudgetExhausted",
+    "DuplicateIntent",
     "canonicalize",
     "canonicalize_json",
     "current_lease",

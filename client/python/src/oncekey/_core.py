@@ -10,10 +10,10 @@ import datetime as dt
 import os
 import secrets
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Mapping, TypeVar
 
 from oncekey.codec import decode_result
-from oncekey.errors import Abandon, AwaitingApproval, FinalError, InProgress, NeedsReconciliation, OperationFailed
+from oncekey.errors import Abandon, AwaitingApproval, DuplicateIntent, FinalError, InProgress, NeedsReconciliation, OperationFailed
 from oncekey.key import OperationKey
 from oncekey.types import (
     Claimed,
@@ -137,6 +137,7 @@ def claim_request(
     reconcile: bool = False,
     wait: float = 0.0,
     dry_run: bool = False,
+    budget: Mapping[str, Any] | None = None,
 ) -> pb.ClaimRequest:
     request = pb.ClaimRequest(
         namespace=key.namespace,
@@ -155,7 +156,30 @@ def claim_request(
     if key.parent is not None:
         request.parent.namespace = key.parent.namespace
         request.parent.key = key.parent.key
+    if budget is not None:
+        _set_budget(request, budget)
     return request
+
+
+_BUDGET_FIELDS = frozenset({"max_children", "max_per_namespace"})
+
+
+def _set_budget(request: pb.ClaimRequest, budget: Mapping[str, Any]) -> None:
+    """Sets the Claim's run budget (v1.3, docs/api.md "Run budgets") from a mapping with
+    ``max_children`` and/or ``max_per_namespace``."""
+    if not hasattr(pb, "RunBudget"):
+        raise TypeError("budget: this client's generated code predates run budgets (oncekey.v1.RunBudget)")
+    if not isinstance(budget, Mapping):
+        raise TypeError(f"budget must be a mapping (max_children, max_per_namespace), not {type(budget).__name__}")
+    unknown = set(budget) - _BUDGET_FIELDS
+    if unknown:
+        raise ValueError(f"budget: unknown field(s) {sorted(unknown)}; expected max_children, max_per_namespace")
+    per_namespace = budget.get("max_per_namespace") or {}
+    if not isinstance(per_namespace, Mapping):
+        raise TypeError("budget: max_per_namespace must be a mapping of namespace to cap")
+    request.budget.CopyFrom(
+        pb.RunBudget(max_children=int(budget.get("max_children") or 0), max_per_namespace=dict(per_namespace))
+    )
 
 
 def complete_request(key: OperationKey, token: int, result: StoredResult) -> pb.CompleteRequest:
@@ -271,6 +295,9 @@ def after_claim(claimed: Claimed, owner: str, remaining: float, annotation: Any)
     if claimed.outcome is Outcome.NEEDS_RECONCILIATION:
         where = f"{record.namespace}/{record.key}" if record else "the operation"
         raise NeedsReconciliation(f"{where}: outcome unknown; check the outside world, then reconcile", record)
+    if claimed.outcome is Outcome.DUPLICATE_INTENT:
+        # Nothing was written, so the answer carries no record to name the operation by.
+        raise DuplicateIntent("", "", claimed.intent_matches)
     if claimed.outcome is Outcome.AWAITING_APPROVAL:
         # The server held the Claim until the wait ran out (or it drained): nothing runs.
         if remaining <= 0:

@@ -16,6 +16,8 @@ from oncekey.errors import (
     MissingScope,
     NeedsReconciliation,
     OperationFailed,
+    SagaNeedsReconciliation,
+    SagaRolledBack,
     Unavailable,
 )
 
@@ -42,6 +44,20 @@ def explain(error: Error) -> str:
             "This call lost its hold on the operation (LEASE_LOST): another worker has taken it over, "
             f"so this call's outcome was not recorded.{ran} Call again with the same arguments to get the "
             "recorded outcome; it will not be performed twice by this ledger."
+        )
+    if isinstance(error, SagaRolledBack):
+        where = f"step {error.step}" if error.step is not None else "the saga"
+        return (
+            f"The saga failed for good and was rolled back: {where} failed ({error.cause}), and what "
+            "its earlier steps had done was undone. Calling again with the same key gives the same "
+            "answer; do not retry it: tell the user, or start a new saga for a new intent."
+        )
+    if isinstance(error, SagaNeedsReconciliation):
+        what = f"undoing step {error.step} failed ({error.cause})" if error.compensation else f"step {error.step}: {error.cause}"
+        return (
+            f"The saga stopped and needs a person: {what}. It is left for someone to check (its "
+            "outcome is UNKNOWN). Running it again with the same key is safe (nothing done is done "
+            "twice) but stops here again until that is settled: stop and report."
         )
     if isinstance(error, NeedsReconciliation):
         return (

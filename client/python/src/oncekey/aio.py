@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from typing import Any, Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Awaitable, Callable, Coroutine, Mapping, Sequence
 
 import grpc
 
@@ -22,6 +22,7 @@ from oncekey import _core
 from oncekey._connect import Settings, new_stub
 from oncekey._cancel import released_when_cancelled, after_cancel, track_threads
 from oncekey._core import Done, Options
+from oncekey._saga import DEFAULT_RETENTION, SagaOptions
 from oncekey._wrap import AsyncIdempotentDecorator, KeySpec
 from oncekey.codec import encode_result
 from oncekey.errors import EncodeError, Error, LeaseLost, Unavailable, classify, is_transient
@@ -30,6 +31,7 @@ from oncekey.key import OperationKey
 from oncekey.lease import AsyncKeepAlive, Lease, _current
 from oncekey.operations import AsyncOperations
 from oncekey.retry import Breaker, BreakerPolicy, CircuitOpen, RetryPolicy
+from oncekey.saga import AsyncSaga
 from oncekey.types import Claimed, Disposition, LeaseGrant, Outcome, Record, Semantics, StoredError, StoredResult
 
 log = logging.getLogger("oncekey")
@@ -193,6 +195,26 @@ class AsyncClient(AsyncOperations):
         """As ``Client.idempotent``, for ``async def`` functions."""
         return AsyncIdempotentDecorator(self, namespace, key, arguments, Options(**options))
 
+    def saga(
+        self,
+        key: OperationKey,
+        *,
+        owner: str | None = None,
+        retention: float | None = None,
+        budget: Mapping[str, Any] | None = None,
+        lease_ttl: float | None = None,
+        wait: float = _core.DEFAULT_WAIT,
+        semantics: Semantics = Semantics.AT_LEAST_ONCE,
+        retryable: tuple[type[BaseException], ...] = (),
+    ) -> AsyncSaga:
+        """As ``Client.saga``: ``async with client.saga(key) as saga:`` and ``await
+        saga.step(...)``, or ``await client.saga(key).run(fn)`` with an ``async def fn(saga)``."""
+        options = SagaOptions(
+            lease_ttl=lease_ttl, retention=DEFAULT_RETENTION if retention is None else retention, wait=wait,
+            owner=owner, semantics=semantics, retryable=tuple(retryable), budget=budget,
+        )  # fmt: skip
+        return AsyncSaga(self, key, options)
+
     # Internals.
 
     async def _call(self, name: str, request: Any, extra_timeout: float = 0.0) -> Any:
@@ -252,17 +274,34 @@ class AsyncClient(AsyncOperations):
 
     async def _run(self, key: OperationKey, fp: bytes, fn: Callable[[Lease], Awaitable[Any]], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
         owner = _core.run_owner(options, self._owner)
+        got = await self._acquire(key, fp, options, owner, returns, reconcile)
+        if isinstance(got, Done):
+            return got
+        return await self._acquired(key, got, fn, options)
+
+    async def _acquire(
+        self,
+        key: OperationKey,
+        fp: bytes,
+        options: Options,
+        owner: str,
+        returns: Any,
+        reconcile: bool,
+        budget: Mapping[str, Any] | None = None,
+    ) -> Done[Any] | LeaseGrant:
+        """As ``Client._acquire``: claims ``key`` until it is acquired (a lease acquired while the
+        caller is cancelled is released) or its outcome is known."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + options.wait
         while True:
             remaining = max(deadline - loop.time(), 0.0)
-            request = _core.claim_request(key, fp, options, owner, reconcile=reconcile, wait=remaining)
+            request = _core.claim_request(key, fp, options, owner, reconcile=reconcile, wait=remaining, budget=budget)
             claimed = await self._claim_releasing_on_cancel(request, key, owner, min(remaining, _core.MAX_WAIT))
             step = _core.after_claim(claimed, owner, deadline - loop.time(), returns)
             if step.done is not None:
                 return step.done
             if step.grant is not None:
-                return await self._acquired(key, step.grant, fn, options)
+                return step.grant
             if step.lapsed is not None:
                 await self._release_lapsed(key, step.lapsed, deadline)
                 continue

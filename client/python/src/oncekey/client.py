@@ -14,13 +14,14 @@ import logging
 import threading
 import time
 import weakref
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import grpc
 
 from oncekey import _core
 from oncekey._connect import Settings, new_stub
 from oncekey._core import Done, Options
+from oncekey._saga import DEFAULT_RETENTION, SagaOptions
 from oncekey._wrap import IdempotentDecorator, KeySpec
 from oncekey.codec import encode_result
 from oncekey.errors import EncodeError, Error, LeaseLost, Unavailable, classify, is_transient
@@ -29,6 +30,7 @@ from oncekey.key import OperationKey
 from oncekey.lease import Lease, SyncKeepAlive, _current
 from oncekey.operations import Operations
 from oncekey.retry import Breaker, BreakerPolicy, CircuitOpen, RetryPolicy
+from oncekey.saga import Saga
 from oncekey.types import Claimed, Disposition, LeaseGrant, Record, Semantics, StoredError, StoredResult
 
 log = logging.getLogger("oncekey")
@@ -226,6 +228,40 @@ class Client(Operations):
         """
         return IdempotentDecorator(self, namespace, key, arguments, Options(**options))
 
+    def saga(
+        self,
+        key: OperationKey,
+        *,
+        owner: str | None = None,
+        retention: float | None = None,
+        budget: Mapping[str, Any] | None = None,
+        lease_ttl: float | None = None,
+        wait: float = _core.DEFAULT_WAIT,
+        semantics: Semantics = Semantics.AT_LEAST_ONCE,
+        retryable: tuple[type[BaseException], ...] = (),
+    ) -> Saga:
+        """A saga with the parent key ``key``: steps run once each, and when one fails for good
+        the completed ones are compensated in reverse order (docs/agents.md "Sagas (Python)")::
+
+            with client.saga(OperationKey.of("orders.place", order_id, "v1")) as saga:
+                hold = saga.step("reserve", reserve, order_id, compensate=release)
+                saga.step("charge", charge, order_id, cents, compensate=refund)
+                saga.result = {"hold": hold}
+
+        or ``saga.run(fn)`` with ``fn(saga)`` returning the result. Running a saga again with its
+        key resumes it (what was done replays) or replays its outcome. ``retention`` (seconds,
+        default 7 days) is kept by the saga, its steps and compensations; ``lease_ttl`` is their
+        lease (a dead run is resumed once it ran out); ``wait`` how long to wait for another
+        process running the saga; ``semantics`` the steps' and compensations' (the saga itself
+        is at most once); ``retryable`` exception classes of steps that release the saga for a
+        later run instead of rolling it back; ``budget`` the saga's run budget
+        (``{"max_children": n, "max_per_namespace": {ns: n}}``, compensations included)."""
+        options = SagaOptions(
+            lease_ttl=lease_ttl, retention=DEFAULT_RETENTION if retention is None else retention, wait=wait,
+            owner=owner, semantics=semantics, retryable=tuple(retryable), budget=budget,
+        )  # fmt: skip
+        return Saga(self, key, options)
+
     # Internals.
 
     def _aio(self) -> Any:
@@ -286,16 +322,33 @@ class Client(Operations):
 
     def _run(self, key: OperationKey, fp: bytes, fn: Callable[[Lease], Any], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
         owner = _core.run_owner(options, self._owner)
+        got = self._acquire(key, fp, options, owner, returns, reconcile)
+        if isinstance(got, Done):
+            return got
+        return self._acquired(key, got, fn, options)
+
+    def _acquire(
+        self,
+        key: OperationKey,
+        fp: bytes,
+        options: Options,
+        owner: str,
+        returns: Any,
+        reconcile: bool,
+        budget: Mapping[str, Any] | None = None,
+    ) -> Done[Any] | LeaseGrant:
+        """Claims ``key`` until it is acquired (its lease, under which nothing has run yet) or its
+        outcome is known (a ``Done``); the other outcomes raise as ``_core.after_claim`` says."""
         deadline = time.monotonic() + options.wait
         while True:
             remaining = max(deadline - time.monotonic(), 0.0)
-            request = _core.claim_request(key, fp, options, owner, reconcile=reconcile, wait=remaining)
+            request = _core.claim_request(key, fp, options, owner, reconcile=reconcile, wait=remaining, budget=budget)
             claimed = Claimed.from_wire(self._call("Claim", request, min(remaining, _core.MAX_WAIT)))
             step = _core.after_claim(claimed, owner, deadline - time.monotonic(), returns)
             if step.done is not None:
                 return step.done
             if step.grant is not None:
-                return self._acquired(key, step.grant, fn, options)
+                return step.grant
             if step.lapsed is not None:
                 self._release_lapsed(key, step.lapsed, deadline)
                 continue

@@ -17,6 +17,7 @@ from google.rpc import error_details_pb2, status_pb2
 from oncekey.v1 import ledger_pb2 as pb
 
 if TYPE_CHECKING:
+    from oncekey.key import OperationKey
     from oncekey.types import Record, StoredError
 
 ERROR_DOMAIN = "oncekey"
@@ -164,6 +165,60 @@ class AwaitingApproval(Error):
         self.record = record
 
 
+class SagaError(Error):
+    """Base class of the errors a saga raises about itself (``Client.saga``): ``key`` is the saga's
+    key, ``step`` the step concerned (None when none)."""
+
+    def __init__(self, message: str, key: OperationKey | None = None, step: str | None = None):
+        super().__init__(message)
+        self.key = key
+        self.step = step
+
+
+class SagaRolledBack(SagaError):
+    """The saga failed for good and was rolled back: ``step`` failed (None when the saga's own code
+    raised outside a step), the compensations of the steps completed before it ran, in reverse
+    order, and the saga is recorded as FAILED (code 409, ``rolled back: step STEP failed: CAUSE``),
+    which every later run with its key replays. ``cause`` is the failure's text; in the run that
+    failed, the exception itself is ``__cause__``. ``error`` is the saga's stored error."""
+
+    def __init__(
+        self,
+        message: str,
+        key: OperationKey | None,
+        step: str | None,
+        cause: str,
+        error: StoredError,
+        record: Record | None = None,
+    ):
+        super().__init__(message, key, step)
+        self.cause = cause
+        self.error = error
+        self.record = record
+
+
+class SagaNeedsReconciliation(SagaError, NeedsReconciliation):
+    """The saga cannot go on by itself: the compensation of ``step`` failed for good
+    (``compensation`` True), or an at-most-once step or compensation's outcome is unknown. The
+    saga is left to lapse into UNKNOWN, listed for operators (the console's Needs attention).
+    Running the saga again with its key resumes it (completed steps and compensations replay); it
+    raises this again until the cause is settled. ``cause`` is the failure's text."""
+
+    def __init__(
+        self,
+        message: str,
+        key: OperationKey | None,
+        step: str | None,
+        cause: str,
+        compensation: bool,
+        record: Record | None = None,
+    ):
+        SagaError.__init__(self, message, key, step)
+        self.cause = cause
+        self.compensation = compensation
+        self.record = record
+
+
 class NotAwaitingApproval(RpcError):
     """An Approve or Reject of an operation that does not await approval: it never did, was decided
     otherwise, or has moved on since (FAILED_PRECONDITION ``NOT_AWAITING_APPROVAL``)."""
@@ -172,6 +227,24 @@ class NotAwaitingApproval(RpcError):
 class UnsettledAtMostOnce(RpcError):
     """A Purge of an unsettled at-most-once operation without ``force=True`` (FAILED_PRECONDITION
     ``UNSETTLED_AT_MOST_ONCE``): purging it would let its effect run again."""
+
+
+class BudgetExhausted(RpcError):
+    """A Claim of a new child operation beyond its parent's run budget (FAILED_PRECONDITION
+    ``BUDGET_EXHAUSTED``; docs/api.md, "Run budgets"): nothing ran. Never retried."""
+
+
+class DuplicateIntent(Error):
+    """The intent guard refused the operation (outcome ``DUPLICATE_INTENT``): the same arguments
+    were claimed under the keys in ``matches`` within the namespace's window — a made-up key?
+    Nothing ran. Use the other key, or Claim with ``repeat_intent`` if the repeat is deliberate."""
+
+    def __init__(self, namespace: str, key: str, matches: tuple[str, ...]) -> None:
+        where = f"{namespace}/{key}: " if namespace else ""
+        super().__init__(f"{where}the same arguments were claimed under {', '.join(matches) or 'another key'}")
+        self.namespace = namespace
+        self.key = key
+        self.matches = matches
 
 
 class MissingScope(PermissionDenied):
@@ -198,6 +271,7 @@ REASON_ERRORS: dict[int, type[Error]] = {
     pb.ERROR_REASON_MISSING_SCOPE: MissingScope,
     # The server could not read a stored record: a bug or damaged data, reported as it is.
     pb.ERROR_REASON_INTERNAL: RpcError,
+    pb.ERROR_REASON_BUDGET_EXHAUSTED: BudgetExhausted,
 }
 """The exception class of each ErrorInfo reason, by the proto's ``ErrorReason`` (the one list of
 reasons, docs/api.md "Errors"); every reason but ``ERROR_REASON_UNSPECIFIED`` is here."""

@@ -78,6 +78,7 @@ class Outcome(str, enum.Enum):
     IN_PROGRESS = "IN_PROGRESS"
     NEEDS_RECONCILIATION = "NEEDS_RECONCILIATION"
     AWAITING_APPROVAL = "AWAITING_APPROVAL"
+    DUPLICATE_INTENT = "DUPLICATE_INTENT"
 
     @classmethod
     def from_wire(cls, value: int) -> Outcome:
@@ -235,6 +236,10 @@ class Claimed:
     lease: LeaseGrant | None
     retry_after: float
     """Seconds to wait before claiming again (IN_PROGRESS)."""
+    intent_matches: tuple[str, ...] = ()
+    """Other live keys of the namespace claimed with the same arguments within the intent window,
+    most recent first: set when the intent guard warned, refused (``DUPLICATE_INTENT``) or let a
+    deliberate repeat through (docs/api.md, "Intent guard")."""
     dry_run: bool = False
     """True for the answer to a dry run: ``outcome`` is what a Claim would get now, ``record`` the
     record as stored (None when the key has none); nothing was written and ``lease`` is None."""
@@ -247,6 +252,7 @@ class Claimed:
             record=Record.from_wire(r.record) if r.HasField("record") else None,
             lease=LeaseGrant.from_wire(r.lease) if r.HasField("lease") else None,
             retry_after=r.retry_after.ToTimedelta().total_seconds() if r.HasField("retry_after") else 0.0,
+            intent_matches=tuple(m.key for m in r.intent_matches),
         )
 
 

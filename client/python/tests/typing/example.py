@@ -1,6 +1,7 @@
 """A typed use of the client, checked by ``mypy --strict`` and ``pyright`` (scripts/test, polyglot
 stage; configured in pyproject.toml): a wrapped function keeps its parameters and return type, sync
-and async, plain functions and methods, and so do ``.detailed``, ``.reconcile`` and ``.key_of``.
+and async, plain functions and methods, and so do ``.detailed``, ``.reconcile`` and ``.key_of``;
+a saga step returns its function's type and takes a compensation of it.
 
 Each line ending in ``# type: ignore[...]`` must be a type error: both checkers report an ignore
 that is not needed, so a wrapper that accepted anything would fail the check.
@@ -98,3 +99,46 @@ async def listing() -> None:
         assert_type(listed, Record)
     assert_type(client.purge(OperationKey("email.send", "k"), force=True), bool)
     client.list_records(statuses=7)  # type: ignore[arg-type]
+
+
+def reserve(sku: str, count: int) -> dict[str, int]:
+    return {sku: count}
+
+
+def release(hold: dict[str, int]) -> None: ...
+
+
+async def charge(cents: int) -> str:
+    return f"ch-{cents}"
+
+
+async def refund(charge_id: str) -> None: ...
+
+
+def sagas() -> None:
+    key = OperationKey.of("orders.place", "o-1", "v1")
+
+    def place(saga: oncekey.Saga) -> list[str]:
+        hold = saga.step("reserve", reserve, "sku-1", 2, compensate=release)
+        assert_type(hold, dict[str, int])
+        saga.step("reserve-again", reserve, "sku-1", 2, compensate=refund)  # type: ignore[misc]
+        return list(hold)
+
+    assert_type(client.saga(key, retention=3600, budget={"max_children": 4}).run(place), list[str])
+    with client.saga(key, lease_ttl=5, retryable=(ConnectionError,)) as saga:
+        assert_type(saga, oncekey.Saga)
+        assert_type(saga.step("reserve", reserve, "sku-1", 2), dict[str, int])
+    client.saga("orders.place/o-1")  # type: ignore[arg-type]
+
+
+async def async_sagas() -> None:
+    key = OperationKey.of("orders.place", "o-1", "v1")
+
+    async def place(saga: oncekey.AsyncSaga) -> str:
+        charged = await saga.step("charge", charge, 1500, compensate=refund)
+        assert_type(charged, str)
+        return charged
+
+    assert_type(await aclient.saga(key).run(place), str)
+    async with aclient.saga(key) as saga:
+        assert_type(saga, oncekey.AsyncSaga)

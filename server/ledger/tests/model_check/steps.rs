@@ -24,6 +24,7 @@ impl Ledger {
             // Only client 0 asks: a later Claim without it must not open the gate.
             require_approval: self.require_approval && client == 0,
             max_attempts: self.max_attempts,
+            budget: None,
         }
     }
 
@@ -438,6 +439,8 @@ impl Ledger {
                 ClaimOutcome::InProgress => c.phase = Phase::Idle { reconcile: false },
                 // The client waits for the decision and claims again.
                 ClaimOutcome::AwaitingApproval => c.phase = Phase::Idle { reconcile: false },
+                // The ledger never answers it (the engine's intent guard does).
+                ClaimOutcome::DuplicateIntent => unreachable!("the ledger refused an intent"),
                 ClaimOutcome::NeedsReconciliation => {
                     s.seen.needs_reconciliation = true;
                     c.phase = Phase::Idle { reconcile: true };

@@ -73,7 +73,7 @@ fn millis_of(field: &str, d: &Duration) -> Result<Millis, ApiError> {
 
 /// A duration field within `min..=max`, or `default` when unset. The bounds are exact: a duration
 /// a nanosecond over the maximum is refused, although it counts as the maximum in milliseconds.
-fn bounded(
+pub(super) fn bounded(
     field: &str,
     d: Option<&Duration>,
     default: Millis,
@@ -202,6 +202,7 @@ pub fn claim_args(
         reconcile: req.reconcile,
         require_approval: req.require_approval,
         max_attempts: req.max_attempts,
+        budget: super::safety::budget(req)?,
     };
     Ok((args, wait))
 }
@@ -334,6 +335,7 @@ pub fn outcome(outcome: ClaimOutcome) -> v1::ClaimOutcome {
         ClaimOutcome::InProgress => v1::ClaimOutcome::InProgress,
         ClaimOutcome::NeedsReconciliation => v1::ClaimOutcome::NeedsReconciliation,
         ClaimOutcome::AwaitingApproval => v1::ClaimOutcome::AwaitingApproval,
+        ClaimOutcome::DuplicateIntent => v1::ClaimOutcome::DuplicateIntent,
     }
 }
 
@@ -417,6 +419,7 @@ pub fn record(r: Record, now: Millis) -> v1::Record {
         expires_at: r.expires_at.map(timestamp),
         require_approval: r.require_approval,
         max_attempts: r.max_attempts,
+        budget: r.budget.map(super::safety::budget_usage),
         approval: r.approval.map(|a| v1::Approval {
             decision: match a.decision {
                 Decision::Approved => v1::ApprovalDecision::Approved,

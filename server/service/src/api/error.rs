@@ -208,6 +208,21 @@ fn engine_status(e: &EngineError, message: String) -> Status {
             Duration::from_millis(u64::try_from(*retry_after).unwrap_or(1)),
             message,
         ),
+        EngineError::BudgetExhausted { parent, exhausted } => {
+            let metadata = HashMap::from([
+                ("parent_namespace".to_string(), parent.namespace.clone()),
+                ("parent_key".to_string(), parent.key.clone()),
+                ("limit".to_string(), exhausted.limit.clone()),
+                ("spent".to_string(), exhausted.spent.to_string()),
+                ("max".to_string(), exhausted.max.to_string()),
+            ]);
+            let details = ErrorDetails::with_error_info(
+                Reason::BudgetExhausted.wire_name(),
+                ERROR_DOMAIN,
+                metadata,
+            );
+            Status::with_error_details(Code::FailedPrecondition, message, details)
+        }
         EngineError::Contention => {
             tracing::warn!("conditional writes kept conflicting on one record");
             status(Code::Unavailable, Reason::StoreUnavailable, message, None)

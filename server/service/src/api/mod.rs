@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod auth;
 pub mod convert;
+mod duplicates;
 pub mod error;
 pub mod guard;
 mod keepalive;
@@ -14,9 +15,10 @@ pub mod limits;
 pub mod listing;
 pub mod operations;
 pub mod page_token;
+pub mod safety;
 pub mod scopes;
 
-use crate::engine::Engine;
+use crate::engine::{Engine, Guarded};
 use crate::ledger::Millis;
 use crate::store::Store;
 use crate::telemetry::{key_hash, metrics::code_name, otel};
@@ -206,10 +208,18 @@ impl<S: Store> LedgerService<S> {
             Some(w) if w > 0 => self.admission.policy().limits(tenant).held_claims,
             _ => 0,
         };
-        let reply = self
+        let rule = self.intent_rule(tenant, req)?;
+        let (reply, matches) = match self
             .engine
-            .claim_bounded(&id, &args, wait, max_held)
-            .await?;
+            .claim_guarded(&id, &args, wait, max_held, rule)
+            .await?
+        {
+            Guarded::Claimed { reply, matches } => (reply, matches),
+            Guarded::Refused { matches } => {
+                Span::current().record("outcome", "DUPLICATE_INTENT");
+                return Ok(duplicate_intent(matches));
+            }
+        };
         let outcome = convert::outcome(reply.outcome);
         let lease = reply.lease.as_ref().map(convert::lease);
         Span::current().record(
@@ -221,7 +231,21 @@ impl<S: Store> LedgerService<S> {
             record: Some(convert::record(reply.record, self.now())),
             lease,
             retry_after: reply.retry_after.map(convert::duration),
+            intent_matches: matches.into_iter().map(safety::intent_match).collect(),
         })
+    }
+
+    /// The intent guard a Claim runs under: its tenant's rules for the namespace, made stricter
+    /// by the Claim's own fields (`None`: unguarded).
+    fn intent_rule(
+        &self,
+        tenant: &str,
+        req: &v1::ClaimRequest,
+    ) -> Result<Option<crate::ledger::IntentRule>, ApiError> {
+        let (mode, window) = safety::intent(req)?;
+        let policy = self.admission.policy();
+        let rules = policy.intent_rules(tenant);
+        Ok(rules.rule(&req.namespace, mode, window, req.repeat_intent))
     }
 
     async fn complete_rpc(
@@ -490,6 +514,32 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
         .await
     }
 
+    async fn list_duplicate_intents(
+        &self,
+        req: Request<v1::ListDuplicateIntentsRequest>,
+    ) -> Result<Response<v1::ListDuplicateIntentsResponse>, Status> {
+        const NAME: &str = "oncekey.v1.Ledger/ListDuplicateIntents";
+        let span = rpc_span(NAME, &req, &req.get_ref().namespace, "");
+        let (_, mut extensions, message) = req.into_parts();
+        let (tenant, result) = match take_tenant(&mut extensions) {
+            Ok(tenant) => {
+                let result = self
+                    .list_duplicate_intents_rpc(&tenant, &message)
+                    .instrument(span.clone())
+                    .await;
+                (tenant, result)
+            }
+            Err(e) => (String::new(), Err(e)),
+        };
+        let context = LogContext {
+            name: NAME,
+            tenant: &tenant,
+            namespace: &message.namespace,
+            key: "",
+        };
+        finish(&span, context, result)
+    }
+
     async fn list_records(
         &self,
         req: Request<v1::ListRecordsRequest>,
@@ -514,6 +564,17 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
             key: "",
         };
         finish(&span, context, result)
+    }
+}
+
+/// The answer to a Claim the intent guard refused: nothing was written, so no record.
+fn duplicate_intent(matches: Vec<crate::ledger::IntentMatch>) -> v1::ClaimResponse {
+    v1::ClaimResponse {
+        outcome: v1::ClaimOutcome::DuplicateIntent as i32,
+        record: None,
+        lease: None,
+        retry_after: None,
+        intent_matches: matches.into_iter().map(safety::intent_match).collect(),
     }
 }
 

@@ -55,12 +55,21 @@ impl<S: Store> LedgerService<S> {
         let id = convert::record_id(tenant, &req.namespace, &req.key)?;
         // `wait` is validated like any Claim's, then ignored: a dry run answers now.
         let (args, _wait) = convert::claim_args(req, &self.limits)?;
+        let rule = self.intent_rule(tenant, req)?;
+        if let Some(matches) = self
+            .engine
+            .intent_dry_run(&id, &args.fingerprint, rule)
+            .await?
+        {
+            return Ok(super::duplicate_intent(matches));
+        }
         let reply = self.engine.dry_run(&id, &args).await?;
         Ok(v1::ClaimResponse {
             outcome: convert::outcome(reply.outcome) as i32,
             record: reply.record.map(|r| convert::record(r, self.now())),
             lease: None,
             retry_after: reply.retry_after.map(convert::duration),
+            intent_matches: Vec::new(),
         })
     }
 

@@ -25,6 +25,10 @@ pub const TABLE: &[(&str, &[Scope])] = &[
         "/oncekey.v1.Ledger/ListRecords",
         &[Scope::Ledger, Scope::Approve, Scope::Admin],
     ),
+    (
+        "/oncekey.v1.Ledger/ListDuplicateIntents",
+        &[Scope::Ledger, Scope::Approve, Scope::Admin],
+    ),
     ("/oncekey.v1.Ledger/Approve", &[Scope::Approve]),
     ("/oncekey.v1.Ledger/Reject", &[Scope::Approve]),
     ("/oncekey.v1.Ledger/Purge", &[Scope::Admin]),

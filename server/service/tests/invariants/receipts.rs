@@ -39,6 +39,7 @@ fn outcome_name(outcome: ClaimOutcome) -> &'static str {
         ClaimOutcome::InProgress => "IN_PROGRESS",
         ClaimOutcome::NeedsReconciliation => "NEEDS_RECONCILIATION",
         ClaimOutcome::AwaitingApproval => "AWAITING_APPROVAL",
+        ClaimOutcome::DuplicateIntent => "DUPLICATE_INTENT",
     }
 }
 

@@ -154,6 +154,12 @@ impl<'a> RowView<'a> {
             reconciliations: self.u32_or_zero("reconciliations")?,
             approval: self.approval()?,
             kept_until: self.timestamp("kept_until")?,
+            // Rows written before migration 0005 hold null here: no budget.
+            budget: match self.get("budget") {
+                None => None,
+                Some(CqlValue::Blob(bytes)) => oncekey_store::budget::decode(bytes)?,
+                other => return Err(corrupt("budget", other)),
+            },
         }))
     }
 

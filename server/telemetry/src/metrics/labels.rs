@@ -77,3 +77,10 @@ pub fn code_name(code: tonic::Code) -> &'static str {
         C::Unauthenticated => "UNAUTHENTICATED",
     }
 }
+
+/// Labels of the intent guard's counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    /// `warned`, `refused` or `repeated`.
+    pub action: &'static str,
+}

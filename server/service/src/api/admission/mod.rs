@@ -11,9 +11,11 @@
 //! (`policy`), reloaded on SIGHUP; the per-tenant state lives in `table`.
 
 mod bucket;
+mod intent;
 mod policy;
 mod table;
 
+pub use intent::IntentRules;
 pub use policy::DEFAULT_TENANT_HELD_CLAIMS;
 pub use policy::{AdmissionConfig, LimitsFileError, Policy, TenantLimits};
 pub use table::{Kind, Permit};
@@ -36,6 +38,7 @@ const ADMITTED: &[&str] = &[
     "/oncekey.v1.Ledger/Claim",
     "/oncekey.v1.Ledger/Lookup",
     "/oncekey.v1.Ledger/ListRecords",
+    "/oncekey.v1.Ledger/ListDuplicateIntents",
 ];
 
 /// Streaming RPCs: neither refused nor counted as in progress (a stream may stay open for hours).

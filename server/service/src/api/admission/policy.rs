@@ -5,12 +5,15 @@
 //! second, decimals allowed), `burst` (requests), `inflight` (concurrent requests) and
 //! `held-claims` (Claims held by `wait` at once); a key left out takes its flag's value, `0`
 //! turns that limit off for the tenant. Blank lines and lines
-//! starting with `#` are ignored. This module only parses and looks up; it keeps no state.
+//! starting with `#` are ignored. The key `intent-guard` sets the tenant's intent guard rules
+//! (`intent::IntentRules`, separated by `;`), replacing `--intent-guard`'s for it. This module only parses and looks up; it keeps no state.
 
+use super::intent::IntentRules;
 use crate::api::auth::valid_tenant;
 use crate::store::ConfigError;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Largest rate or burst a flag or the limits file may set (higher is as good as off).
 const MAX_RATE: f64 = 1e9;
@@ -37,6 +40,8 @@ pub struct AdmissionConfig {
     pub tenant_held_claims: u32,
     /// Per-tenant overrides, reloaded on SIGHUP.
     pub limits_file: Option<PathBuf>,
+    /// The intent guard rules (`--intent-guard`, each value one or more comma-separated rules).
+    pub intent_guard: Vec<String>,
 }
 
 impl Default for AdmissionConfig {
@@ -47,6 +52,7 @@ impl Default for AdmissionConfig {
             tenant_inflight: 0,
             tenant_held_claims: DEFAULT_TENANT_HELD_CLAIMS,
             limits_file: None,
+            intent_guard: Vec::new(),
         }
     }
 }
@@ -70,11 +76,14 @@ impl AdmissionConfig {
             return Err(bad("--tenant-burst", "must be at most 1000000000"));
         }
         let defaults = self.defaults();
-        match &self.limits_file {
-            None => Ok(Policy::new(defaults, HashMap::new())),
+        let intent = IntentRules::from_flags(&self.intent_guard)
+            .map_err(|e| ConfigError(format!("--intent-guard: {e}")))?;
+        let policy = match &self.limits_file {
+            None => Policy::new(defaults, HashMap::new()),
             Some(path) => Policy::from_file(defaults, path)
-                .map_err(|e| ConfigError(format!("--limits-file: {e}"))),
-        }
+                .map_err(|e| ConfigError(format!("--limits-file: {e}")))?,
+        };
+        Ok(policy.with_intent_defaults(intent))
     }
 
     /// The limits of every tenant the limits file does not name.
@@ -132,6 +141,8 @@ pub struct Policy {
     defaults: TenantLimits,
     overrides: HashMap<String, TenantLimits>,
     off: bool,
+    intent_defaults: Arc<IntentRules>,
+    intent_overrides: HashMap<String, Arc<IntentRules>>,
 }
 
 impl Policy {
@@ -142,7 +153,22 @@ impl Policy {
             defaults,
             overrides,
             off,
+            intent_defaults: Arc::default(),
+            intent_overrides: HashMap::new(),
         }
+    }
+
+    /// The same, with `rules` for every tenant the limits file gives none.
+    pub fn with_intent_defaults(mut self, rules: IntentRules) -> Self {
+        self.intent_defaults = Arc::new(rules);
+        self
+    }
+
+    /// The intent guard rules of `tenant`.
+    pub fn intent_rules(&self, tenant: &str) -> &IntentRules {
+        self.intent_overrides
+            .get(tenant)
+            .unwrap_or(&self.intent_defaults)
     }
 
     /// `defaults` plus the overrides in the limits file at `path`.
@@ -151,13 +177,15 @@ impl Policy {
             path: path.to_owned(),
             source,
         })?;
-        let overrides =
+        let (overrides, intent) =
             parse(&text, &defaults).map_err(|(line, problem)| LimitsFileError::Line {
                 path: path.to_owned(),
                 line,
                 problem,
             })?;
-        Ok(Self::new(defaults, overrides))
+        let mut policy = Self::new(defaults, overrides);
+        policy.intent_overrides = intent;
+        Ok(policy)
     }
 
     /// The limits of `tenant`.
@@ -203,11 +231,14 @@ pub enum LimitsFileError {
 }
 
 /// The overrides in a limits file's text, or (line number, problem) of the first bad line.
-fn parse(
-    text: &str,
-    defaults: &TenantLimits,
-) -> Result<HashMap<String, TenantLimits>, (usize, String)> {
+type Parsed = (
+    HashMap<String, TenantLimits>,
+    HashMap<String, Arc<IntentRules>>,
+);
+
+fn parse(text: &str, defaults: &TenantLimits) -> Result<Parsed, (usize, String)> {
     let mut overrides = HashMap::new();
+    let mut intent = HashMap::new();
     for (n, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -237,9 +268,13 @@ fn parse(
                     limits.held_claims =
                         count(value).map_err(|p| bad(format!("held-claims {p}")))?
                 }
+                "intent-guard" => {
+                    let rules = IntentRules::parse(value, ';').map_err(bad)?;
+                    intent.insert(tenant.to_owned(), Arc::new(rules));
+                }
                 other => {
                     return Err(bad(format!(
-                        "unknown key {other:?} (use rate, burst, inflight or held-claims)"
+                        "unknown key {other:?} (use rate, burst, inflight, held-claims or intent-guard)"
                     )))
                 }
             }
@@ -257,7 +292,7 @@ fn parse(
             )));
         }
     }
-    Ok(overrides)
+    Ok((overrides, intent))
 }
 
 fn rate(value: &str) -> Result<f64, String> {
@@ -290,7 +325,7 @@ mod tests {
     #[test]
     fn overrides_take_the_flags_for_keys_they_leave_out() {
         let text = "# vip\nacme rate=100 burst=200 inflight=50 held-claims=20000\n\nglobex   rate=0.5 \nfree rate=0 inflight=0 held-claims=0\n";
-        let policy = Policy::new(DEFAULTS, parse(text, &DEFAULTS).unwrap());
+        let policy = Policy::new(DEFAULTS, parse(text, &DEFAULTS).unwrap().0);
         assert_eq!(
             *policy.limits("acme"),
             TenantLimits {
@@ -333,6 +368,7 @@ mod tests {
             ("acme rate\n", 1, "expected key=value"),
             ("#\nacme\n", 2, "no limits"),
             ("acme rate=1\nacme rate=2\n", 2, "earlier line"),
+            ("acme intent-guard=payments.*=stop\n", 1, "mode \"stop\""),
         ] {
             let (n, p) = parse(text, &DEFAULTS).unwrap_err();
             assert_eq!(n, line, "{text:?}: {p}");
