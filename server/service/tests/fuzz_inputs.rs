@@ -77,6 +77,33 @@ fn arguments() -> impl Strategy<Value = Option<v1::claim_request::Arguments>> {
     ])
 }
 
+/// The agent-safety fields of a Claim: their own strategy (nested, so that the Claim's strategy
+/// stays small enough for a test thread's stack).
+type SafetyFields = (
+    i32,
+    Option<prost_types::Duration>,
+    bool,
+    Option<v1::RunBudget>,
+);
+
+prop_compose! {
+    fn safety_fields()(
+        intent_guard in prop_oneof![any::<i32>(), -1i32..5],
+        intent_window in duration(),
+        repeat_intent in any::<bool>(),
+        budget in proptest::option::of((
+            prop_oneof![any::<u32>(), 0u32..1002],
+            proptest::collection::hash_map(text(), prop_oneof![any::<u32>(), 0u32..3], 0..4),
+        )),
+    ) -> SafetyFields {
+        let budget = budget.map(|(max_children, max_per_namespace)| v1::RunBudget {
+            max_children,
+            max_per_namespace,
+        });
+        (intent_guard, intent_window, repeat_intent, budget)
+    }
+}
+
 prop_compose! {
     fn claim_request()(
         namespace in text(),
@@ -92,11 +119,9 @@ prop_compose! {
         require_approval in any::<bool>(),
         dry_run in any::<bool>(),
         max_attempts in any::<u32>(),
-        intent_guard in prop_oneof![any::<i32>(), -1i32..5],
-        intent_window in duration(),
-        repeat_intent in any::<bool>(),
-        budget in proptest::option::of((any::<u32>(), proptest::collection::hash_map(text(), any::<u32>(), 0..4))),
+        safety in safety_fields(),
     ) -> v1::ClaimRequest {
+        let (intent_guard, intent_window, repeat_intent, budget) = safety;
         v1::ClaimRequest {
             namespace,
             key,
@@ -114,10 +139,7 @@ prop_compose! {
             intent_guard,
             intent_window,
             repeat_intent,
-            budget: budget.map(|(max_children, max_per_namespace)| v1::RunBudget {
-                max_children,
-                max_per_namespace,
-            }),
+            budget,
         }
     }
 }
@@ -195,14 +217,43 @@ proptest! {
                     }
                     None => prop_assert!(false, "accepted without arguments"),
                 }
+                // A budget is kept only when it limits something, within its caps.
+                if let Some(b) = &args.budget {
+                    prop_assert!(b.max_children <= 1000 && b.max_per_namespace.len() <= 64);
+                    prop_assert!(b.max_per_namespace.values().all(|m| (1..=1000).contains(m)));
+                    prop_assert!(b.max_children > 0 || !b.max_per_namespace.is_empty());
+                }
             }
             Err(e) if field(&e).starts_with("payload_json.$") => {
                 prop_assert!(format!("{e:?}").contains("send it as a string"), "{e:?}")
             }
             Err(e) => prop_assert!([
                 "fingerprint", "payload_json", "lease_ttl", "retention", "semantics", "owner",
-                "parent.namespace", "parent.key", "wait",
+                "parent.namespace", "parent.key", "wait", "budget.max_children",
+                "budget.max_per_namespace",
             ].contains(&field(&e)), "{e:?}"),
+        }
+    }
+
+    #[test]
+    fn intent_fields_are_accepted_only_within_their_bounds(safety in safety_fields()) {
+        let (intent_guard, intent_window, repeat_intent, budget) = safety;
+        let req = v1::ClaimRequest {
+            intent_guard,
+            intent_window,
+            repeat_intent,
+            budget,
+            ..Default::default()
+        };
+        match oncekey_server::api::safety::intent(&req) {
+            Ok((mode, window)) => {
+                prop_assert!((0..=3).contains(&intent_guard));
+                prop_assert_eq!(mode.is_none(), intent_guard == 0);
+                if let Some(w) = window {
+                    prop_assert!((1_000..=86_400_000).contains(&w));
+                }
+            }
+            Err(e) => prop_assert!(["intent_guard", "intent_window"].contains(&field(&e)), "{e:?}"),
         }
     }
 

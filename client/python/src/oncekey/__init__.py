@@ -17,7 +17,10 @@ is recorded with the client's own deadlines, also when the caller is cancelled. 
 records with ``list_records``, reconcile them with ``reconcile``, decide on gated operations with
 ``approve`` / ``reject`` and remove records with ``purge``. ``client.saga(key)`` runs steps once each
 and compensates the completed ones in reverse order when one fails for good (``SagaRolledBack``,
-``SagaNeedsReconciliation``).
+``SagaNeedsReconciliation``). Agent safety (docs/agents.md): ``intent_guard=`` refuses (or flags) the
+same arguments under a made-up new key (``DuplicateIntent``, ``Done.intent_matches``,
+``list_duplicate_intents``); ``budget=RunBudget(...)`` caps a parent operation's children
+(``BudgetExhausted``, ``Record.budget``).
 """
 
 from oncekey._core import Done, Options
@@ -29,7 +32,9 @@ from oncekey.errors import (
     ERROR_DOMAIN,
     Abandon,
     AwaitingApproval,
+    BudgetExhausted,
     DecodeError,
+    DuplicateIntent,
     EncodeError,
     Error,
     FinalError,
@@ -50,8 +55,6 @@ from oncekey.errors import (
     SagaRolledBack,
     Unauthenticated,
     UnsettledAtMostOnce,
-    BudgetExhausted,
-    DuplicateIntent,
     Unavailable,
     error_info,
     reason,
@@ -59,18 +62,23 @@ from oncekey.errors import (
 from oncekey.fingerprint import InexactNumber, InvalidJSON, canonicalize, canonicalize_json, fingerprint, fingerprint_json
 from oncekey.key import InvalidKey, OperationKey
 from oncekey.lease import Lease, current_lease
-from oncekey.listing import RecordPage
+from oncekey.listing import DuplicateIntentGroup, DuplicateIntentPage, RecordPage
 from oncekey.retry import BreakerPolicy, RetryPolicy
 from oncekey.saga import AsyncSaga, Saga
 from oncekey.types import (
     Approval,
+    BudgetUsage,
     Claimed,
     Decision,
     Disposition,
+    IntentGuard,
+    IntentGuardMode,
+    IntentMatch,
     LeaseGrant,
     Outcome,
     Record,
     RecordStatus,
+    RunBudget,
     Semantics,
     StoredError,
     StoredResult,
@@ -85,18 +93,26 @@ __all__ = [
     "AsyncSaga",
     "AwaitingApproval",
     "BreakerPolicy",
+    "BudgetExhausted",
+    "BudgetUsage",
     "Claimed",
     "Client",
     "DecodeError",
     "Decision",
     "Disposition",
     "Done",
+    "DuplicateIntent",
+    "DuplicateIntentGroup",
+    "DuplicateIntentPage",
     "EncodeError",
     "Error",
     "FinalError",
     "Idempotent",
     "InProgress",
     "InexactNumber",
+    "IntentGuard",
+    "IntentGuardMode",
+    "IntentMatch",
     "InvalidArgument",
     "InvalidJSON",
     "InvalidKey",
@@ -119,6 +135,7 @@ __all__ = [
     "RecordStatus",
     "RetryPolicy",
     "RpcError",
+    "RunBudget",
     "Saga",
     "SagaError",
     "SagaNeedsReconciliation",
@@ -129,8 +146,6 @@ __all__ = [
     "Unauthenticated",
     "Unavailable",
     "UnsettledAtMostOnce",
-    "BudgetExhausted",
-    "DuplicateIntent",
     "canonicalize",
     "canonicalize_json",
     "current_lease",

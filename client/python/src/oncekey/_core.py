@@ -9,8 +9,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import secrets
-from dataclasses import dataclass
-from typing import Any, Generic, Mapping, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, Generic, Mapping, Sequence, TypeVar
 
 from oncekey.codec import decode_result
 from oncekey.errors import Abandon, AwaitingApproval, DuplicateIntent, FinalError, InProgress, NeedsReconciliation, OperationFailed
@@ -18,13 +18,19 @@ from oncekey.key import OperationKey
 from oncekey.types import (
     Claimed,
     Disposition,
+    IntentGuard,
+    IntentGuardMode,
+    IntentMatch,
     LeaseGrant,
     Outcome,
     Record,
     RecordStatus,
+    RunBudget,
     Semantics,
     StoredError,
     StoredResult,
+    check_intent_guard,
+    check_intent_window,
     duration,
 )
 from oncekey.v1 import ledger_pb2 as pb
@@ -102,11 +108,34 @@ class Options:
     """Caps the runs of the operation (reconciliations not counted; None or 0: no cap): past it, a
     retryable failure fails for good with code 429 ("attempts exhausted"). The first Claim of a key
     fixes this."""
+    intent_guard: IntentGuardMode | None = None
+    """The intent guard of the Claim (None: the namespace's setting; docs/api.md "Intent guard"):
+    ``"refuse"`` raises ``DuplicateIntent`` without running when the same arguments were claimed
+    under another key of the namespace within the intent window; ``"warn"`` runs and names the other
+    keys in ``Done.intent_matches``. Stricter than the namespace's setting, never looser. Only the
+    Claim of a new key is checked (retries and replays never are)."""
+    intent_window: float | None = None
+    """The intent window to ask for, in seconds (1 ..= 86400; None: the namespace's, default 10
+    min): the guard looks back the longer of it and the namespace's."""
+    repeat_intent: bool = False
+    """The repeat is deliberate: ``"refuse"`` acts as ``"warn"`` for this run (it runs, and
+    ``Done.intent_matches`` still names the other keys)."""
+    budget: RunBudget | Mapping[str, Any] | None = None
+    """The run budget of the operation's children (keys made with ``key.child(...)``): a
+    ``RunBudget`` or a mapping (``max_children``, ``max_per_namespace``). A run of a new child
+    beyond it raises ``BudgetExhausted``. The first Claim of a key fixes this."""
 
     def __post_init__(self) -> None:
         check_max_attempts(self.max_attempts)
         if not isinstance(self.require_approval, bool):
             raise TypeError(f"require_approval must be a bool, not {type(self.require_approval).__name__}")
+        if not isinstance(self.repeat_intent, bool):
+            raise TypeError(f"repeat_intent must be a bool, not {type(self.repeat_intent).__name__}")
+        # Normalized here, so that a bad value is refused before anything is sent.
+        object.__setattr__(self, "intent_guard", check_intent_guard(self.intent_guard))
+        object.__setattr__(self, "intent_window", check_intent_window(self.intent_window))
+        if self.budget is not None:
+            object.__setattr__(self, "budget", RunBudget.of(self.budget))
 
 
 @dataclass(frozen=True)
@@ -121,6 +150,16 @@ class Done(Generic[T]):
     """The result as stored."""
     record: Record | None
     """The SUCCEEDED record."""
+    intent_matches: tuple[IntentMatch, ...] = ()
+    """The other keys of the namespace claimed with the same arguments within the intent window,
+    when the intent guard let this new key through anyway (``"warn"``, or ``repeat_intent``): a
+    hint that the key was made up for a retry. Empty otherwise (always for a replay of a key that
+    existed)."""
+
+
+def with_matches(done: Done[T], matches: Sequence[IntentMatch]) -> Done[T]:
+    """``done`` with the intent guard's matches of its run, when there are any."""
+    return replace(done, intent_matches=tuple(matches)) if matches else done
 
 
 def run_owner(options: Options, client_owner: str) -> str:
@@ -137,7 +176,6 @@ def claim_request(
     reconcile: bool = False,
     wait: float = 0.0,
     dry_run: bool = False,
-    budget: Mapping[str, Any] | None = None,
 ) -> pb.ClaimRequest:
     request = pb.ClaimRequest(
         namespace=key.namespace,
@@ -152,34 +190,20 @@ def claim_request(
         require_approval=options.require_approval,
         max_attempts=check_max_attempts(options.max_attempts),
         dry_run=dry_run,
+        repeat_intent=options.repeat_intent,
     )
     if key.parent is not None:
         request.parent.namespace = key.parent.namespace
         request.parent.key = key.parent.key
-    if budget is not None:
-        _set_budget(request, budget)
+    guard = check_intent_guard(options.intent_guard)
+    if guard is not None:
+        request.intent_guard = guard.wire()
+    window = duration(check_intent_window(options.intent_window))
+    if window is not None:
+        request.intent_window.CopyFrom(window)
+    if options.budget is not None:
+        request.budget.CopyFrom(RunBudget.of(options.budget).to_wire())
     return request
-
-
-_BUDGET_FIELDS = frozenset({"max_children", "max_per_namespace"})
-
-
-def _set_budget(request: pb.ClaimRequest, budget: Mapping[str, Any]) -> None:
-    """Sets the Claim's run budget (v1.3, docs/api.md "Run budgets") from a mapping with
-    ``max_children`` and/or ``max_per_namespace``."""
-    if not hasattr(pb, "RunBudget"):
-        raise TypeError("budget: this client's generated code predates run budgets (oncekey.v1.RunBudget)")
-    if not isinstance(budget, Mapping):
-        raise TypeError(f"budget must be a mapping (max_children, max_per_namespace), not {type(budget).__name__}")
-    unknown = set(budget) - _BUDGET_FIELDS
-    if unknown:
-        raise ValueError(f"budget: unknown field(s) {sorted(unknown)}; expected max_children, max_per_namespace")
-    per_namespace = budget.get("max_per_namespace") or {}
-    if not isinstance(per_namespace, Mapping):
-        raise TypeError("budget: max_per_namespace must be a mapping of namespace to cap")
-    request.budget.CopyFrom(
-        pb.RunBudget(max_children=int(budget.get("max_children") or 0), max_per_namespace=dict(per_namespace))
-    )
 
 
 def complete_request(key: OperationKey, token: int, result: StoredResult) -> pb.CompleteRequest:
@@ -280,9 +304,9 @@ def _acquired(grant: LeaseGrant) -> Next:
     return Next(lapsed=grant) if lapsed(grant) else Next(grant=grant)
 
 
-def after_claim(claimed: Claimed, owner: str, remaining: float, annotation: Any) -> Next:
-    """Decides what a Claim's answer means for the run; raises the typed exception for the
-    outcomes that end it without a result."""
+def after_claim(claimed: Claimed, owner: str, remaining: float, annotation: Any, key: OperationKey | None = None) -> Next:
+    """Decides what a Claim's answer means for the run (of ``key``); raises the typed exception
+    for the outcomes that end it without a result."""
     record = claimed.record
     if claimed.outcome is Outcome.ACQUIRED and claimed.lease is not None:
         return _acquired(claimed.lease)
@@ -296,8 +320,8 @@ def after_claim(claimed: Claimed, owner: str, remaining: float, annotation: Any)
         where = f"{record.namespace}/{record.key}" if record else "the operation"
         raise NeedsReconciliation(f"{where}: outcome unknown; check the outside world, then reconcile", record)
     if claimed.outcome is Outcome.DUPLICATE_INTENT:
-        # Nothing was written, so the answer carries no record to name the operation by.
-        raise DuplicateIntent("", "", claimed.intent_matches)
+        # Refused by the intent guard: nothing was written for the key, and nothing runs.
+        raise DuplicateIntent(key.namespace if key else "", key.key if key else "", claimed.intent_matches)
     if claimed.outcome is Outcome.AWAITING_APPROVAL:
         # The server held the Claim until the wait ran out (or it drained): nothing runs.
         if remaining <= 0:

@@ -37,7 +37,7 @@ from oncekey.errors import (
 from oncekey.fingerprint import fingerprint
 from oncekey.key import OperationKey
 from oncekey.lease import Lease
-from oncekey.types import JSON_CONTENT_TYPE, Record, Semantics, StoredError, StoredResult
+from oncekey.types import JSON_CONTENT_TYPE, Record, RunBudget, Semantics, StoredError, StoredResult
 
 DEFAULT_RETENTION = 7 * 24 * 3600.0
 """How long a saga's outcome, and its steps' and compensations', are kept by default (7 days)."""
@@ -72,19 +72,26 @@ class SagaOptions:
     retryable: tuple[type[BaseException], ...] = ()
     """Exception classes of steps and compensations that release the saga for a later run instead
     of failing it for good (besides the client's own transient errors)."""
-    budget: Mapping[str, Any] | None = None
-    """The saga's run budget (``max_children``, ``max_per_namespace``), set by its first Claim."""
+    budget: RunBudget | Mapping[str, Any] | None = None
+    """The saga's run budget (a ``RunBudget``, or a mapping with ``max_children`` and/or
+    ``max_per_namespace``), set by its first Claim."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.retryable, tuple) or not all(
             isinstance(c, type) and issubclass(c, BaseException) for c in self.retryable
         ):
             raise TypeError("retryable must be a tuple of exception classes")
+        if self.budget is not None:
+            object.__setattr__(self, "budget", RunBudget.of(self.budget))
 
     def parent(self) -> Options:
+        # The saga's own Claim carries no arguments (PARENT_FINGERPRINT), the same for every saga,
+        # so to the intent guard every saga of a namespace would look like a repeat of the last:
+        # it is a deliberate repeat (repeat_intent). Its steps carry their arguments, and are
+        # guarded as the namespace says.
         return Options(
             lease_ttl=self.lease_ttl, retention=self.retention, semantics=Semantics.AT_MOST_ONCE,
-            wait=self.wait, owner=self.owner,
+            wait=self.wait, owner=self.owner, budget=self.budget, repeat_intent=True,
         )  # fmt: skip
 
     def child(self) -> Options:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from oncekey.errors import (
     AwaitingApproval,
+    BudgetExhausted,
+    DuplicateIntent,
     Error,
     InProgress,
     KeyReused,
@@ -31,6 +33,25 @@ def explain(error: Error) -> str:
             "Nothing was done: this action was already taken by an earlier call with other arguments "
             "(KEY_REUSED). Do not retry it with changed arguments: ask the user how to proceed. Calling "
             "again with exactly the earlier call's arguments returns its result."
+        )
+    if isinstance(error, DuplicateIntent):
+        others = ", ".join(
+            f"{m.key} ({'refused too' if m.refused else m.status.value})" for m in error.matches
+        ) or "another key"
+        return (
+            "Nothing was done: the same action with exactly these arguments was already requested under "
+            f"another key ({others}) a short while ago (DUPLICATE_INTENT). Do not retry it under a new "
+            "key: that earlier request is this intent, so use its key to get its result. Only if the "
+            "user explicitly wants the action done again, call again saying so (repeat_intent)."
+        )
+    if isinstance(error, BudgetExhausted):
+        cap = "child actions in all" if error.limit in ("", BudgetExhausted.MAX_CHILDREN) else f"{error.limit} actions"
+        used = f" ({error.spent} of {error.max} used)" if error.max else ""
+        parent = f" of {error.parent_namespace}/{error.parent_key}" if error.parent_namespace else ""
+        return (
+            f"Nothing was done: this run's budget{parent} of {cap} is spent{used} (BUDGET_EXHAUSTED). "
+            "Do not retry: it is refused again for as long as the run lasts. Stop, tell the user what was "
+            "done so far, and ask whether to go on with a larger budget."
         )
     if isinstance(error, InProgress):
         return (

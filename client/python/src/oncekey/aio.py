@@ -32,7 +32,19 @@ from oncekey.lease import AsyncKeepAlive, Lease, _current
 from oncekey.operations import AsyncOperations
 from oncekey.retry import Breaker, BreakerPolicy, CircuitOpen, RetryPolicy
 from oncekey.saga import AsyncSaga
-from oncekey.types import Claimed, Disposition, LeaseGrant, Outcome, Record, Semantics, StoredError, StoredResult
+from oncekey.types import (
+    Claimed,
+    Disposition,
+    IntentGuardMode,
+    IntentMatch,
+    LeaseGrant,
+    Outcome,
+    Record,
+    RunBudget,
+    Semantics,
+    StoredError,
+    StoredResult,
+)
 
 log = logging.getLogger("oncekey")
 
@@ -120,11 +132,16 @@ class AsyncClient(AsyncOperations):
         require_approval: bool = False,
         dry_run: bool = False,
         max_attempts: int | None = None,
+        intent_guard: IntentGuardMode | None = None,
+        intent_window: float | None = None,
+        repeat_intent: bool = False,
+        budget: RunBudget | Mapping[str, Any] | None = None,
     ) -> Claimed:
         """``Claim``: as ``Client.claim``."""
         options = Options(
             lease_ttl=lease_ttl, retention=retention, semantics=semantics,
-            require_approval=require_approval, max_attempts=max_attempts,
+            require_approval=require_approval, max_attempts=max_attempts, intent_guard=intent_guard,
+            intent_window=intent_window, repeat_intent=repeat_intent, budget=budget,
         )  # fmt: skip
         request = _core.claim_request(
             key, b"", options, owner or self._owner, reconcile=reconcile, wait=wait, dry_run=dry_run
@@ -201,7 +218,7 @@ class AsyncClient(AsyncOperations):
         *,
         owner: str | None = None,
         retention: float | None = None,
-        budget: Mapping[str, Any] | None = None,
+        budget: RunBudget | Mapping[str, Any] | None = None,
         lease_ttl: float | None = None,
         wait: float = _core.DEFAULT_WAIT,
         semantics: Semantics = Semantics.AT_LEAST_ONCE,
@@ -274,10 +291,11 @@ class AsyncClient(AsyncOperations):
 
     async def _run(self, key: OperationKey, fp: bytes, fn: Callable[[Lease], Awaitable[Any]], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
         owner = _core.run_owner(options, self._owner)
-        got = await self._acquire(key, fp, options, owner, returns, reconcile)
+        matches: list[IntentMatch] = []
+        got = await self._acquire(key, fp, options, owner, returns, reconcile, matches)
         if isinstance(got, Done):
-            return got
-        return await self._acquired(key, got, fn, options)
+            return _core.with_matches(got, matches)
+        return _core.with_matches(await self._acquired(key, got, fn, options), matches)
 
     async def _acquire(
         self,
@@ -287,7 +305,7 @@ class AsyncClient(AsyncOperations):
         owner: str,
         returns: Any,
         reconcile: bool,
-        budget: Mapping[str, Any] | None = None,
+        matches: list[IntentMatch] | None = None,
     ) -> Done[Any] | LeaseGrant:
         """As ``Client._acquire``: claims ``key`` until it is acquired (a lease acquired while the
         caller is cancelled is released) or its outcome is known."""
@@ -295,9 +313,11 @@ class AsyncClient(AsyncOperations):
         deadline = loop.time() + options.wait
         while True:
             remaining = max(deadline - loop.time(), 0.0)
-            request = _core.claim_request(key, fp, options, owner, reconcile=reconcile, wait=remaining, budget=budget)
+            request = _core.claim_request(key, fp, options, owner, reconcile=reconcile, wait=remaining)
             claimed = await self._claim_releasing_on_cancel(request, key, owner, min(remaining, _core.MAX_WAIT))
-            step = _core.after_claim(claimed, owner, deadline - loop.time(), returns)
+            if matches is not None and claimed.intent_matches:
+                matches[:] = claimed.intent_matches  # the Claim that created the key names them
+            step = _core.after_claim(claimed, owner, deadline - loop.time(), returns, key)
             if step.done is not None:
                 return step.done
             if step.grant is not None:

@@ -31,7 +31,18 @@ from oncekey.lease import Lease, SyncKeepAlive, _current
 from oncekey.operations import Operations
 from oncekey.retry import Breaker, BreakerPolicy, CircuitOpen, RetryPolicy
 from oncekey.saga import Saga
-from oncekey.types import Claimed, Disposition, LeaseGrant, Record, Semantics, StoredError, StoredResult
+from oncekey.types import (
+    Claimed,
+    Disposition,
+    IntentGuardMode,
+    IntentMatch,
+    LeaseGrant,
+    Record,
+    RunBudget,
+    Semantics,
+    StoredError,
+    StoredResult,
+)
 
 log = logging.getLogger("oncekey")
 
@@ -103,6 +114,10 @@ class Client(Operations):
         require_approval: bool = False,
         dry_run: bool = False,
         max_attempts: int | None = None,
+        intent_guard: IntentGuardMode | None = None,
+        intent_window: float | None = None,
+        repeat_intent: bool = False,
+        budget: RunBudget | Mapping[str, Any] | None = None,
     ) -> Claimed:
         """``Claim``: may the caller perform ``key`` now? ``args`` are fingerprinted here (or pass
         ``payload_json`` for the server to fingerprint). Raises ``KeyReused`` when the key was
@@ -112,10 +127,20 @@ class Client(Operations):
         until someone approves or rejects it); ``max_attempts`` caps its acquisitions (past the cap
         a released operation fails for good with code 429, "attempts exhausted"); both are fixed by
         the first Claim of a key. ``dry_run`` answers what this Claim would get now, writing
-        nothing (``Claimed.dry_run`` is True, ``lease`` None, ``record`` None when absent)."""
+        nothing (``Claimed.dry_run`` is True, ``lease`` None, ``record`` None when absent).
+
+        ``intent_guard`` (``"off"``, ``"warn"``, ``"refuse"``; None: the namespace's setting),
+        ``intent_window`` (seconds, 1 ..= 86400) and ``repeat_intent`` set the intent guard of a
+        Claim of a new key: with ``"refuse"``, arguments another key of the namespace was claimed
+        with within the window answer outcome ``DUPLICATE_INTENT`` (nothing written); with
+        ``"warn"`` (or ``repeat_intent``) the Claim goes on; either way ``Claimed.intent_matches``
+        names the other keys. ``budget`` (a ``RunBudget`` or a mapping) caps the children of this
+        operation, fixed by its first Claim; a Claim of a new child beyond its parent's budget
+        raises ``BudgetExhausted``."""
         options = Options(
             lease_ttl=lease_ttl, retention=retention, semantics=semantics,
-            require_approval=require_approval, max_attempts=max_attempts,
+            require_approval=require_approval, max_attempts=max_attempts, intent_guard=intent_guard,
+            intent_window=intent_window, repeat_intent=repeat_intent, budget=budget,
         )  # fmt: skip
         request = _core.claim_request(
             key, b"", options, owner or self._owner, reconcile=reconcile, wait=wait, dry_run=dry_run
@@ -200,8 +225,14 @@ class Client(Operations):
         ``max_attempts``) and the key claimed again while ``wait`` lasts, then ``LeaseLost`` (with
         no ``operation_error``).
 
+        DUPLICATE_INTENT (``intent_guard="refuse"``: the same arguments were claimed under another
+        key of the namespace within the intent window): ``DuplicateIntent`` (``.matches``), ``fn``
+        never runs. A run of a new child beyond its parent's run budget: ``BudgetExhausted``.
+
         Options: ``lease_ttl``, ``retention``, ``semantics``, ``wait``, ``owner``, ``final``,
-        ``abandon``, ``require_approval``, ``max_attempts`` (see ``oncekey.Options``).
+        ``abandon``, ``require_approval``, ``max_attempts``, ``intent_guard``, ``intent_window``,
+        ``repeat_intent``, ``budget`` (see ``oncekey.Options``). ``Done.intent_matches`` names the
+        other keys when the intent guard warned.
         """
         return self._run(key, fingerprint_of(args), fn, Options(**options), returns, reconcile)
 
@@ -234,7 +265,7 @@ class Client(Operations):
         *,
         owner: str | None = None,
         retention: float | None = None,
-        budget: Mapping[str, Any] | None = None,
+        budget: RunBudget | Mapping[str, Any] | None = None,
         lease_ttl: float | None = None,
         wait: float = _core.DEFAULT_WAIT,
         semantics: Semantics = Semantics.AT_LEAST_ONCE,
@@ -255,7 +286,8 @@ class Client(Operations):
         process running the saga; ``semantics`` the steps' and compensations' (the saga itself
         is at most once); ``retryable`` exception classes of steps that release the saga for a
         later run instead of rolling it back; ``budget`` the saga's run budget
-        (``{"max_children": n, "max_per_namespace": {ns: n}}``, compensations included)."""
+        (a ``RunBudget``, or ``{"max_children": n, "max_per_namespace": {ns: n}}``;
+        compensations included)."""
         options = SagaOptions(
             lease_ttl=lease_ttl, retention=DEFAULT_RETENTION if retention is None else retention, wait=wait,
             owner=owner, semantics=semantics, retryable=tuple(retryable), budget=budget,
@@ -322,10 +354,11 @@ class Client(Operations):
 
     def _run(self, key: OperationKey, fp: bytes, fn: Callable[[Lease], Any], options: Options, returns: Any, reconcile: bool) -> Done[Any]:
         owner = _core.run_owner(options, self._owner)
-        got = self._acquire(key, fp, options, owner, returns, reconcile)
+        matches: list[IntentMatch] = []
+        got = self._acquire(key, fp, options, owner, returns, reconcile, matches)
         if isinstance(got, Done):
-            return got
-        return self._acquired(key, got, fn, options)
+            return _core.with_matches(got, matches)
+        return _core.with_matches(self._acquired(key, got, fn, options), matches)
 
     def _acquire(
         self,
@@ -335,16 +368,19 @@ class Client(Operations):
         owner: str,
         returns: Any,
         reconcile: bool,
-        budget: Mapping[str, Any] | None = None,
+        matches: list[IntentMatch] | None = None,
     ) -> Done[Any] | LeaseGrant:
         """Claims ``key`` until it is acquired (its lease, under which nothing has run yet) or its
-        outcome is known (a ``Done``); the other outcomes raise as ``_core.after_claim`` says."""
+        outcome is known (a ``Done``); the other outcomes raise as ``_core.after_claim`` says.
+        ``matches`` gets the intent guard's matches, when a Claim named any."""
         deadline = time.monotonic() + options.wait
         while True:
             remaining = max(deadline - time.monotonic(), 0.0)
-            request = _core.claim_request(key, fp, options, owner, reconcile=reconcile, wait=remaining, budget=budget)
+            request = _core.claim_request(key, fp, options, owner, reconcile=reconcile, wait=remaining)
             claimed = Claimed.from_wire(self._call("Claim", request, min(remaining, _core.MAX_WAIT)))
-            step = _core.after_claim(claimed, owner, deadline - time.monotonic(), returns)
+            if matches is not None and claimed.intent_matches:
+                matches[:] = claimed.intent_matches  # the Claim that created the key names them
+            step = _core.after_claim(claimed, owner, deadline - time.monotonic(), returns, key)
             if step.done is not None:
                 return step.done
             if step.grant is not None:

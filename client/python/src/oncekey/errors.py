@@ -9,16 +9,16 @@ This module only classifies errors; whether to retry one is ``oncekey.retry``'s 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
+from oncekey.key import OperationKey
 from oncekey.v1 import ledger_pb2 as pb
 
 if TYPE_CHECKING:
-    from oncekey.key import OperationKey
-    from oncekey.types import Record, StoredError
+    from oncekey.types import IntentMatch, Record, StoredError
 
 ERROR_DOMAIN = "oncekey"
 _REASON_PREFIX = "ERROR_REASON_"
@@ -231,20 +231,83 @@ class UnsettledAtMostOnce(RpcError):
 
 class BudgetExhausted(RpcError):
     """A Claim of a new child operation beyond its parent's run budget (FAILED_PRECONDITION
-    ``BUDGET_EXHAUSTED``; docs/api.md, "Run budgets"): nothing ran. Never retried."""
+    ``BUDGET_EXHAUSTED``; docs/api.md, "Run budgets"): nothing ran and nothing was written for the
+    child; the same run fails again while the parent's record lives. Never retried. The fields are
+    the server's ErrorInfo metadata: ``parent_namespace`` and ``parent_key`` name the parent whose
+    budget is spent, ``limit`` the cap that was hit (``"max_children"``, or the child namespace whose
+    ``max_per_namespace`` cap it was), ``spent`` how many children that cap had counted, ``max``
+    the cap."""
+
+    MAX_CHILDREN = "max_children"
+    """``limit`` when the total cap (``RunBudget.max_children``) was hit."""
+
+    def __init__(
+        self,
+        code: grpc.StatusCode = grpc.StatusCode.FAILED_PRECONDITION,
+        message: str = "",
+        reason: str | None = None,
+        field: str | None = None,
+        *,
+        parent_namespace: str = "",
+        parent_key: str = "",
+        limit: str = "",
+        spent: int = 0,
+        max: int = 0,
+    ):
+        super().__init__(code, message, reason or reason_name(pb.ERROR_REASON_BUDGET_EXHAUSTED), field)
+        self.parent_namespace = parent_namespace
+        self.parent_key = parent_key
+        self.limit = limit
+        self.spent = spent
+        self.max = max
+
+    @property
+    def parent(self) -> OperationKey | None:
+        """The parent operation whose budget is spent (None when the server did not say)."""
+        if not self.parent_namespace or not self.parent_key:
+            return None
+        return OperationKey(self.parent_namespace, self.parent_key)
+
+    @classmethod
+    def from_metadata(cls, code: grpc.StatusCode, message: str, reason: str | None, metadata: Mapping[str, str]) -> BudgetExhausted:
+        """The error of a ``BUDGET_EXHAUSTED`` answer, from its ErrorInfo metadata (a count that
+        does not parse reads as 0)."""
+
+        def count(name: str) -> int:
+            try:
+                return max(int(metadata.get(name, "")), 0)
+            except ValueError:
+                return 0
+
+        return cls(
+            code, message, reason,
+            parent_namespace=metadata.get("parent_namespace", ""), parent_key=metadata.get("parent_key", ""),
+            limit=metadata.get("limit", ""), spent=count("spent"), max=count("max"),
+        )  # fmt: skip
 
 
 class DuplicateIntent(Error):
-    """The intent guard refused the operation (outcome ``DUPLICATE_INTENT``): the same arguments
-    were claimed under the keys in ``matches`` within the namespace's window — a made-up key?
-    Nothing ran. Use the other key, or Claim with ``repeat_intent`` if the repeat is deliberate."""
+    """The intent guard refused the operation (outcome ``DUPLICATE_INTENT``; docs/api.md, "Intent
+    guard"): the same arguments were claimed under the keys in ``matches`` (``IntentMatch``: key,
+    status, claimed_at, refused; most recent first) within the namespace's window — a made-up key?
+    Nothing ran and nothing was written for ``namespace``/``key``. Use the other key (its outcome
+    is that intent's), or run again with ``repeat_intent=True`` if the repeat is deliberate."""
 
-    def __init__(self, namespace: str, key: str, matches: tuple[str, ...]) -> None:
-        where = f"{namespace}/{key}: " if namespace else ""
-        super().__init__(f"{where}the same arguments were claimed under {', '.join(matches) or 'another key'}")
+    def __init__(self, namespace: str, key: str, matches: Sequence[IntentMatch]) -> None:
         self.namespace = namespace
         self.key = key
-        self.matches = matches
+        self.matches: tuple[IntentMatch, ...] = tuple(matches)
+        where = f"{namespace}/{key}: " if namespace else ""
+        others = ", ".join(f"{m.key} ({'refused' if m.refused else m.status.value})" for m in self.matches) or "another key"
+        super().__init__(
+            f"{where}the same arguments were claimed under {others} within the intent window "
+            "(DUPLICATE_INTENT): use that key, or run again with repeat_intent=True if the repeat is deliberate"
+        )
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The other keys, most recent first."""
+        return tuple(m.key for m in self.matches)
 
 
 class MissingScope(PermissionDenied):
@@ -369,6 +432,9 @@ def classify(error: grpc.RpcError) -> Error:
         return LeaseLost(None, why)
     if kind is RateLimited:
         return RateLimited(f"{code.name} {why}: {message}", code, why)
+    if kind is BudgetExhausted:  # never retried, whatever its code (oncekey.retry.NEVER_RETRIED)
+        info = error_info(error)
+        return BudgetExhausted.from_metadata(code, message, why, dict(info.metadata) if info is not None else {})
     if (kind is not None and issubclass(kind, Unavailable)) or code in TRANSIENT_CODES:
         return Unavailable(f"{code.name}: {message}", code, why)
     bad = _detail(error, error_details_pb2.BadRequest)

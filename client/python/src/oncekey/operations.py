@@ -1,5 +1,6 @@
-"""The operator's calls of both clients: listing records (docs/api.md "Listing"), reconciling a
-listed record, approval decisions ("Approval") and purging ("Purge"). ``Client`` and
+"""The operator's calls of both clients: listing records (docs/api.md "Listing") and suspected
+duplicate intents ("ListDuplicateIntents"), reconciling a listed record, approval decisions
+("Approval") and purging ("Purge"). ``Client`` and
 ``AsyncClient`` inherit them from ``Operations`` and ``AsyncOperations``; each call goes through
 the client's ``_call``, so it is retried and its errors are typed like every other RPC.
 """
@@ -15,7 +16,16 @@ from oncekey._core import Done, Options
 from oncekey.errors import Error
 from oncekey.key import OperationKey
 from oncekey.lease import Lease
-from oncekey.listing import Parent, RecordPage, list_request, page_of
+from oncekey.listing import (
+    DuplicateIntentGroup,
+    DuplicateIntentPage,
+    Parent,
+    RecordPage,
+    duplicates_page_of,
+    duplicates_request,
+    list_request,
+    page_of,
+)
 from oncekey.types import Record, RecordStatus
 
 _RECONCILE_WAIT = 0.0
@@ -71,6 +81,27 @@ class Operations:
         while True:
             page = self.list_page(namespace=namespace, statuses=statuses, parent=parent, page_size=page_size, page_token=token)
             yield from page.records
+            if page.next_page_token is None:
+                return
+            token = page.next_page_token
+
+    def list_duplicate_intents_page(
+        self, *, namespace: str | None = None, page_size: int | None = None, page_token: str | None = None
+    ) -> DuplicateIntentPage:
+        """``ListDuplicateIntents``: one page of the caller's suspected duplicate intents (of
+        ``namespace``, when given): arguments claimed under more than one key of a namespace
+        within its intent window, refused Claims included. ``page_size`` 1..=1000 (default 100);
+        a page may hold fewer (even none) and still have a ``next_page_token``."""
+        return duplicates_page_of(self._call("ListDuplicateIntents", duplicates_request(namespace, page_size, page_token)))
+
+    def list_duplicate_intents(self, namespace: str | None = None, *, page_size: int | None = None) -> Iterator[DuplicateIntentGroup]:
+        """Every suspected duplicate intent of the caller's tenant (of ``namespace``, when given),
+        page after page, fetched as the iteration goes:
+        ``for dup in client.list_duplicate_intents("email.send"): print(dup.keys)``."""
+        token: str | None = None
+        while True:
+            page = self.list_duplicate_intents_page(namespace=namespace, page_size=page_size, page_token=token)
+            yield from page.intents
             if page.next_page_token is None:
                 return
             token = page.next_page_token
@@ -170,6 +201,27 @@ class AsyncOperations:
             page = await self.list_page(namespace=namespace, statuses=statuses, parent=parent, page_size=page_size, page_token=token)
             for record in page.records:
                 yield record
+            if page.next_page_token is None:
+                return
+            token = page.next_page_token
+
+    async def list_duplicate_intents_page(
+        self, *, namespace: str | None = None, page_size: int | None = None, page_token: str | None = None
+    ) -> DuplicateIntentPage:
+        """``ListDuplicateIntents``: one page, as ``Client.list_duplicate_intents_page``."""
+        request = duplicates_request(namespace, page_size, page_token)
+        return duplicates_page_of(await self._call("ListDuplicateIntents", request))
+
+    async def list_duplicate_intents(
+        self, namespace: str | None = None, *, page_size: int | None = None
+    ) -> AsyncIterator[DuplicateIntentGroup]:
+        """Every suspected duplicate intent, page after page:
+        ``async for dup in client.list_duplicate_intents("email.send"): ...``."""
+        token: str | None = None
+        while True:
+            page = await self.list_duplicate_intents_page(namespace=namespace, page_size=page_size, page_token=token)
+            for intent in page.intents:
+                yield intent
             if page.next_page_token is None:
                 return
             token = page.next_page_token

@@ -2,8 +2,9 @@
 breaker shared by every call of one client.
 
 Only transient failures are retried (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED): never
-INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, FAILED_PRECONDITION, nor a call the breaker
-refused. A retry resends the identical request: same key, same fingerprint, same lease token.
+INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, FAILED_PRECONDITION (``BUDGET_EXHAUSTED``
+whatever its code: ``NEVER_RETRIED``), nor a call the breaker refused. A retry resends the
+identical request: same key, same fingerprint, same lease token.
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ import threading
 import time
 from dataclasses import dataclass
 
-from oncekey.errors import is_transient, pushback
+from oncekey.errors import is_transient, pushback, reason
 
 log = logging.getLogger("oncekey")
+
+NEVER_RETRIED = frozenset({"BUDGET_EXHAUSTED"})
+"""ErrorInfo reasons never retried, whatever the code they come with: a spent run budget stays
+spent while the parent's record lives, so resending the Claim would only be refused again."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class RetryPolicy:
     def delay(self, error: BaseException, attempts: int) -> float | None:
         """Seconds to wait before resending after ``error`` on attempt ``attempts``, or None to
         give up."""
-        if not is_transient(error) or attempts >= self.max_attempts:
+        if not is_transient(error) or attempts >= self.max_attempts or reason(error) in NEVER_RETRIED:
             return None
         asked, seconds = pushback(error)
         if asked:

@@ -162,7 +162,7 @@ class Saga(_Base):
         reconcile = False
         while got is None:
             try:
-                got = client._acquire(self.key, PARENT_FINGERPRINT, options, owner, returns, reconcile, self._options.budget)
+                got = client._acquire(self.key, PARENT_FINGERPRINT, options, owner, returns, reconcile)
             except NeedsReconciliation:
                 if reconcile:
                     raise
@@ -313,7 +313,7 @@ class AsyncSaga(_Base):
         reconcile = False
         while got is None:
             try:
-                got = await client._acquire(self.key, PARENT_FINGERPRINT, options, owner, returns, reconcile, self._options.budget)
+                got = await client._acquire(self.key, PARENT_FINGERPRINT, options, owner, returns, reconcile)
             except NeedsReconciliation:
                 if reconcile:
                     raise

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, Literal, Mapping, Union, cast
 
 from google.protobuf import duration_pb2
 
@@ -84,6 +84,158 @@ class Outcome(str, enum.Enum):
     def from_wire(cls, value: int) -> Outcome:
         name = pb.ClaimOutcome.Name(value).removeprefix("CLAIM_OUTCOME_") if value in pb.ClaimOutcome.values() else "UNSPECIFIED"
         return cls.__members__.get(name, cls.UNSPECIFIED)
+
+
+class IntentGuard(str, enum.Enum):
+    """What the intent guard (docs/api.md, "Intent guard") does with a Claim of a new key whose
+    arguments another live key of the namespace was claimed with within the intent window. A
+    Claim's mode can make the namespace's setting (the server's ``--intent-guard``, the tenant's
+    limits line) stricter, never looser; pass it as the member or its value (``"refuse"``)."""
+
+    OFF = "off"
+    """No check."""
+    WARN = "warn"
+    """The run goes on as usual; ``Claimed.intent_matches`` / ``Done.intent_matches`` name the
+    other keys."""
+    REFUSE = "refuse"
+    """Outcome ``DUPLICATE_INTENT`` (a run raises ``DuplicateIntent``): nothing runs and nothing is
+    written for the key, unless the Claim says ``repeat_intent``."""
+
+    def wire(self) -> pb.IntentGuard:
+        return cast(pb.IntentGuard, pb.IntentGuard.Value(f"INTENT_GUARD_{self.name}"))
+
+
+IntentGuardMode = Union[IntentGuard, Literal["off", "warn", "refuse"]]
+"""An intent guard mode: an ``IntentGuard`` or its value."""
+
+MIN_INTENT_WINDOW = 1.0
+"""The shortest intent window a Claim may ask for, in seconds."""
+MAX_INTENT_WINDOW = 86400.0
+"""The longest intent window a Claim may ask for, in seconds (24 h)."""
+
+
+def check_intent_guard(value: IntentGuardMode | None) -> IntentGuard | None:
+    """An intent guard mode as an ``IntentGuard`` (None: the namespace's setting)."""
+    if value is None or isinstance(value, IntentGuard):
+        return value
+    if isinstance(value, str):
+        try:
+            return IntentGuard(value)
+        except ValueError:
+            pass
+    raise ValueError(f'intent_guard must be "off", "warn" or "refuse" (or None: the namespace\'s setting), not {value!r}')
+
+
+def check_intent_window(value: float | None) -> float | None:
+    """An intent window in seconds, checked as the server checks it: 1 ..= 86400 (None: the
+    namespace's window)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"intent_window must be a number of seconds, not {type(value).__name__}")
+    if not MIN_INTENT_WINDOW <= value <= MAX_INTENT_WINDOW:
+        raise ValueError(
+            f"intent_window must be between {MIN_INTENT_WINDOW:g} and {MAX_INTENT_WINDOW:g} seconds "
+            f"(None: the namespace's window), not {value}"
+        )
+    return float(value)
+
+
+@dataclass(frozen=True)
+class IntentMatch:
+    """Another key claimed with the same arguments in the same namespace within the intent window."""
+
+    key: str
+    """The other key (in the same namespace)."""
+    status: RecordStatus
+    """Its record's status now (``PROCESSING`` while its first Claim is under way)."""
+    claimed_at: dt.datetime | None
+    """When it was claimed with these arguments."""
+    refused: bool = False
+    """The guard refused that Claim (``DUPLICATE_INTENT``), so it has no record."""
+
+    @classmethod
+    def from_wire(cls, m: pb.IntentMatch) -> IntentMatch:
+        return cls(key=m.key, status=RecordStatus.from_wire(m.status), claimed_at=_time(m, "claimed_at"), refused=m.refused)
+
+
+_UINT32_MAX = 2**32 - 1
+_BUDGET_FIELDS = frozenset({"max_children", "max_per_namespace"})
+
+
+def _count(what: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if not 0 <= value <= _UINT32_MAX:
+        raise ValueError(f"{what} must be between 0 and {_UINT32_MAX}, not {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """At most how many child operations a parent operation (an agent run, a saga) may create
+    (docs/api.md, "Run budgets"): set by the parent's first Claim, it counts the children whose
+    first Claim names it as parent (``key.child(...)``), never retries or replays of a child. A
+    run of a new child beyond it raises ``BudgetExhausted``. The server also checks each cap
+    (at most 1000; each ``max_per_namespace`` entry at least 1, at most 64 of them)."""
+
+    max_children: int = 0
+    """The most children in all (0: no total cap)."""
+    max_per_namespace: Mapping[str, int] = field(default_factory=dict)
+    """The most children per child namespace, e.g. ``{"email.send": 3}``."""
+
+    def __post_init__(self) -> None:
+        _count("budget: max_children", self.max_children)
+        if not isinstance(self.max_per_namespace, Mapping):
+            raise TypeError("budget: max_per_namespace must be a mapping of namespace to cap")
+        caps: dict[str, int] = {}
+        for namespace, cap in self.max_per_namespace.items():
+            if not isinstance(namespace, str):
+                raise TypeError(f"budget: max_per_namespace keys must be namespaces (str), not {type(namespace).__name__}")
+            caps[namespace] = _count(f"budget: max_per_namespace[{namespace!r}]", cap)
+        object.__setattr__(self, "max_per_namespace", caps)  # a copy: the caller's mapping may change
+
+    @classmethod
+    def of(cls, budget: RunBudget | Mapping[str, Any]) -> RunBudget:
+        """A ``RunBudget``, or a mapping with ``max_children`` and/or ``max_per_namespace``."""
+        if isinstance(budget, RunBudget):
+            return budget
+        if not isinstance(budget, Mapping):
+            raise TypeError(f"budget must be a RunBudget or a mapping (max_children, max_per_namespace), not {type(budget).__name__}")
+        unknown = set(budget) - _BUDGET_FIELDS
+        if unknown:
+            raise ValueError(f"budget: unknown field(s) {sorted(unknown)}; expected max_children, max_per_namespace")
+        return cls(max_children=budget.get("max_children") or 0, max_per_namespace=budget.get("max_per_namespace") or {})
+
+    def to_wire(self) -> pb.RunBudget:
+        return pb.RunBudget(max_children=self.max_children, max_per_namespace=dict(self.max_per_namespace))
+
+    @classmethod
+    def from_wire(cls, b: pb.RunBudget) -> RunBudget:
+        return cls(max_children=b.max_children, max_per_namespace=dict(b.max_per_namespace))
+
+
+@dataclass(frozen=True)
+class BudgetUsage:
+    """A parent operation's run budget and what its children used of it (``Record.budget``)."""
+
+    budget: RunBudget
+    """The budget the parent's first Claim set."""
+    children: int = 0
+    """How many child operations were created under it."""
+    children_per_namespace: dict[str, int] = field(default_factory=dict)
+    """Of those, how many per child namespace."""
+    refused: int = 0
+    """How many Claims of new children it refused (``BudgetExhausted``)."""
+
+    @classmethod
+    def from_wire(cls, u: pb.BudgetUsage) -> BudgetUsage:
+        return cls(
+            budget=RunBudget.from_wire(u.budget),
+            children=u.children,
+            children_per_namespace=dict(u.children_per_namespace),
+            refused=u.refused,
+        )
 
 
 JSON_CONTENT_TYPE = "application/json"
@@ -194,6 +346,8 @@ class Record:
     """The most acquisitions allowed, reconciliations not counted (0: no cap)."""
     approval: Approval | None = None
     """The approval decision, once made."""
+    budget: BudgetUsage | None = None
+    """The run budget its first Claim set and what its children used of it (None: no budget)."""
 
     @property
     def operation_key(self) -> OperationKey:
@@ -224,6 +378,7 @@ class Record:
             require_approval=r.require_approval,
             max_attempts=r.max_attempts,
             approval=Approval.from_wire(r.approval) if r.HasField("approval") else None,
+            budget=BudgetUsage.from_wire(r.budget) if r.HasField("budget") else None,
         )
 
 
@@ -236,10 +391,10 @@ class Claimed:
     lease: LeaseGrant | None
     retry_after: float
     """Seconds to wait before claiming again (IN_PROGRESS)."""
-    intent_matches: tuple[str, ...] = ()
+    intent_matches: tuple[IntentMatch, ...] = ()
     """Other live keys of the namespace claimed with the same arguments within the intent window,
-    most recent first: set when the intent guard warned, refused (``DUPLICATE_INTENT``) or let a
-    deliberate repeat through (docs/api.md, "Intent guard")."""
+    most recent first (at most 8): set when the intent guard warned, refused (``DUPLICATE_INTENT``)
+    or let a deliberate repeat through (docs/api.md, "Intent guard")."""
     dry_run: bool = False
     """True for the answer to a dry run: ``outcome`` is what a Claim would get now, ``record`` the
     record as stored (None when the key has none); nothing was written and ``lease`` is None."""
@@ -252,7 +407,7 @@ class Claimed:
             record=Record.from_wire(r.record) if r.HasField("record") else None,
             lease=LeaseGrant.from_wire(r.lease) if r.HasField("lease") else None,
             retry_after=r.retry_after.ToTimedelta().total_seconds() if r.HasField("retry_after") else 0.0,
-            intent_matches=tuple(m.key for m in r.intent_matches),
+            intent_matches=tuple(IntentMatch.from_wire(m) for m in r.intent_matches),
         )
 
 

@@ -1,7 +1,8 @@
 """A typed use of the client, checked by ``mypy --strict`` and ``pyright`` (scripts/test, polyglot
 stage; configured in pyproject.toml): a wrapped function keeps its parameters and return type, sync
 and async, plain functions and methods, and so do ``.detailed``, ``.reconcile`` and ``.key_of``;
-a saga step returns its function's type and takes a compensation of it.
+a saga step returns its function's type and takes a compensation of it; the agent-safety options
+(intent guard, run budgets) and what they answer are typed.
 
 Each line ending in ``# type: ignore[...]`` must be a type error: both checkers report an ignore
 that is not needed, so a wrapper that accepted anything would fail the check.
@@ -9,10 +10,10 @@ that is not needed, so a wrapper that accepted anything would fail the check.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 import oncekey
-from oncekey import Done, OperationKey, Record, RecordPage, RecordStatus
+from oncekey import Done, DuplicateIntentGroup, IntentGuard, IntentMatch, OperationKey, Record, RecordPage, RecordStatus, RunBudget
 
 if TYPE_CHECKING:
     from typing_extensions import assert_type
@@ -142,3 +143,39 @@ async def async_sagas() -> None:
     assert_type(await aclient.saga(key).run(place), str)
     async with aclient.saga(key) as saga:
         assert_type(saga, oncekey.AsyncSaga)
+
+
+async def agent_safety() -> None:
+    key = OperationKey.of("email.send", "ticket-7", "notify", "v1")
+    claimed = client.claim(
+        key, ["ada@example.com"], intent_guard="refuse", intent_window=600, repeat_intent=False,
+        budget=RunBudget(max_children=3, max_per_namespace={"email.send": 1}),
+    )  # fmt: skip
+    assert_type(claimed.intent_matches, tuple[IntentMatch, ...])
+    assert_type(claimed.intent_matches[0].status, RecordStatus)
+    client.claim(key, intent_guard=IntentGuard.WARN, budget={"max_children": 2})
+    client.claim(key, intent_guard="loud")  # type: ignore[arg-type]
+    client.claim(key, budget=3)  # type: ignore[arg-type]
+    done = send_email.detailed("ada@example.com", "Welcome")
+    assert_type(done.intent_matches, tuple[IntentMatch, ...])
+    try:
+        client.run(key, None, lambda lease: None, intent_guard="warn", budget={"max_children": 2})
+    except oncekey.DuplicateIntent as e:
+        assert_type(e.matches, tuple[IntentMatch, ...])
+        assert_type(e.keys, tuple[str, ...])
+    except oncekey.BudgetExhausted as e:
+        assert_type(e.spent, int)
+        assert_type(e.limit, str)
+        assert_type(e.parent, OperationKey | None)
+    record = client.lookup(key)
+    if record is not None and record.budget is not None:
+        assert_type(record.budget, oncekey.BudgetUsage)
+        assert_type(record.budget.budget.max_per_namespace, Mapping[str, int])
+    for dup in client.list_duplicate_intents("email.send", page_size=50):
+        assert_type(dup, DuplicateIntentGroup)
+        assert_type(dup.claims, tuple[IntentMatch, ...])
+    page = await aclient.list_duplicate_intents_page(namespace="email.send")
+    assert_type(page, oncekey.DuplicateIntentPage)
+    async for listed in aclient.list_duplicate_intents():
+        assert_type(listed.keys, tuple[str, ...])
+    assert_type((await aclient.claim(key, repeat_intent=True)).outcome, oncekey.Outcome)

@@ -118,7 +118,9 @@ impl Admission {
             return Ok(0);
         };
         let defaults = self.policy_defaults();
-        let policy = Policy::from_file(defaults, path)?;
+        // The flag's intent rules were checked at startup; the file's replace them per tenant.
+        let rules = IntentRules::from_flags(&self.inner.args.intent_guard).unwrap_or_default();
+        let policy = Policy::from_file(defaults, path)?.with_intent_defaults(rules);
         let n = policy.overrides();
         *self.inner.policy.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
         Ok(n)
