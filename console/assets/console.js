@@ -3,7 +3,9 @@
 // - the lists refresh every data-refresh-ms from GET /attention, replacing only #attention and
 //   only when they changed, so the filter box, anything typed elsewhere and the keyboard focus
 //   (put back on the same link) stay as they are;
-// - the filter box hides rows that do not contain its text (again after each refresh).
+// - the filter box hides rows that do not contain its text (again after each refresh);
+// - times marked data-ago (absolute UTC from the server, so a refreshed list changes only when
+//   its contents do) read "5m ago", kept current at every refresh; the title keeps the time.
 "use strict";
 (function () {
   const lists = document.getElementById("attention");
@@ -21,16 +23,44 @@
     }
   }
 
+  function ago(ms) {
+    const s = Math.max(0, Math.floor(ms / 1000));
+    if (s < 60) return s + "s ago";
+    if (s < 3600) return Math.floor(s / 60) + "m ago";
+    if (s < 86400) return Math.floor(s / 3600) + "h ago";
+    return Math.floor(s / 86400) + "d ago";
+  }
+
+  function relativeTimes() {
+    const now = Date.now();
+    for (const t of lists.querySelectorAll("time[data-ago]")) {
+      const at = Date.parse(t.getAttribute("datetime") || "");
+      if (!Number.isNaN(at)) t.textContent = ago(now - at);
+    }
+  }
+
+  // The same link again: in the same section first (a record may be listed in two).
+  function findLink(href, sectionId) {
+    const same = (a) => a.getAttribute("href") === href;
+    const section = sectionId ? document.getElementById(sectionId) : null;
+    const inSection = section && lists.contains(section) ? section : null;
+    return (
+      (inSection && Array.from(inSection.querySelectorAll("a[href]")).find(same)) ||
+      Array.from(lists.querySelectorAll("a[href]")).find(same)
+    );
+  }
+
   function replace(html) {
     const focused = document.activeElement;
-    const href = focused && lists.contains(focused) ? focused.getAttribute("href") : null;
+    const inLists = focused && lists.contains(focused);
+    const href = inLists ? focused.getAttribute("href") : null;
+    const where = inLists ? focused.closest("section[id]") : null;
     // The server escaped every stored string; this HTML carries no script.
     lists.innerHTML = html;
     applyFilter();
+    relativeTimes();
     if (href !== null) {
-      const again = Array.from(lists.querySelectorAll("a[href]")).find(
-        (a) => a.getAttribute("href") === href
-      );
+      const again = findLink(href, where ? where.id : null);
       if (again) again.focus();
     }
   }
@@ -53,6 +83,7 @@
           replace(html);
         }
         shown = html;
+        relativeTimes();
         if (refreshed) refreshed.textContent = "Updated " + new Date().toLocaleTimeString() + ".";
       }
     } catch (e) {
@@ -62,5 +93,6 @@
   }
 
   if (filter) filter.addEventListener("input", applyFilter);
+  relativeTimes();
   setTimeout(refresh, every);
 })();

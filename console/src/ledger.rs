@@ -212,6 +212,24 @@ impl Ledger {
         }
     }
 
+    /// One page of the operator's suspected duplicate intents (every namespace).
+    pub(crate) async fn duplicate_intents(
+        &self,
+        session: &Session,
+        page_size: u32,
+    ) -> Result<v1::ListDuplicateIntentsResponse, CallError> {
+        let m = v1::ListDuplicateIntentsRequest {
+            page_size,
+            ..Default::default()
+        };
+        let request = with(&session.credential, m)?;
+        Ok(self
+            .rpc()
+            .list_duplicate_intents(request)
+            .await?
+            .into_inner())
+    }
+
     /// A record and its receipts.
     pub(crate) async fn lookup(
         &self,

@@ -46,7 +46,7 @@ def test_home_lists_an_operation_awaiting_approval(
         assert page.locator(other).get_by_role("link", name=key, exact=True).count() == 0
     # The per-namespace counts say it too.
     counts = page.locator("table.counts tr", has=page.locator(f"th:text-is('{ns}')"))
-    assert [c.inner_text() for c in counts.locator("td").all()] == ["0", "1", "0"]
+    assert [c.inner_text() for c in counts.locator("td").all()] == ["0", "1", "0", "0"]
 
     link.click()
     page.wait_for_url("**/record?*")

@@ -403,7 +403,7 @@ def test_a_decorated_parent_sets_its_budget_from_the_decorator_options(server, t
 
 def test_sagas_run_in_a_guarded_namespace_and_take_a_run_budget(guarded, tenant):
     with oncekey.Client(guarded.target, tenant=tenant) as client:
-        # Every saga's own Claim carries the same (no) arguments: it is not taken for a repeat.
+        # Every saga's own Claim carries its own arguments ({"saga": KEY}): not a repeat.
         for i in range(3):
             key = OperationKey("guarded.trips", unique("trip"))
             assert client.saga(key, budget=RunBudget(max_children=4)).run(lambda saga: saga.step("book", lambda n: n, i)) == i

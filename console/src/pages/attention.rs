@@ -1,8 +1,10 @@
 //! *Needs attention*, the home page: what waits for a person — UNKNOWN operations to reconcile,
-//! operations AWAITING_APPROVAL, and at-least-once operations whose lease lapsed — with counts per
-//! namespace, oldest first. `/assets/console.js` replaces the lists (`GET /attention`) every
-//! `--refresh` when they changed, leaving the filter box, anything typed in it and the focus alone.
+//! operations AWAITING_APPROVAL, at-least-once operations whose lease lapsed, and suspected
+//! duplicate intents (`duplicates`) — with counts per namespace, oldest first.
+//! `/assets/console.js` replaces the lists (`GET /attention`) every `--refresh` when they
+//! changed, leaving the filter box, anything typed in it and the focus alone.
 
+use super::duplicates::{self, Duplicates};
 use super::{layout, records, Nav};
 use crate::render;
 use crate::session::Session;
@@ -11,11 +13,14 @@ use oncekey_api::v1;
 use std::collections::BTreeMap;
 
 /// The records that need attention, each list oldest first.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Attention {
     pub(crate) unknown: Vec<v1::Record>,
     pub(crate) awaiting: Vec<v1::Record>,
     pub(crate) lapsed: Vec<v1::Record>,
+    /// The suspected duplicate intents, or why they could not be read (the other lists are
+    /// shown anyway).
+    pub(crate) duplicates: Result<Duplicates, String>,
     /// Some list stopped at the console's limit.
     pub(crate) truncated: bool,
     /// Unix seconds the lists were read.
@@ -35,8 +40,8 @@ impl Attention {
         self
     }
 
-    fn counts(&self) -> BTreeMap<&str, [usize; 3]> {
-        let mut counts: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
+    fn counts(&self) -> BTreeMap<&str, [usize; 4]> {
+        let mut counts: BTreeMap<&str, [usize; 4]> = BTreeMap::new();
         for (i, list) in [&self.unknown, &self.awaiting, &self.lapsed]
             .into_iter()
             .enumerate()
@@ -45,14 +50,21 @@ impl Attention {
                 counts.entry(r.namespace.as_str()).or_default()[i] += 1;
             }
         }
+        for d in self.intents() {
+            counts.entry(d.namespace.as_str()).or_default()[3] += 1;
+        }
         counts
+    }
+
+    fn intents(&self) -> &[v1::DuplicateIntent] {
+        self.duplicates.as_ref().map_or(&[], |d| &d.intents)
     }
 }
 
 /// The lists alone (what the live refresh fetches).
 pub(crate) fn fragment(a: &Attention) -> Markup {
     let counts = a.counts();
-    let total = a.unknown.len() + a.awaiting.len() + a.lapsed.len();
+    let total = a.unknown.len() + a.awaiting.len() + a.lapsed.len() + a.intents().len();
     html! {
         @if a.truncated { p.error { "A list holds more than the first 1000 records shown: filter on the Records page." } }
         @if total == 0 {
@@ -60,10 +72,10 @@ pub(crate) fn fragment(a: &Attention) -> Markup {
         } @else {
             h2 { "By namespace" }
             table.counts {
-                thead { tr { th scope="col" { "Namespace" } th scope="col" { "Unknown" } th scope="col" { "Awaiting approval" } th scope="col" { "Lease lapsed" } } }
+                thead { tr { th scope="col" { "Namespace" } th scope="col" { "Unknown" } th scope="col" { "Awaiting approval" } th scope="col" { "Lease lapsed" } th scope="col" { "Duplicate intents" } } }
                 tbody {
                     @for (ns, c) in &counts {
-                        tr { th scope="row" { (ns) } td { (c[0]) } td { (c[1]) } td { (c[2]) } }
+                        tr { th scope="row" { (ns) } td { (c[0]) } td { (c[1]) } td { (c[2]) } td { (c[3]) } }
                     }
                 }
             }
@@ -71,6 +83,7 @@ pub(crate) fn fragment(a: &Attention) -> Markup {
         (section("unknown", "Outcome unknown: reconcile", "At-most-once operations whose lease ran out: check the outside world, then settle them.", &a.unknown))
         (section("awaiting", "Awaiting approval", "Nobody performs these until someone approves.", &a.awaiting))
         (section("lapsed", "Lease lapsed", "At-least-once operations whose holder stopped renewing; the next Claim takes them over.", &a.lapsed))
+        (duplicates::section(&a.duplicates))
     }
 }
 

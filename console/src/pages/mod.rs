@@ -3,6 +3,8 @@
 //! `/assets/console.js`, which the Content-Security-Policy allows alone.
 
 pub(crate) mod attention;
+pub(crate) mod budget;
+pub(crate) mod duplicates;
 pub(crate) mod record;
 pub(crate) mod records;
 pub(crate) mod signin;

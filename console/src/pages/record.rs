@@ -1,8 +1,8 @@
-//! *A record*: every field, the result or error rendered by content type, the receipts as a
-//! timeline, its parent and children, and the actions the operator's scopes allow (the ledger
+//! *A record*: every field, the result or error rendered by content type, the run budget of a
+//! parent, the receipts as a timeline, its parent and children, and the actions the operator's scopes allow (the ledger
 //! refuses them anyway when they do not).
 
-use super::{layout, record_href, records, Nav};
+use super::{budget, layout, record_href, records, Nav};
 use crate::render::{self, Body};
 use crate::session::Session;
 use maud::{html, Markup};
@@ -200,6 +200,7 @@ pub(crate) fn page(session: &Session, v: &View<'_>) -> Markup {
             h1 { span.muted { (r.namespace) " / " } span #key { (r.key) } }
             @if let Some(f) = v.flash { p.ok role="status" #flash { (f) } }
             (fields(r, v.now))
+            @if let Some(u) = &r.budget { (budget::block(u)) }
             (outcome(r))
             @if awaiting && session.scopes.approve { (approval_forms(session, r)) }
             @if awaiting && !session.scopes.approve { p.muted #no-approve { "Your token has no approve scope: someone who has it decides." } }

@@ -1,6 +1,6 @@
 //! *Records*: ListRecords with its filters (namespace, statuses, parent), one page at a time.
 
-use super::{layout, record_href, Nav};
+use super::{budget, layout, record_href, Nav};
 use crate::render;
 use crate::session::Session;
 use maud::{html, Markup};
@@ -100,7 +100,10 @@ pub(crate) fn table(records: &[v1::Record], now: Option<u64>) -> Markup {
                 @for r in records {
                     tr.row {
                         td { (r.namespace) }
-                        td.key { a href=(record_href(&r.namespace, &r.key)) { (r.key) } }
+                        td.key {
+                            a href=(record_href(&r.namespace, &r.key)) { (r.key) }
+                            @if let Some(u) = &r.budget { " " (budget::marker(u)) }
+                        }
                         td { span class={ "status s-" (render::status(r.status)) } { (render::status(r.status)) } }
                         td { (r.attempt) }
                         td.owner { (r.lease_owner) }

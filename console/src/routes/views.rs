@@ -2,7 +2,7 @@
 
 use super::{html, with_cookie, App, Shared};
 use crate::ledger::CallError;
-use crate::pages::{self, attention::Attention, record, records::Filter};
+use crate::pages::{self, attention::Attention, duplicates, record, records::Filter};
 use crate::session::{self, Session};
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
@@ -20,22 +20,33 @@ async fn read_attention(app: &App, session: &Session) -> Result<Attention, CallE
         statuses: vec![status as i32],
         ..Default::default()
     };
-    let (unknown, processing, awaiting) = tokio::try_join!(
-        app.ledger
-            .list_up_to(session, list(v1::RecordStatus::Unknown), ATTENTION_LIMIT),
-        app.ledger
-            .list_up_to(session, list(v1::RecordStatus::Processing), ATTENTION_LIMIT),
-        app.ledger.list_up_to(
-            session,
-            list(v1::RecordStatus::AwaitingApproval),
-            ATTENTION_LIMIT
-        ),
-    )?;
+    let records = async {
+        tokio::try_join!(
+            app.ledger
+                .list_up_to(session, list(v1::RecordStatus::Unknown), ATTENTION_LIMIT),
+            app.ledger
+                .list_up_to(session, list(v1::RecordStatus::Processing), ATTENTION_LIMIT),
+            app.ledger.list_up_to(
+                session,
+                list(v1::RecordStatus::AwaitingApproval),
+                ATTENTION_LIMIT
+            ),
+        )
+    };
+    let intents = app.ledger.duplicate_intents(session, duplicates::PAGE_SIZE);
+    let (records, intents) = tokio::join!(records, intents);
+    let (unknown, processing, awaiting) = records?;
+    // The duplicates are shown where they failed, unless the session itself did.
+    let duplicates = match intents {
+        Err(e) if e.code == tonic::Code::Unauthenticated => return Err(e),
+        other => other.map(Into::into).map_err(|e| e.to_string()),
+    };
     let now = session::now();
     Ok(Attention {
         truncated: unknown.1 || processing.1 || awaiting.1,
         unknown: unknown.0,
         awaiting: awaiting.0,
+        duplicates,
         lapsed: processing
             .0
             .into_iter()

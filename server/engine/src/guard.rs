@@ -52,15 +52,14 @@ impl<S: Store> Engine<S> {
         intent: Option<IntentRule>,
     ) -> Result<Guarded, EngineError> {
         let intent = intent.filter(|r| r.mode != ledger::GuardMode::Off);
-        if intent.is_none() && args.parent.is_none() {
-            let reply = self.claim_bounded(id, args, wait, max_held).await?;
-            return Ok(Guarded::Claimed {
-                reply,
-                matches: Vec::new(),
-            });
-        }
+        // A child counts only against a parent that has a budget: one read tells (the common
+        // child, of a parent without one, costs that read and no more).
+        let parent = match &args.parent {
+            Some(parent) => self.budgeted_parent(id, parent).await?,
+            None => None,
+        };
         // Only a Claim that would create the record is guarded or counted.
-        if self.live(id).await?.is_some() {
+        if (intent.is_none() && parent.is_none()) || self.live(id).await?.is_some() {
             let reply = self.claim_bounded(id, args, wait, max_held).await?;
             return Ok(Guarded::Claimed {
                 reply,
@@ -91,8 +90,8 @@ impl<S: Store> Engine<S> {
                 }
             },
         };
-        let reserved = match &args.parent {
-            Some(parent) => self.reserve_child(id, parent).await?,
+        let reserved = match parent {
+            Some((parent_id, parent)) => self.reserve_child(id, parent_id, parent).await?,
             None => None,
         };
         let claimed = self.claim_bounded(id, args, wait, max_held).await;
@@ -185,27 +184,35 @@ impl<S: Store> Engine<S> {
         Ok(statuses)
     }
 
-    /// Reserves a slot on `parent`'s budget for the new child `id`: `Some(parent's id)` when one
-    /// was reserved (to give back if the Claim does not create the child), `None` when the
-    /// parent limits nothing, `BudgetExhausted` when it is spent.
-    async fn reserve_child(
+    /// The parent of the child `id`, when it has a budget that limits something.
+    async fn budgeted_parent<'p>(
         &self,
         id: &RecordId,
-        parent: &ParentRef,
-    ) -> Result<Option<RecordId>, EngineError> {
+        parent: &'p ParentRef,
+    ) -> Result<Option<(RecordId, &'p ParentRef)>, EngineError> {
         let parent_id = RecordId::new(
             id.tenant.clone(),
             parent.namespace.clone(),
             parent.key.clone(),
         );
         let basis = self.core.read_brief(&parent_id).await?;
-        if basis
+        let limits = basis
             .into_record()
             .and_then(|p| p.budget)
-            .is_none_or(|b| !b.limits())
-        {
-            return Ok(None);
-        }
+            .is_some_and(|b| b.limits());
+        Ok(limits.then_some((parent_id, parent)))
+    }
+
+    /// Reserves a slot on the budget of `parent` (whose id is `parent_id`) for the new child
+    /// `id`: `Some(parent_id)` when one was reserved (to give back if the Claim fails without
+    /// creating the child), `None` when the parent limits nothing (any more) or counted the
+    /// child already, `BudgetExhausted` when it is spent.
+    async fn reserve_child(
+        &self,
+        id: &RecordId,
+        parent_id: RecordId,
+        parent: &ParentRef,
+    ) -> Result<Option<RecordId>, EngineError> {
         let basis = self.core.read(&parent_id).await?;
         let ran = self
             .core

@@ -48,8 +48,13 @@ LAPSE_TTL = 1.0
 allows), so that it turns UNKNOWN at once instead of at the end of its lease."""
 ROLLED_BACK_CODE = 409
 """The code of a rolled-back saga's stored error."""
-PARENT_FINGERPRINT = fingerprint(None)
-"""A saga's own Claim carries no arguments (its steps carry theirs)."""
+
+
+def parent_fingerprint(key: str) -> bytes:
+    """The arguments of a saga's own Claim: ``{"saga": KEY}``, as every client library has them, so
+    a saga started from one language resumes from another, and two sagas of a namespace are two
+    intents to the intent guard (its steps carry their own arguments)."""
+    return fingerprint({"saga": key})
 
 _ROLLED_BACK = re.compile(r"rolled back: (?:step (?P<step>.*?) failed: )?(?P<cause>.*)", re.DOTALL)
 
@@ -85,13 +90,9 @@ class SagaOptions:
             object.__setattr__(self, "budget", RunBudget.of(self.budget))
 
     def parent(self) -> Options:
-        # The saga's own Claim carries no arguments (PARENT_FINGERPRINT), the same for every saga,
-        # so to the intent guard every saga of a namespace would look like a repeat of the last:
-        # it is a deliberate repeat (repeat_intent). Its steps carry their arguments, and are
-        # guarded as the namespace says.
         return Options(
             lease_ttl=self.lease_ttl, retention=self.retention, semantics=Semantics.AT_MOST_ONCE,
-            wait=self.wait, owner=self.owner, budget=self.budget, repeat_intent=True,
+            wait=self.wait, owner=self.owner, budget=self.budget,
         )  # fmt: skip
 
     def child(self) -> Options:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
 from oncekey import _core
 from oncekey._core import Done, Options
-from oncekey._saga import PARENT_FINGERPRINT, LAPSE_TTL, SagaOptions, SagaState, guard, guard_async, returns_of, step_arguments
+from oncekey._saga import LAPSE_TTL, parent_fingerprint, SagaOptions, SagaState, guard, guard_async, returns_of, step_arguments
 from oncekey.codec import decode_result
 from oncekey.errors import Error, LeaseLost, NeedsReconciliation, OperationFailed, SagaError
 from oncekey.fingerprint import fingerprint
@@ -162,7 +162,7 @@ class Saga(_Base):
         reconcile = False
         while got is None:
             try:
-                got = client._acquire(self.key, PARENT_FINGERPRINT, options, owner, returns, reconcile)
+                got = client._acquire(self.key, parent_fingerprint(self.key.key), options, owner, returns, reconcile)
             except NeedsReconciliation:
                 if reconcile:
                     raise
@@ -313,7 +313,7 @@ class AsyncSaga(_Base):
         reconcile = False
         while got is None:
             try:
-                got = await client._acquire(self.key, PARENT_FINGERPRINT, options, owner, returns, reconcile)
+                got = await client._acquire(self.key, parent_fingerprint(self.key.key), options, owner, returns, reconcile)
             except NeedsReconciliation:
                 if reconcile:
                     raise
