@@ -3,7 +3,7 @@
 //! to the tenant and the namespace asked for).
 
 use super::error::ApiError;
-use super::listing::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use super::listing::page_size;
 use super::{convert, safety, LedgerService};
 use crate::ledger::{ListFilter, INTENT_NAMESPACE};
 use crate::store::Store;
@@ -23,16 +23,7 @@ impl<S: Store> LedgerService<S> {
                 Some(ns.to_owned())
             }
         };
-        let page_size = match req.page_size {
-            0 => DEFAULT_PAGE_SIZE,
-            n if n > MAX_PAGE_SIZE => {
-                return Err(ApiError::invalid(
-                    "page_size",
-                    format!("must be at most {MAX_PAGE_SIZE} (0 means {DEFAULT_PAGE_SIZE})"),
-                ))
-            }
-            n => n,
-        };
+        let page_size = page_size(req.page_size)?;
         // The token is bound to what it lists: the index, and the namespace asked for.
         let bound = ListFilter::new(
             Some(format!(

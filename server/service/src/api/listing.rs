@@ -54,16 +54,7 @@ pub fn request(
         }
         None => None,
     };
-    let page_size = match req.page_size {
-        0 => DEFAULT_PAGE_SIZE,
-        n if n > MAX_PAGE_SIZE => {
-            return Err(ApiError::invalid(
-                "page_size",
-                format!("must be at most {MAX_PAGE_SIZE} (0 means {DEFAULT_PAGE_SIZE})"),
-            ))
-        }
-        n => n,
-    };
+    let page_size = page_size(req.page_size)?;
     let filter = ListFilter::new(namespace, statuses, parent);
     let cursor = match req.page_token.as_str() {
         "" => None,
@@ -74,6 +65,18 @@ pub fn request(
         page_size: page_size as usize,
         cursor,
     })
+}
+
+/// A listing's `page_size`: 1..=`MAX_PAGE_SIZE`, `DEFAULT_PAGE_SIZE` when 0.
+pub fn page_size(requested: u32) -> Result<u32, ApiError> {
+    match requested {
+        0 => Ok(DEFAULT_PAGE_SIZE),
+        n if n > MAX_PAGE_SIZE => Err(ApiError::invalid(
+            "page_size",
+            format!("must be at most {MAX_PAGE_SIZE} (0 means {DEFAULT_PAGE_SIZE})"),
+        )),
+        n => Ok(n),
+    }
 }
 
 /// A status to filter by: any status a record can be reported with.

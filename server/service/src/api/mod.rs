@@ -518,53 +518,55 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
         &self,
         req: Request<v1::ListDuplicateIntentsRequest>,
     ) -> Result<Response<v1::ListDuplicateIntentsResponse>, Status> {
-        const NAME: &str = "oncekey.v1.Ledger/ListDuplicateIntents";
-        let span = rpc_span(NAME, &req, &req.get_ref().namespace, "");
-        let (_, mut extensions, message) = req.into_parts();
-        let (tenant, result) = match take_tenant(&mut extensions) {
-            Ok(tenant) => {
-                let result = self
-                    .list_duplicate_intents_rpc(&tenant, &message)
-                    .instrument(span.clone())
-                    .await;
-                (tenant, result)
-            }
-            Err(e) => (String::new(), Err(e)),
-        };
-        let context = LogContext {
-            name: NAME,
-            tenant: &tenant,
-            namespace: &message.namespace,
-            key: "",
-        };
-        finish(&span, context, result)
+        let name = "oncekey.v1.Ledger/ListDuplicateIntents";
+        listing(
+            name,
+            req,
+            |m| &m.namespace,
+            async |tenant, m| self.list_duplicate_intents_rpc(tenant, m).await,
+        )
+        .await
     }
 
     async fn list_records(
         &self,
         req: Request<v1::ListRecordsRequest>,
     ) -> Result<Response<v1::ListRecordsResponse>, Status> {
-        const NAME: &str = "oncekey.v1.Ledger/ListRecords";
-        let span = rpc_span(NAME, &req, &req.get_ref().namespace, "");
-        let (_, mut extensions, message) = req.into_parts();
-        let (tenant, result) = match take_tenant(&mut extensions) {
-            Ok(tenant) => {
-                let result = self
-                    .list_records_rpc(&tenant, &message)
-                    .instrument(span.clone())
-                    .await;
-                (tenant, result)
-            }
-            Err(e) => (String::new(), Err(e)),
-        };
-        let context = LogContext {
-            name: NAME,
-            tenant: &tenant,
-            namespace: &message.namespace,
-            key: "",
-        };
-        finish(&span, context, result)
+        let name = "oncekey.v1.Ledger/ListRecords";
+        listing(
+            name,
+            req,
+            |m| &m.namespace,
+            async |tenant, m| self.list_records_rpc(tenant, m).await,
+        )
+        .await
     }
+}
+
+/// A listing RPC (ListRecords, ListDuplicateIntents), traced as `name`: it names no key, so its
+/// span and log context carry the namespace asked for (`namespace_of`) and the caller's tenant.
+async fn listing<Req, Resp>(
+    name: &'static str,
+    req: Request<Req>,
+    namespace_of: fn(&Req) -> &str,
+    run: impl AsyncFnOnce(&str, &Req) -> Result<Resp, ApiError>,
+) -> Result<Response<Resp>, Status> {
+    let span = rpc_span(name, &req, namespace_of(req.get_ref()), "");
+    let (_, mut extensions, message) = req.into_parts();
+    let (tenant, result) = match take_tenant(&mut extensions) {
+        Ok(tenant) => {
+            let result = run(&tenant, &message).instrument(span.clone()).await;
+            (tenant, result)
+        }
+        Err(e) => (String::new(), Err(e)),
+    };
+    let context = LogContext {
+        name,
+        tenant: &tenant,
+        namespace: namespace_of(&message),
+        key: "",
+    };
+    finish(&span, context, result)
 }
 
 /// The answer to a Claim the intent guard refused: nothing was written, so no record.
