@@ -217,7 +217,7 @@ impl<S: Store> LedgerService<S> {
             Guarded::Claimed { reply, matches } => (reply, matches),
             Guarded::Refused { matches } => {
                 Span::current().record("outcome", "DUPLICATE_INTENT");
-                return Ok(duplicate_intent(matches));
+                return Ok(safety::duplicate_intent(matches));
             }
         };
         let outcome = convert::outcome(reply.outcome);
@@ -233,19 +233,6 @@ impl<S: Store> LedgerService<S> {
             retry_after: reply.retry_after.map(convert::duration),
             intent_matches: matches.into_iter().map(safety::intent_match).collect(),
         })
-    }
-
-    /// The intent guard a Claim runs under: its tenant's rules for the namespace, made stricter
-    /// by the Claim's own fields (`None`: unguarded).
-    fn intent_rule(
-        &self,
-        tenant: &str,
-        req: &v1::ClaimRequest,
-    ) -> Result<Option<crate::ledger::IntentRule>, ApiError> {
-        let (mode, window) = safety::intent(req)?;
-        let policy = self.admission.policy();
-        let rules = policy.intent_rules(tenant);
-        Ok(rules.rule(&req.namespace, mode, window, req.repeat_intent))
     }
 
     async fn complete_rpc(
@@ -567,17 +554,6 @@ async fn listing<Req, Resp>(
         key: "",
     };
     finish(&span, context, result)
-}
-
-/// The answer to a Claim the intent guard refused: nothing was written, so no record.
-fn duplicate_intent(matches: Vec<crate::ledger::IntentMatch>) -> v1::ClaimResponse {
-    v1::ClaimResponse {
-        outcome: v1::ClaimOutcome::DuplicateIntent as i32,
-        record: None,
-        lease: None,
-        retry_after: None,
-        intent_matches: matches.into_iter().map(safety::intent_match).collect(),
-    }
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ impl<S: Store> LedgerService<S> {
             .intent_dry_run(&id, &args.fingerprint, rule)
             .await?
         {
-            return Ok(super::duplicate_intent(matches));
+            return Ok(super::safety::duplicate_intent(matches));
         }
         let reply = self.engine.dry_run(&id, &args).await?;
         Ok(v1::ClaimResponse {

@@ -4,10 +4,12 @@
 
 use super::convert::{bounded, namespace, timestamp, wire_status};
 use super::error::ApiError;
+use super::LedgerService;
 use crate::ledger::{
-    Budget, GuardMode, IntentMatch, Millis, MAX_BUDGET_CHILDREN, MAX_BUDGET_NAMESPACES,
+    Budget, GuardMode, IntentMatch, IntentRule, Millis, MAX_BUDGET_CHILDREN, MAX_BUDGET_NAMESPACES,
     MAX_INTENT_WINDOW, MIN_INTENT_WINDOW,
 };
+use crate::store::Store;
 use oncekey_api::v1;
 
 /// The run budget a Claim sets (`None`: none, or one that limits nothing).
@@ -85,5 +87,31 @@ pub fn budget_usage(b: Budget) -> v1::BudgetUsage {
         children: b.children,
         children_per_namespace: b.children_per_namespace.into_iter().collect(),
         refused: b.refused,
+    }
+}
+
+/// The answer to a Claim the intent guard refused: nothing was written, so no record.
+pub(super) fn duplicate_intent(matches: Vec<IntentMatch>) -> v1::ClaimResponse {
+    v1::ClaimResponse {
+        outcome: v1::ClaimOutcome::DuplicateIntent as i32,
+        record: None,
+        lease: None,
+        retry_after: None,
+        intent_matches: matches.into_iter().map(intent_match).collect(),
+    }
+}
+
+impl<S: Store> LedgerService<S> {
+    /// The intent guard a Claim runs under: its tenant's rules for the namespace, made stricter
+    /// by the Claim's own fields (`None`: unguarded).
+    pub(super) fn intent_rule(
+        &self,
+        tenant: &str,
+        req: &v1::ClaimRequest,
+    ) -> Result<Option<IntentRule>, ApiError> {
+        let (mode, window) = intent(req)?;
+        let policy = self.admission.policy();
+        let rules = policy.intent_rules(tenant);
+        Ok(rules.rule(&req.namespace, mode, window, req.repeat_intent))
     }
 }
