@@ -62,6 +62,9 @@ pub enum Answer {
     InProgress(Duration),
     /// An at-most-once request's holder vanished: the outcome is unknown.
     NeedsReconciliation,
+    /// The ledger's intent guard refused the key: the same request was made under another key
+    /// within the namespace's window. Nothing is forwarded.
+    DuplicateIntent,
 }
 
 /// Why a Claim did not answer.
@@ -174,16 +177,8 @@ impl Ledger {
             },
             Claimed::Completed { result, .. } => Answer::Completed(result),
             // The namespace's intent guard refused it: the same request went upstream under
-            // another key within the window. Answered as a conflict naming that key; nothing
-            // is forwarded.
-            Claimed::DuplicateIntent { matches } => Answer::Failed(StoredError {
-                code: 409,
-                message: format!(
-                    "duplicate intent: the same request was made under the key {:?}",
-                    matches.first().map_or("", |m| m.key.as_str())
-                ),
-                details: Vec::new(),
-            }),
+            // another key within the window.
+            Claimed::DuplicateIntent { .. } => Answer::DuplicateIntent,
             Claimed::Failed { error, .. } => Answer::Failed(error),
             Claimed::NeedsReconciliation { .. } => Answer::NeedsReconciliation,
             Claimed::InProgress { record, .. }

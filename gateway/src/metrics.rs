@@ -44,6 +44,8 @@ pub enum Outcome {
     failed,
     /// 409: an at-most-once request's outcome is unknown.
     needs_reconciliation,
+    /// 409: the ledger's intent guard refused it (the same request under another key).
+    duplicate_intent,
     /// Forwarded and returned, but the ledger did not record the response (it will be forwarded
     /// again after the lease lapses, or need reconciliation).
     unrecorded,

@@ -32,6 +32,8 @@ pub enum Kind {
     InProgress,
     /// 409: an at-most-once request's outcome is unknown.
     OutcomeUnknown,
+    /// 409: the ledger's intent guard refused it: the same request was made under another key.
+    DuplicateIntent,
     /// The stored final failure of an earlier request.
     Failed,
     /// 507: the response was too large to store.
@@ -58,6 +60,7 @@ impl Kind {
             Kind::KeyReused => "key-reused",
             Kind::InProgress => "in-progress",
             Kind::OutcomeUnknown => "outcome-unknown",
+            Kind::DuplicateIntent => "duplicate-intent",
             Kind::Failed => "failed",
             Kind::ResponseTooLarge => "response-too-large",
             Kind::LedgerUnavailable => "ledger-unavailable",
@@ -76,7 +79,7 @@ impl Kind {
             | Kind::InexactNumber => StatusCode::BAD_REQUEST,
             Kind::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Kind::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            Kind::InProgress | Kind::OutcomeUnknown => StatusCode::CONFLICT,
+            Kind::InProgress | Kind::OutcomeUnknown | Kind::DuplicateIntent => StatusCode::CONFLICT,
             Kind::Failed => StatusCode::INTERNAL_SERVER_ERROR,
             Kind::ResponseTooLarge => StatusCode::INSUFFICIENT_STORAGE,
             Kind::LedgerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -96,6 +99,7 @@ impl Kind {
             Kind::KeyReused => "Idempotency-Key reused with a different request",
             Kind::InProgress => "A request with this Idempotency-Key is in progress",
             Kind::OutcomeUnknown => "Outcome unknown: the request must be reconciled",
+            Kind::DuplicateIntent => "The same request was made under another Idempotency-Key",
             Kind::Failed => "The request failed earlier",
             Kind::ResponseTooLarge => "Response too large to store",
             Kind::LedgerUnavailable => "Idempotency ledger unavailable",

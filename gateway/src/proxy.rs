@@ -224,6 +224,14 @@ async fn claim_and_answer(
             Outcome::conflict,
         ),
         Ok(Answer::NeedsReconciliation) => outcome_unknown(),
+        // The other key is not named: it may be another caller's.
+        Ok(Answer::DuplicateIntent) => problem(
+            Problem::new(
+                Kind::DuplicateIntent,
+                "the same request was made under another Idempotency-Key within the ledger's intent window, so this one was not forwarded: retry with that key to get its response",
+            ),
+            Outcome::duplicate_intent,
+        ),
         Ok(Answer::Acquired {
             grant,
             at_most_once,

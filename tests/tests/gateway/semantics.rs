@@ -313,3 +313,36 @@ async fn fifty(http: &Http, url: &str) -> Vec<Resp> {
     }
     answers
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_repeated_under_a_new_key_is_refused_by_the_ledgers_intent_guard() {
+    // The ledger guards the gateway's namespace: the same request under a made-up key within
+    // the window is not forwarded again.
+    let server = oncekey_tests::Server::start(&["--intent-guard", "http=refuse/10m"]);
+    let up = crate::support::Upstream::start().await;
+    let gw = crate::support::Gateway::start(&up.url, &server.grpc, &[]);
+    let http = Http::h1();
+    let url = format!("{}/v1/charges", gw.url);
+    let first = http
+        .post(&url, Some("order-9"), r#"{"amount":900}"#, &[])
+        .await;
+    assert_eq!(first.status, 201, "{first:?}");
+    let again = http
+        .post(&url, Some("retry-uuid-1"), r#"{"amount":900}"#, &[])
+        .await;
+    let problem = again.problem(409, "duplicate-intent");
+    assert!(
+        !problem["detail"].to_string().contains("order-9"),
+        "{problem}"
+    );
+    assert_eq!(up.calls(), 1, "forwarded again under the new key");
+    // The first key still replays; another request is another intent.
+    assert!(http
+        .post(&url, Some("order-9"), r#"{"amount":900}"#, &[])
+        .await
+        .replayed());
+    let other = http
+        .post(&url, Some("order-10"), r#"{"amount":901}"#, &[])
+        .await;
+    assert_eq!((other.status, up.calls()), (201, 2));
+}
