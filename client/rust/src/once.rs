@@ -155,6 +155,10 @@ pub struct Done<T> {
     pub replayed: bool,
     /// The SUCCEEDED record.
     pub record: Record,
+    /// Other live keys of the namespace claimed with the same arguments within the intent
+    /// window, when the intent guard warned (or let a deliberate repeat through) as this run
+    /// acquired the operation; empty otherwise.
+    pub intent_matches: Vec<crate::IntentMatch>,
 }
 
 /// One operation to perform at most once per key: built by [`Client::once`], finished by
@@ -367,12 +371,18 @@ impl Once {
             claim = claim.wait(remaining);
             let answer = self.client.claim(&claim).await.map_err(OnceError::Rpc)?;
             match answer {
-                Claimed::Acquired { lease, .. } => {
+                Claimed::Acquired {
+                    lease,
+                    intent_matches,
+                    ..
+                } => {
                     if lapsed(&lease) {
                         self.release_lapsed(&lease, deadline).await?;
                         continue;
                     }
-                    return self.acquired(lease, operation).await;
+                    let mut done = self.acquired(lease, operation).await?;
+                    done.intent_matches = intent_matches;
+                    return Ok(done);
                 }
                 Claimed::Completed { result, record } => {
                     return match result.decode_json() {
@@ -380,6 +390,7 @@ impl Once {
                             value,
                             replayed: true,
                             record,
+                            intent_matches: Vec::new(),
                         }),
                         Err(error) => Err(OnceError::Decode {
                             error,
@@ -517,6 +528,7 @@ impl Once {
                         value,
                         replayed: false,
                         record,
+                        intent_matches: Vec::new(),
                     }),
                     Err(e) if lease_gone(&e) => Err(OnceError::LeaseLost {
                         token,
