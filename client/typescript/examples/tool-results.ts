@@ -9,6 +9,8 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import {
   AwaitingApprovalError,
+  BudgetExhaustedError,
+  DuplicateIntentError,
   InProgressError,
   KeyReusedError,
   LeaseLostError,
@@ -61,6 +63,21 @@ export function toolResultOf(error: unknown): CallToolResult | undefined {
     return result(
       `Failed earlier, for good: ${error.error.message || "no reason given"}${error.error.code ? ` (code ${error.error.code})` : ""}. ` +
         "Calling again with the same arguments gives the same answer; change the request if it should be tried differently.",
+      true,
+    );
+  }
+  if (error instanceof DuplicateIntentError) {
+    const other = error.matches[0];
+    return result(
+      `Nothing was done: the same request was already made${other ? ` (as ${other.key}, ${other.status.toLowerCase()})` : ""}. ` +
+        "Use that call's result instead of making it again; only if the user really asked for it twice, call again saying the repeat is deliberate.",
+      true,
+    );
+  }
+  if (error instanceof BudgetExhaustedError) {
+    return result(
+      `Not started: this run has used its budget of ${error.max} ${error.limit === "max_children" ? "actions" : `${error.limit} actions`}. ` +
+        "Do not try again in this run; finish with what was done and tell the user what is left.",
       true,
     );
   }

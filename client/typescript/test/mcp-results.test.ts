@@ -5,6 +5,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
   AwaitingApprovalError,
+  BudgetExhaustedError,
+  DuplicateIntentError,
   InProgressError,
   KeyReusedError,
   LeaseLostError,
@@ -31,6 +33,16 @@ test("each Oncekey error a model can act on is a tool result saying what to do",
     [new OperationFailedError({ code: 402, message: "card declined", details: Buffer.alloc(0) }), /^Failed earlier, for good: card declined \(code 402\)\./, true],
     [new UnavailableError("UNAVAILABLE: down"), /^Not started: .*nothing was done/, true],
     [new UnavailableError("x", { unsettled: true, result: 1 }), /^Done, but not recorded: .*Do not call it again/, true],
+    [
+      new DuplicateIntentError("dup", "email.send", "call_2", [{ key: "welcome-ann", status: "SUCCEEDED", refused: false }]),
+      /^Nothing was done: the same request was already made \(as welcome-ann, succeeded\)\. Use that call's result/,
+      true,
+    ],
+    [
+      new BudgetExhaustedError("spent", { parentNamespace: "agent.run", parentKey: "r1", limit: "email.send", spent: 3, max: 3 }),
+      /^Not started: this run has used its budget of 3 email\.send actions\. Do not try again in this run/,
+      true,
+    ],
   ];
   for (const [error, text, isError] of cases) {
     const got = answer(error);
