@@ -124,7 +124,7 @@ impl<S: Store> Engine<S> {
         }
         let entry_id = ledger::intent_entry_id(&id.tenant, &id.namespace, fingerprint);
         let entry = self.core.get(&entry_id).await?;
-        let statuses = self.statuses(id, entry.as_ref()).await?;
+        let statuses = self.statuses(id, entry.as_ref(), &rule).await?;
         let now = self.core.clock.now();
         let (_, verdict) =
             ledger::admit_intent(id, fingerprint, entry.as_ref(), &rule, &statuses, now);
@@ -150,7 +150,7 @@ impl<S: Store> Engine<S> {
         let entry_id = ledger::intent_entry_id(&id.tenant, &id.namespace, fingerprint);
         let entry = self.core.get(&entry_id).await?;
         // The statuses of the keys the entry names now; a key added meanwhile counts as live.
-        let statuses = self.statuses(id, entry.as_ref()).await?;
+        let statuses = self.statuses(id, entry.as_ref(), rule).await?;
         let ran = self
             .core
             .run(&entry_id, Basis::Stored(entry), |current, now| {
@@ -162,24 +162,23 @@ impl<S: Store> Engine<S> {
         Ok(ran.extra)
     }
 
-    /// The status callers see now of each other key `entry` names (`None`: no live record).
+    /// The status callers see now of the other keys of `entry` a Claim of `id` under `rule`
+    /// names (`ledger::intent_keys_to_read`; `None`: no live record).
     async fn statuses(
         &self,
         id: &RecordId,
         entry: Option<&ledger::Record>,
+        rule: &IntentRule,
     ) -> Result<HashMap<String, Option<Status>>, EngineError> {
         let mut statuses = HashMap::new();
         let Some(entry) = entry else {
             return Ok(statuses);
         };
         let now = self.core.clock.now();
-        for k in ledger::intent_keys(entry) {
-            if k.key == id.key || k.refused || statuses.contains_key(&k.key) {
-                continue;
-            }
-            let other = RecordId::new(id.tenant.clone(), id.namespace.clone(), k.key.clone());
+        for key in ledger::intent_keys_to_read(entry, &id.key, rule, now) {
+            let other = RecordId::new(id.tenant.clone(), id.namespace.clone(), key.clone());
             let record = self.live(&other).await?;
-            statuses.insert(k.key, record.map(|r| r.reported_status(now)));
+            statuses.insert(key, record.map(|r| r.reported_status(now)));
         }
         Ok(statuses)
     }

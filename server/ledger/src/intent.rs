@@ -157,12 +157,14 @@ pub(crate) fn others(
         .into_iter()
         .filter(|k| k.key != key && !k.refused && k.at.saturating_add(rule.window) > now)
         .filter_map(|k| {
+            let recent = k.at.saturating_add(PENDING_GRACE) > now;
             let status = match statuses.get(&k.key) {
                 Some(Some(status)) => *status,
-                // Read and absent: its Claim died before creating it, or it was abandoned.
-                Some(None) if k.at.saturating_add(PENDING_GRACE) <= now => return None,
-                // Not read (it came in meanwhile), or absent but within its grace.
-                _ => Status::Processing,
+                // Absent but within its grace: its first Claim is still being written.
+                Some(None) | None if recent => Status::Processing,
+                // Read and absent: its Claim died before creating it, or it was abandoned. Not
+                // read and older: beyond the newest keys the caller looked at (`to_read`).
+                Some(None) | None => return None,
             };
             Some(IntentMatch {
                 key: k.key,
@@ -175,6 +177,20 @@ pub(crate) fn others(
     found.reverse();
     found.truncate(MAX_MATCHES);
     found
+}
+
+/// The other keys of `entry` whose records a Claim of `key` at `now` under `rule` reads: the
+/// newest `MAX_MATCHES` claimed within the window and not refused (older ones are not named).
+pub fn to_read(entry: &Record, key: &str, rule: &IntentRule, now: Millis) -> Vec<String> {
+    let mut keys: Vec<String> = keys(entry)
+        .into_iter()
+        .filter(|k| k.key != key && !k.refused && k.at.saturating_add(rule.window) > now)
+        .map(|k| k.key)
+        .collect();
+    keys.reverse();
+    keys.dedup();
+    keys.truncate(MAX_MATCHES);
+    keys
 }
 
 /// Decides the guard for a Claim of `id` with `fingerprint` at `now` on the stored `entry`,

@@ -187,3 +187,28 @@ fn keys_with_spaces_survive_the_entry() {
     );
     assert_eq!(keys(&written(t))[0].key, "a key with spaces");
 }
+
+#[test]
+fn a_claim_reads_the_newest_keys_and_names_no_older_unread_one() {
+    let mut entry = None;
+    for i in 0..12 {
+        let key = format!("k{i}");
+        let (t, _) = admit(
+            &id(&key),
+            &FP,
+            entry.as_ref(),
+            &rule(GuardMode::Warn),
+            &HashMap::new(),
+            1_000 + i,
+        );
+        entry = Some(written(t));
+    }
+    let entry = entry.unwrap();
+    let now = 1_000 + PENDING_GRACE + 100;
+    let read = to_read(&entry, "new", &rule(GuardMode::Warn), now);
+    assert_eq!(read.len(), MAX_MATCHES);
+    assert_eq!(read[0], "k11", "newest first");
+    // The newest eight were read and are gone: the four older, unread ones are not named.
+    let gone: HashMap<_, _> = read.iter().map(|k| (k.clone(), None)).collect();
+    assert!(others(Some(&entry), "new", &rule(GuardMode::Warn), &gone, now).is_empty());
+}

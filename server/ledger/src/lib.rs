@@ -34,9 +34,9 @@ pub use expiry::expiry;
 pub use hits::{add_hits, count_hits, HitBatch, Life, Share};
 pub use intent::{
     admit as admit_intent, entry_id as intent_entry_id, entry_of as intent_entry_of, is_internal,
-    keys as intent_keys, GuardMode, IntentKey, IntentMatch, IntentRule, Verdict,
-    DEFAULT_WINDOW as DEFAULT_INTENT_WINDOW, INTENT_NAMESPACE, MAX_WINDOW as MAX_INTENT_WINDOW,
-    MIN_WINDOW as MIN_INTENT_WINDOW,
+    keys as intent_keys, to_read as intent_keys_to_read, GuardMode, IntentKey, IntentMatch,
+    IntentRule, Verdict, DEFAULT_WINDOW as DEFAULT_INTENT_WINDOW, INTENT_NAMESPACE,
+    MAX_WINDOW as MAX_INTENT_WINDOW, MIN_WINDOW as MIN_INTENT_WINDOW,
 };
 pub use lease_bound::{
     bound_lease, lease_end, CLOCK_TOLERANCE, LEASE_AHEAD_OF_CLOCK, MAX_LEASE_TTL,
