@@ -217,6 +217,17 @@ pub fn admit(
         .into_iter()
         .filter(|k| k.key != id.key && k.at.saturating_add(rule.window) > now)
         .collect();
+    // A full entry already shows the duplicates: a further one is answered from it without a
+    // write, so that many keys with one argument set at once (a hot one under `warn`, or a flood
+    // of refusals) do not take turns writing one record. A clear verdict always writes: that
+    // write is what makes racing new keys find each other.
+    if !matches!(verdict, Verdict::Clear) && kept.len() >= MAX_INTENT_KEYS {
+        let unchanged = Transition {
+            record: live.cloned(),
+            change: super::Change::Keep,
+        };
+        return (unchanged, verdict);
+    }
     kept.push(IntentKey {
         key: id.key.clone(),
         at: now,

@@ -142,7 +142,7 @@ fn the_same_key_a_dead_key_and_an_old_key_are_not_matches() {
 }
 
 #[test]
-fn an_entry_keeps_the_newest_keys() {
+fn an_entry_keeps_at_most_sixteen_keys() {
     let mut entry = None;
     for i in 0..(MAX_INTENT_KEYS as i64 + 4) {
         let key = format!("k{i}");
@@ -158,7 +158,8 @@ fn an_entry_keeps_the_newest_keys() {
     }
     let ks = keys(entry.as_ref().unwrap());
     assert_eq!(ks.len(), MAX_INTENT_KEYS);
-    assert_eq!(ks.last().unwrap().key, format!("k{}", MAX_INTENT_KEYS + 3));
+    // Full: the keys after the sixteenth were answered from it, not written.
+    assert_eq!(ks.last().unwrap().key, format!("k{}", MAX_INTENT_KEYS - 1));
     let statuses = HashMap::new();
     let m = others(
         entry.as_ref(),
@@ -170,7 +171,7 @@ fn an_entry_keeps_the_newest_keys() {
     assert_eq!(m.len(), MAX_MATCHES);
     assert_eq!(
         m[0].key,
-        format!("k{}", MAX_INTENT_KEYS + 3),
+        format!("k{}", MAX_INTENT_KEYS - 1),
         "most recent first"
     );
 }
@@ -211,4 +212,34 @@ fn a_claim_reads_the_newest_keys_and_names_no_older_unread_one() {
     // The newest eight were read and are gone: the four older, unread ones are not named.
     let gone: HashMap<_, _> = read.iter().map(|k| (k.clone(), None)).collect();
     assert!(others(Some(&entry), "new", &rule(GuardMode::Warn), &gone, now).is_empty());
+}
+
+#[test]
+fn a_full_entry_answers_further_duplicates_without_a_write() {
+    let mut entry = None;
+    for i in 0..MAX_INTENT_KEYS as i64 {
+        let key = format!("k{i}");
+        let (t, _) = admit(
+            &id(&key),
+            &FP,
+            entry.as_ref(),
+            &rule(GuardMode::Warn),
+            &HashMap::new(),
+            1_000 + i,
+        );
+        entry = Some(written(t));
+    }
+    let (t, v) = admit(
+        &id("one-more"),
+        &FP,
+        entry.as_ref(),
+        &rule(GuardMode::Warn),
+        &HashMap::new(),
+        2_000,
+    );
+    assert!(
+        matches!(v, Verdict::Warned(ref m) if m.len() == MAX_MATCHES),
+        "{v:?}"
+    );
+    assert_eq!(t.change, Change::Keep);
 }
