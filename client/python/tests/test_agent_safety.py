@@ -411,6 +411,27 @@ def test_sagas_run_in_a_guarded_namespace_and_take_a_run_budget(guarded, tenant)
             assert record is not None and record.budget is not None and record.budget.children == 1
 
 
+def test_rollbacks_in_a_guarded_namespace_are_never_refused(guarded, tenant):
+    """Two sagas whose steps return the same output (None): their compensations have the same
+    arguments, yet each rollback runs (a compensation is a deliberate repeat, never a made-up key)."""
+    undone: list[int] = []
+
+    def declined() -> None:
+        raise ValueError("card declined")
+
+    with oncekey.Client(guarded.target, tenant=tenant) as client:
+        for i in range(2):
+            key = OperationKey("guarded.trips", unique("trip"))
+
+            def body(saga: oncekey.Saga, i: int = i) -> None:
+                saga.step("hold", lambda n: None, i, compensate=lambda _out, i=i: undone.append(i))
+                saga.step("charge", declined)
+
+            with pytest.raises(oncekey.SagaRolledBack):
+                client.saga(key).run(body)
+    assert undone == [0, 1]
+
+
 def test_the_async_client_guards_intents_budgets_and_lists(guarded, tenant):
     async def main() -> None:
         async with oncekey.AsyncClient(guarded.target, tenant=tenant) as client:

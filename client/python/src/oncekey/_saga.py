@@ -101,6 +101,14 @@ class SagaOptions:
             wait=self.wait, owner=self.owner,
         )  # fmt: skip
 
+    def compensation(self) -> Options:
+        # Its arguments are a step's output, not an intent: the same output of another saga's
+        # step (None, say) is no duplicate for the intent guard, which must never block a rollback.
+        return Options(
+            lease_ttl=self.lease_ttl, retention=self.retention, semantics=self.semantics,
+            wait=self.wait, owner=self.owner, repeat_intent=True,
+        )  # fmt: skip
+
 
 class StepFailed(FinalError):
     """Carries the exception a step or compensation raised through the client's run, which then

@@ -216,7 +216,7 @@ class Saga(_Base):
             lease.raise_if_lost()
             call = guard(step.compensate, (step.output,), {}, self._options.retryable)
             try:
-                client._run(state.compensation(step.name), fingerprint(step.arguments), call, self._options.child(), None, False)
+                client._run(state.compensation(step.name), fingerprint(step.arguments), call, self._options.compensation(), None, False)
             except BaseException as exc:
                 again = state.compensation_error(step.name, exc)
             else:
@@ -365,7 +365,7 @@ class AsyncSaga(_Base):
             lease.raise_if_lost()
             call = guard_async(step.compensate, (step.output,), {}, self._options.retryable)
             try:
-                await client._run(state.compensation(step.name), fingerprint(step.arguments), call, self._options.child(), None, False)
+                await client._run(state.compensation(step.name), fingerprint(step.arguments), call, self._options.compensation(), None, False)
             except BaseException as exc:
                 again = state.compensation_error(step.name, exc)
             else:
