@@ -52,6 +52,11 @@ pub enum Reason {
     /// FAILED_PRECONDITION: a Claim of a new child operation beyond its parent's run budget
     /// (the error's `metadata` has `parent_namespace`, `parent_key`, `limit`, `spent`, `max`).
     BudgetExhausted,
+    /// DATA_LOSS: the record's sealed fields cannot be opened on the server: the key they name
+    /// is not in its key ring, or the ciphertext was altered (the error's `metadata` has
+    /// `key_id` and `cause`: `missing_key` or `tampered`). Retrying does not help until an
+    /// operator restores the key.
+    UnreadableRecord,
     /// A reason this client version does not know.
     Other(String),
 }
@@ -76,6 +81,7 @@ impl Reason {
             Some(Wire::RateLimited) => Reason::RateLimited,
             Some(Wire::Internal) => Reason::Internal,
             Some(Wire::BudgetExhausted) => Reason::BudgetExhausted,
+            Some(Wire::UnreadableRecord) => Reason::UnreadableRecord,
             Some(Wire::Unspecified) | None => Reason::Other(reason.to_owned()),
         }
     }
@@ -99,6 +105,7 @@ impl Reason {
             Reason::RateLimited => Wire::RateLimited,
             Reason::Internal => Wire::Internal,
             Reason::BudgetExhausted => Wire::BudgetExhausted,
+            Reason::UnreadableRecord => Wire::UnreadableRecord,
             Reason::Other(_) => return None,
         })
     }

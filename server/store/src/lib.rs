@@ -96,6 +96,65 @@ pub enum StoreError {
     /// Any other failure of the backend.
     #[error("store failure: {0}")]
     Internal(String),
+    /// The record's sealed fields cannot be opened (`oncekey-sealing`): the key they name is not
+    /// in the key ring, or the ciphertext was altered or belongs to another record. Never
+    /// retried: the same read fails the same way until the key ring changes.
+    #[error("the record is sealed with key {key_id:?}, {cause}")]
+    Unreadable {
+        /// The key id the envelope names.
+        key_id: String,
+        /// Why it cannot be opened.
+        cause: Unreadable,
+    },
+}
+
+/// Why a sealed record cannot be opened (`StoreError::Unreadable`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unreadable {
+    /// The key ring has no key of that id (or no key ring is configured).
+    MissingKey,
+    /// Authentication failed: the ciphertext was altered, or moved from another field, record
+    /// or tenant, or the envelope is malformed.
+    Tampered,
+}
+
+impl Unreadable {
+    /// The wire name (ErrorInfo metadata `cause`, metric label): `missing_key` or `tampered`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unreadable::MissingKey => "missing_key",
+            Unreadable::Tampered => "tampered",
+        }
+    }
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Unreadable::MissingKey => "which the key ring does not hold",
+            Unreadable::Tampered => {
+                "but does not open under it: it was altered or belongs to another record"
+            }
+        })
+    }
+}
+
+/// What `Store::reseal` did to one record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reseal {
+    /// Written again with the primary key; `from` names the key(s) it was sealed with before
+    /// (empty: it was clear).
+    Resealed {
+        /// The key ids the record's fields were sealed with, without repeats.
+        from: Vec<String>,
+    },
+    /// Nothing to do: already under the primary key, nothing to seal, or no primary key (then
+    /// nothing is sealed and nothing is changed).
+    Current,
+    /// No live record of that id at `now`.
+    Gone,
+    /// The record changed between the read and the write; the caller may call again.
+    Conflict,
 }
 
 /// A record store with compare-and-set primitives. `now` is passed in (never read from a clock here)
@@ -193,6 +252,23 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
         limit: usize,
     ) -> impl Future<Output = Result<usize, StoreError>> + Send;
+
+    /// Writes the live record of `id` again with its sealed fields under the current primary key
+    /// of the key ring (`oncekey-sealing::Sealed`), by compare-and-set with only its version and
+    /// sealed fields changed. A store that does not seal has nothing to do: `Current` when the
+    /// record is live, `Gone` otherwise.
+    fn reseal(
+        &self,
+        id: &RecordId,
+        now: Millis,
+    ) -> impl Future<Output = Result<Reseal, StoreError>> + Send {
+        async move {
+            Ok(match self.get_brief(id, now).await? {
+                Some(_) => Reseal::Current,
+                None => Reseal::Gone,
+            })
+        }
+    }
 
     /// Checks that the store can serve requests (for `/readyz`).
     fn check_ready(&self) -> impl Future<Output = Result<(), StoreError>> + Send;

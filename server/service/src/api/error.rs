@@ -236,6 +236,29 @@ fn engine_status(e: &EngineError, message: String) -> Status {
                 None,
             )
         }
+        EngineError::Store(StoreError::Unreadable { key_id, cause }) => {
+            tracing::error!(key_id = %key_id, cause = cause.as_str(), "a sealed record cannot be opened");
+            let metadata = HashMap::from([
+                ("key_id".to_string(), key_id.clone()),
+                ("cause".to_string(), cause.as_str().to_string()),
+            ]);
+            let details = ErrorDetails::with_error_info(
+                Reason::UnreadableRecord.wire_name(),
+                ERROR_DOMAIN,
+                metadata,
+            );
+            Status::with_error_details(
+                Code::DataLoss,
+                format!(
+                    "the record's sealed fields cannot be opened: {}",
+                    StoreError::Unreadable {
+                        key_id: key_id.clone(),
+                        cause: *cause
+                    }
+                ),
+                details,
+            )
+        }
         EngineError::Store(StoreError::Corrupt(detail)) => {
             tracing::error!(error = %detail, "corrupt record in store");
             status(

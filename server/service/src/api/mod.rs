@@ -501,6 +501,20 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
         .await
     }
 
+    async fn rekey(
+        &self,
+        _req: Request<v1::RekeyRequest>,
+    ) -> Result<Response<v1::RekeyResponse>, Status> {
+        Err(Status::unimplemented("Rekey is not built yet"))
+    }
+
+    async fn erase_tenant(
+        &self,
+        _req: Request<v1::EraseTenantRequest>,
+    ) -> Result<Response<v1::EraseTenantResponse>, Status> {
+        Err(Status::unimplemented("EraseTenant is not built yet"))
+    }
+
     async fn list_duplicate_intents(
         &self,
         req: Request<v1::ListDuplicateIntentsRequest>,

@@ -32,6 +32,8 @@ pub const TABLE: &[(&str, &[Scope])] = &[
     ("/oncekey.v1.Ledger/Approve", &[Scope::Approve]),
     ("/oncekey.v1.Ledger/Reject", &[Scope::Approve]),
     ("/oncekey.v1.Ledger/Purge", &[Scope::Admin]),
+    ("/oncekey.v1.Ledger/Rekey", &[Scope::Admin]),
+    ("/oncekey.v1.Ledger/EraseTenant", &[Scope::Admin]),
 ];
 
 /// The scopes `path` accepts; `None` for a path not in the table.
