@@ -4,9 +4,11 @@
 
 mod admission;
 mod cql;
+mod protection;
 
 pub use admission::AdmissionArgs;
 pub use cql::{CqlArgs, MigrateArgs};
+pub use protection::ProtectionArgs;
 
 use crate::log_format::LogFormat;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -54,6 +56,14 @@ pub enum Command {
     Reject(crate::operations::DecideCmd),
     /// Remove a record and its history in any state (client side; needs the admin scope).
     Purge(crate::operations::PurgeCmd),
+    /// Re-seal the token's tenant's records with the key ring's primary key, page after page
+    /// (client side; needs the admin scope).
+    Rekey(crate::protect::RekeyCmd),
+    /// Erase every record of the token's tenant, page after page, and print the receipt
+    /// (client side; needs the admin scope).
+    EraseTenant(crate::protect::EraseTenantCmd),
+    /// Print a key ring line (--encryption-keys) with a fresh random secret (no server needed).
+    NewKey(crate::protect::NewKeyCmd),
     /// Load-test a running server (and optionally the PostgreSQL design) over real gRPC.
     Bench(Box<crate::bench::BenchCmd>),
     /// Run an HTTP reverse proxy giving an upstream service Idempotency-Key semantics.
@@ -168,14 +178,17 @@ pub struct ServeArgs {
     /// (docs/operations.md, "Recovering the embedded store").
     #[arg(long, env = "ONCEKEY_ACCEPT_DATA_LOSS")]
     pub accept_data_loss: bool,
-    /// How often the tokens file and the TLS files are checked for changes, which are then
-    /// loaded (a mounted Secret that cert-manager renewed, a rotated tokens Secret); `0s` turns
-    /// the checks off (SIGHUP still reloads).
+    /// How often the tokens file, the TLS files and the key ring are checked for changes, which
+    /// are then loaded (a mounted Secret that cert-manager renewed, a rotated tokens Secret); `0s`
+    /// turns the checks off (SIGHUP still reloads).
     #[arg(long, env = "ONCEKEY_RELOAD_CHECK_INTERVAL", default_value = "5s", value_parser = parse_duration)]
     pub reload_check_interval: Millis,
     /// Per-tenant admission limits.
     #[command(flatten)]
     pub admission: AdmissionArgs,
+    /// Data protection: the key ring, key privacy, retention ceilings.
+    #[command(flatten)]
+    pub protection: ProtectionArgs,
 }
 
 impl From<StoreKind> for oncekey_server::settings::StoreKind {
@@ -215,6 +228,7 @@ impl ServeArgs {
             accept_data_loss: self.accept_data_loss,
             reload_check_interval: self.reload_check_interval,
             admission: self.admission.config(),
+            protection: self.protection.config(),
             testing,
         }
     }

@@ -13,6 +13,7 @@ mod gateway;
 mod log_format;
 mod migrate;
 mod operations;
+mod protect;
 mod records;
 mod render;
 mod token;
@@ -84,6 +85,9 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Approve(cmd) => operations::approve(cmd).await?,
         Command::Reject(cmd) => operations::reject(cmd).await?,
         Command::Purge(cmd) => operations::purge(cmd).await?,
+        Command::Rekey(cmd) => return protect::rekey(cmd).await,
+        Command::EraseTenant(cmd) => protect::erase_tenant(cmd).await?,
+        Command::NewKey(cmd) => return protect::new_key(&cmd),
         Command::Bench(cmd) => return bench::run(*cmd).await,
         Command::Gateway(cmd) => return gateway::run(*cmd).await,
         Command::Console(cmd) => return console::run(*cmd).await,

@@ -298,6 +298,10 @@ pub fn cause(error: &Error) -> &'static str {
             "the idempotency ledger is rate-limiting the gateway"
         }
         (_, Some(Reason::StoreUnavailable)) => "the idempotency ledger's store cannot answer",
+        (_, Some(Reason::UnreadableRecord)) => {
+            "the idempotency ledger cannot open this operation's stored outcome (a key of its key \
+             ring is missing, or the record was altered); nothing was sent upstream"
+        }
         _ => "the idempotency ledger cannot be reached",
     }
 }

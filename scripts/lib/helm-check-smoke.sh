@@ -135,6 +135,9 @@ PY
         ONCEKEY_LISTEN|ONCEKEY_ADMIN_LISTEN) v="${v%:*}:0" ;;          # any free port
         ONCEKEY_DATA_DIR) v="$dir/data" ;;
         ONCEKEY_TOKENS_FILE) v="$dir/etc/tokens" ;;
+        ONCEKEY_ENCRYPTION_KEYS)   # what the key ring Secret would hold: a primary and an hmac key
+          v="$dir/etc/keyring"
+          python3 -c 'import base64, os; [print(k, base64.b64encode(os.urandom(32)).decode(), f) for k, f in (("k1", "primary"), ("names", "hmac"))]' >"$v" ;;
         *) v=$(local_path "$k" "$v") ;;
       esac
       env+=("$k=$v")
@@ -215,6 +218,7 @@ PY
   smoke default
   smoke embedded -f "$CHART/ci/embedded-values.yaml"
   smoke dev -f "$CHART/ci/dev-values.yaml"
+  smoke encryption -f "$CHART/ci/encryption-values.yaml"
   # The CQL store against the test node scripts/test starts: the migration Job creates a fresh
   # keyspace, then the Deployment's settings serve from it.
   if [ -n "${ONCEKEY_TEST_CQL_NODES:-}" ]; then

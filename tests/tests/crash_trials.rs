@@ -10,6 +10,8 @@
 //! On the embedded store the listing index must also have survived every kill: each status's
 //! ListRecords holds exactly the records the unfiltered listing (read from the records
 //! themselves) reports in that status.
+//!
+//! Every trial runs with encryption at rest and key privacy on.
 
 use oncekey_api::v1::{self, RecordStatus};
 use oncekey_client::{Client, LedgerRpc};
@@ -36,12 +38,33 @@ fn start(data_dir: &Path, flags: &[String]) -> Server {
     tokio::task::block_in_place(|| Server::start_on(data_dir, &flags))
 }
 
+/// The trials run with encryption at rest and key privacy on (docs/api.md#data-protection):
+/// results are sealed and keys hashed in every write the kills interrupt.
+fn with_encryption(mut flags: Vec<String>, dir: &Path) -> Vec<String> {
+    let ring = dir.join("keyring");
+    let mut lines = String::new();
+    for args in [["--id", "k1", "--primary"], ["--id", "names", "--hmac"]] {
+        let (code, stdout, stderr) = oncekey_tests::run_cli(&[&["new-key"][..], &args].concat());
+        assert_eq!(code, 0, "new-key: {stderr}");
+        lines.push_str(&stdout);
+    }
+    std::fs::write(&ring, lines).unwrap();
+    flags.extend([
+        "--encryption-keys".into(),
+        ring.display().to_string(),
+        "--key-privacy".into(),
+        "hmac".into(),
+    ]);
+    flags
+}
+
 async fn crash_trials(store: &str, store_flags: Vec<String>) {
     let seed = Rng::seed();
     let mut rng = Rng::new(seed);
     let n = trials();
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
+    let store_flags = with_encryption(store_flags, dir.path());
     let mut server = start(&data_dir, &store_flags);
     // Restarts reuse the ports the first start got.
     let mut flags = store_flags.clone();

@@ -265,3 +265,90 @@ async fn test_only_knobs_are_variables_and_announced() {
     let claimed = client.claim(claim(NS, "skewed", "{}")).await.unwrap();
     assert_eq!(outcome(&claimed.into_inner()), ClaimOutcome::Acquired);
 }
+
+/// Data protection mistakes (docs/api.md, "Data protection") exit 64 with one line naming the
+/// flag: a key ring that does not load (and its line, never a secret), key privacy without an
+/// `hmac` key, a bad rule, a ceiling above --max-retention; a good ring and rules start.
+#[tokio::test]
+async fn data_protection_mistakes_exit_64_naming_the_flag() {
+    const SECRET: &str = "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=";
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken");
+    write(
+        &broken,
+        &[format!("k1 {SECRET} primary"), "k2 tooshort".into()],
+    );
+    let primary_only = dir.path().join("primary-only");
+    write(&primary_only, &[format!("k1 {SECRET} primary")]);
+    let broken = broken.to_str().unwrap();
+    let primary_only = primary_only.to_str().unwrap();
+    for (args, env, flag, says) in [
+        (
+            vec!["--encryption-keys", broken],
+            vec![],
+            "--encryption-keys",
+            "line 2",
+        ),
+        (
+            vec!["--key-privacy", "hmac"],
+            vec![],
+            "--key-privacy",
+            "hmac",
+        ),
+        (
+            vec!["--encryption-keys", primary_only],
+            vec![("ONCEKEY_KEY_PRIVACY", "payments.*=hmac,*=off")],
+            "--key-privacy",
+            "hmac",
+        ),
+        (
+            vec!["--key-privacy", "payments=on"],
+            vec![],
+            "--key-privacy",
+            "payments=on",
+        ),
+        (
+            vec!["--retention-ceiling", "payments.*=31d"],
+            vec![],
+            "--retention-ceiling",
+            "--max-retention",
+        ),
+    ] {
+        let (code, err) = serve_until_exit_with_env(&args, &env);
+        assert_eq!(code, Some(64), "{args:?}: {err}");
+        assert!(err.contains(flag) && err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains(SECRET), "{args:?}: {err}");
+    }
+    let ring = dir.path().join("ring");
+    write(
+        &ring,
+        &[
+            format!("k1 {SECRET} primary"),
+            "names ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8= hmac".into(),
+        ],
+    );
+    let server = Server::start(&[
+        "--encryption-keys",
+        ring.to_str().unwrap(),
+        "--key-privacy",
+        "payments.*=hmac",
+        "--retention-ceiling",
+        "payments.*=7d",
+    ]);
+    let line = log_line(&server, "key ring loaded").await;
+    assert!(line.contains("k1") && line.contains("names"), "{line}");
+    assert!(!server.stderr().contains(SECRET));
+    let mut client = server.client("acme").await;
+    let mut request = claim(NS, "order-1", "{}");
+    request.retention = Some(prost_types::Duration {
+        seconds: 30 * 86_400,
+        nanos: 0,
+    });
+    let claimed = client.claim(request).await.unwrap();
+    let record = claimed.into_inner().record.unwrap();
+    assert_eq!(record.key, "order-1", "the answer carries the key as asked");
+    // Asked for 30 days under a 7-day ceiling: kept 7 days (not refused).
+    let kept = record.expires_at.unwrap().seconds - record.created_at.unwrap().seconds;
+    assert!((7 * 86_400..7 * 86_400 + 120).contains(&kept), "{kept}");
+}

@@ -84,6 +84,12 @@ var (
 	// (FAILED_PRECONDITION BUDGET_EXHAUSTED). Nothing ran and nothing was written for the child.
 	// Never retried. errors.As into *BudgetExhaustedError for the parent and the cap.
 	ErrBudgetExhausted = errors.New("oncekey: run budget exhausted")
+	// ErrUnreadableRecord: the record's sealed fields cannot be opened (DATA_LOSS
+	// UNREADABLE_RECORD): the key they were sealed with is not in the server's key ring, or the
+	// ciphertext was altered or moved. Error.Metadata names the key ("key_id") and the cause
+	// ("missing_key" or "tampered"). Never retried: the same read fails the same way until the
+	// key ring changes.
+	ErrUnreadableRecord = errors.New("oncekey: record cannot be opened")
 )
 
 // Error is a failed RPC: the server's (or the transport's) gRPC status, with the ErrorInfo reason
@@ -141,6 +147,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == codes.ResourceExhausted
 	case ErrInternal:
 		return e.Code == codes.Internal
+	case ErrUnreadableRecord:
+		return e.Code == codes.DataLoss
 	}
 	return false
 }

@@ -51,6 +51,10 @@ const (
 	ReasonInternal = ErrorReason(oncekeyv1.ErrorReason_ERROR_REASON_INTERNAL)
 	// ReasonBudgetExhausted: a Claim of a new child operation beyond its parent's run budget.
 	ReasonBudgetExhausted = ErrorReason(oncekeyv1.ErrorReason_ERROR_REASON_BUDGET_EXHAUSTED)
+	// ReasonUnreadableRecord: the record's sealed fields cannot be opened (its key is not in the
+	// server's key ring, or the ciphertext was altered or moved); Error.Metadata has key_id and
+	// cause.
+	ReasonUnreadableRecord = ErrorReason(oncekeyv1.ErrorReason_ERROR_REASON_UNREADABLE_RECORD)
 )
 
 // reasonPrefix is the prefix of the proto's value names that the wire string leaves out.
@@ -94,4 +98,5 @@ var reasonSentinels = map[ErrorReason]error{
 	ReasonMissingScope:        ErrMissingScope,
 	ReasonInternal:            ErrInternal,
 	ReasonBudgetExhausted:     ErrBudgetExhausted,
+	ReasonUnreadableRecord:    ErrUnreadableRecord,
 }

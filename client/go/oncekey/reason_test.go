@@ -17,7 +17,7 @@ import (
 var sentinels = []error{
 	ErrInvalidArgument, ErrKeyReused, ErrLeaseLost, ErrNotFound, ErrUnauthenticated,
 	ErrPermissionDenied, ErrUnavailable, ErrRateLimited, ErrNotAwaitingApproval,
-	ErrUnsettledAtMostOnce, ErrMissingScope, ErrInternal, ErrBudgetExhausted,
+	ErrUnsettledAtMostOnce, ErrMissingScope, ErrInternal, ErrBudgetExhausted, ErrUnreadableRecord,
 }
 
 // TestEveryErrorReasonIsMapped walks the proto's ErrorReason, the one list of reasons: every

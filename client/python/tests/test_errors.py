@@ -72,6 +72,7 @@ CODES = {
     "MISSING_SCOPE": grpc.StatusCode.PERMISSION_DENIED,
     "INTERNAL": grpc.StatusCode.INTERNAL,
     "BUDGET_EXHAUSTED": grpc.StatusCode.FAILED_PRECONDITION,
+    "UNREADABLE_RECORD": grpc.StatusCode.DATA_LOSS,
 }
 
 
@@ -109,3 +110,15 @@ def test_typed_errors_of_the_reasons_a_caller_handles():
     unknown = errors.classify(server_error(grpc.StatusCode.FAILED_PRECONDITION, "SOMETHING_NEW"))
     assert type(unknown) is oncekey.RpcError and unknown.reason == "SOMETHING_NEW"
     assert type(errors.classify(server_error(grpc.StatusCode.UNAVAILABLE, "SOMETHING_NEW"))) is oncekey.Unavailable
+
+
+def test_an_unreadable_record_names_its_key_and_is_never_retried():
+    detail = any_pb2.Any()
+    metadata = {"key_id": "k-2026-06", "cause": "missing_key"}
+    detail.Pack(error_details_pb2.ErrorInfo(reason="UNREADABLE_RECORD", domain="oncekey", metadata=metadata))
+    call = FakeCall(grpc.StatusCode.DATA_LOSS, 'the record is sealed with key "k-2026-06"', [detail])
+    e = errors.classify(call)
+    assert isinstance(e, oncekey.UnreadableRecord) and isinstance(e, oncekey.RpcError)
+    assert (e.key_id, e.cause, e.reason, e.code) == ("k-2026-06", "missing_key", "UNREADABLE_RECORD", grpc.StatusCode.DATA_LOSS)
+    assert not errors.is_transient(call)
+    assert oncekey.RetryPolicy().delay(call, 1) is None

@@ -154,6 +154,30 @@ export class BudgetExhaustedError extends OncekeyError {
 }
 
 /**
+ * The record's sealed fields cannot be opened (DATA_LOSS `UNREADABLE_RECORD`): the key they were
+ * sealed with is not in the server's key ring, or the ciphertext was altered or moved. `keyId`
+ * and `unreadableCause` (`missing_key` or `tampered`) are the server's ErrorInfo metadata (its
+ * `key_id` and `cause`; `cause` itself is the gRPC error, as on every `OncekeyError`). Never
+ * retried: the same read fails the same way until the key ring changes.
+ */
+export class UnreadableRecordError extends OncekeyError {
+  override name = "UnreadableRecordError";
+  /** The key id the stored envelope names. */
+  readonly keyId: string;
+  /** Why it cannot be opened: `missing_key` or `tampered`. */
+  readonly unreadableCause: string;
+  constructor(
+    message: string,
+    unreadable: { keyId: string; cause: string },
+    options: { cause?: unknown; grpcCode?: number; reason?: string } = {},
+  ) {
+    super(message, options);
+    this.keyId = unreadable.keyId;
+    this.unreadableCause = unreadable.cause;
+  }
+}
+
+/**
  * An Approve or Reject of an operation that does not await approval: it never did, was decided
  * otherwise, or has moved on since (FAILED_PRECONDITION `NOT_AWAITING_APPROVAL`). Never retried.
  */

@@ -37,6 +37,7 @@ export {
   MissingScopeError,
   DuplicateIntentError,
   BudgetExhaustedError,
+  UnreadableRecordError,
   FinalError,
   AbandonError,
 } from "./errors";

@@ -16,6 +16,7 @@ import {
   NotAwaitingApprovalError,
   OncekeyError,
   UnavailableError,
+  UnreadableRecordError,
   UnsettledAtMostOnceError,
 } from "./errors";
 import { ErrorReason, errorReasonFromJSON, errorReasonToJSON } from "./gen/oncekey/v1/ledger";
@@ -61,7 +62,14 @@ const REASONS: { [r in KnownReason]: { make?: (message: string, options: Options
   [ErrorReason.ERROR_REASON_MISSING_SCOPE]: { make: (m, o) => new MissingScopeError(m, o) },
   [ErrorReason.ERROR_REASON_INTERNAL]: {},
   [ErrorReason.ERROR_REASON_BUDGET_EXHAUSTED]: { make: budgetExhausted },
+  [ErrorReason.ERROR_REASON_UNREADABLE_RECORD]: { make: unreadableRecord },
 };
+
+/** UNREADABLE_RECORD, with the key id and the cause from its ErrorInfo metadata. */
+function unreadableRecord(message: string, options: Options): OncekeyError {
+  const metadata = errorInfo(options.cause)?.metadata ?? {};
+  return new UnreadableRecordError(message, { keyId: metadata.key_id ?? "", cause: metadata.cause ?? "" }, options);
+}
 
 /** BUDGET_EXHAUSTED, with its ErrorInfo metadata (a count that is not a number reads as 0). */
 function budgetExhausted(message: string, options: Options): OncekeyError {
@@ -197,7 +205,8 @@ export function codeName(code: number | undefined): string | undefined {
  * The typed error a gRPC failure stands for, by its reason (`REASONS`): `KeyReusedError`,
  * `LeaseLostError` (LEASE_LOST and ALREADY_SETTLED, with `token`), `NotAwaitingApprovalError`,
  * `UnsettledAtMostOnceError`, `MissingScopeError`, `BudgetExhaustedError` (with the parent and
- * the cap from the ErrorInfo metadata), `UnavailableError` for transient failures,
+ * the cap from the ErrorInfo metadata), `UnreadableRecordError` (with the key id and the cause),
+ * `UnavailableError` for transient failures,
  * `OncekeyError` for the rest (with `grpcCode`, `reason` and `field`). A typed error's message is
  * the server's own sentence (the class names the kind); an `OncekeyError`'s starts with the code
  * and reason. A value that is not a gRPC error is returned unchanged.

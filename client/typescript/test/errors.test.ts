@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Metadata, status } from "@grpc/grpc-js";
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
-import { errorInfo, errorReasonOf, reason, reasonName, reasonOf, toOncekeyError } from "../src/status";
+import { errorInfo, errorReasonOf, isTransient, reason, reasonName, reasonOf, toOncekeyError } from "../src/status";
 import {
   BudgetExhaustedError,
   KeyReusedError,
@@ -12,6 +12,7 @@ import {
   NotAwaitingApprovalError,
   OncekeyError,
   UnavailableError,
+  UnreadableRecordError,
   UnsettledAtMostOnceError,
 } from "../src/errors";
 import { ErrorReason, errorReasonToJSON } from "../src/gen/oncekey/v1/ledger";
@@ -63,7 +64,9 @@ test("server errors become typed errors with one base class", () => {
 });
 
 /** The error class and gRPC code of every reason of the proto's ErrorReason (docs/api.md#errors). */
-const EXPECTED: { [name: string]: [number, typeof OncekeyError | typeof LeaseLostError | typeof UnavailableError | typeof BudgetExhaustedError] } = {
+const EXPECTED: {
+  [name: string]: [number, typeof OncekeyError | typeof LeaseLostError | typeof UnavailableError | typeof BudgetExhaustedError | typeof UnreadableRecordError];
+} = {
   INVALID_FIELD: [status.INVALID_ARGUMENT, OncekeyError],
   TOO_LARGE: [status.INVALID_ARGUMENT, OncekeyError],
   KEY_REUSED: [status.FAILED_PRECONDITION, KeyReusedError],
@@ -80,6 +83,7 @@ const EXPECTED: { [name: string]: [number, typeof OncekeyError | typeof LeaseLos
   MISSING_SCOPE: [status.PERMISSION_DENIED, MissingScopeError],
   INTERNAL: [status.INTERNAL, OncekeyError],
   BUDGET_EXHAUSTED: [status.FAILED_PRECONDITION, BudgetExhaustedError],
+  UNREADABLE_RECORD: [status.DATA_LOSS, UnreadableRecordError],
 };
 
 test("every reason of the generated ErrorReason enum is mapped, by the enum", () => {
@@ -114,4 +118,23 @@ test("a reason this version does not know is kept as sent, and is no enum value"
   assert.equal(typed.constructor, OncekeyError);
   assert.equal(typed.reason, "SOMETHING_NEW");
   assert.equal(typed.message, "FAILED_PRECONDITION SOMETHING_NEW: key reused");
+});
+
+test("UNREADABLE_RECORD is an UnreadableRecordError naming the key, never transient", () => {
+  const entry = (k: string, v: string) => new BinaryWriter().uint32(10).string(k).uint32(18).string(v).finish();
+  const info = new BinaryWriter()
+    .uint32(10)
+    .string("UNREADABLE_RECORD")
+    .uint32(18)
+    .string("oncekey")
+    .uint32(26)
+    .bytes(entry("key_id", "k-2026-06"))
+    .uint32(26)
+    .bytes(entry("cause", "missing_key"))
+    .finish();
+  const err = Object.assign(serviceError([any("type.googleapis.com/google.rpc.ErrorInfo", info)]), { code: status.DATA_LOSS });
+  assert.equal(isTransient(err), false);
+  const typed = toOncekeyError(err);
+  assert.ok(typed instanceof UnreadableRecordError && typed instanceof OncekeyError, String(typed));
+  assert.deepEqual([typed.keyId, typed.unreadableCause, typed.reason, typed.grpcCode], ["k-2026-06", "missing_key", "UNREADABLE_RECORD", status.DATA_LOSS]);
 });

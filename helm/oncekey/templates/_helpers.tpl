@@ -308,6 +308,11 @@ spec:
           readOnly: true
         {{- end }}
         {{- end }}
+        {{- if .Values.server.encryption.existingSecret }}
+        - name: encryption-keys
+          mountPath: /etc/oncekey/encryption
+          readOnly: true
+        {{- end }}
         {{- include "oncekey.cqlTlsMounts" . | nindent 8 }}
         {{- with .Values.extraVolumeMounts }}
         {{- toYaml . | nindent 8 }}
@@ -351,6 +356,15 @@ spec:
           - key: {{ .Values.tls.clientCaKey }}
             path: ca.crt
     {{- end }}
+    {{- end }}
+    {{- with .Values.server.encryption.existingSecret }}
+    - name: encryption-keys
+      secret:
+        secretName: {{ . }}
+        defaultMode: 0440
+        items:
+          - key: {{ $.Values.server.encryption.key }}
+            path: keyring
     {{- end }}
     {{- include "oncekey.cqlTlsVolumes" . | nindent 4 }}
     {{- with .Values.extraVolumes }}

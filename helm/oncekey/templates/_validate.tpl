@@ -22,6 +22,17 @@ Cross-field checks the schema cannot express clearly; called from the workload t
 {{- if or (lt $retention 60000) (gt $retention $maxRetention) }}
 {{- fail (printf "server.defaultRetention %s: must be between 1m and server.maxRetention (%s)" .Values.server.defaultRetention .Values.server.maxRetention) }}
 {{- end }}
+{{- range .Values.server.retentionCeilings }}
+{{- $ceiling := include "oncekey.durationMs" (regexReplaceAll "^.*=" . "") | int64 }}
+{{- if or (lt $ceiling 60000) (gt $ceiling $maxRetention) }}
+{{- fail (printf "server.retentionCeilings %s: the duration must be between 1m and server.maxRetention (%s)" . $.Values.server.maxRetention) }}
+{{- end }}
+{{- end }}
+{{- range .Values.server.keyPrivacy }}
+{{- if and (not (hasSuffix "=off" .)) (not $.Values.server.encryption.existingSecret) }}
+{{- fail (printf "server.keyPrivacy %s needs server.encryption.existingSecret: a key ring with a key flagged hmac" .) }}
+{{- end }}
+{{- end }}
 {{- $reload := include "oncekey.durationMs" .Values.server.reloadCheckInterval | int64 }}
 {{- if and (ne $reload 0) (or (lt $reload 100) (gt $reload 3600000)) }}
 {{- fail (printf "server.reloadCheckInterval %s: must be 0s (off) or between 100ms and 1h" .Values.server.reloadCheckInterval) }}

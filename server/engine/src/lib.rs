@@ -18,6 +18,7 @@ mod held;
 mod hits;
 mod list;
 mod operate;
+mod protect;
 mod recent;
 mod rounds;
 mod sharded;
@@ -31,6 +32,7 @@ pub use clock::Clock;
 pub use duplicates::{DuplicateIntent, DuplicatePage};
 pub use guard::Guarded;
 pub use operate::Decider;
+pub use protect::{ErasePage, RekeyPage};
 pub use waiters::Listener;
 
 use oncekey_ledger::{self as ledger, Disposition, LedgerError, Millis};

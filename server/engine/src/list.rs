@@ -7,6 +7,16 @@ use oncekey_ledger::{AttentionCounts, ListFilter};
 use oncekey_store::{ListPage, ListQuery, Store, MAX_PAGE};
 use std::time::Instant;
 
+/// Which records a listing shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shown {
+    /// What callers may see: never the intent guard's index entries (unless the filter asks
+    /// for their namespace).
+    ToCallers,
+    /// Every live record, the index entries included.
+    Everything,
+}
+
 impl<S: Store> Engine<S> {
     /// A page of `tenant`'s records matching `filter` now, after `after` (the previous page's
     /// `next`), at most `limit` (clamped to 1..=`MAX_PAGE`) records.
@@ -23,12 +33,30 @@ impl<S: Store> Engine<S> {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<ListPage, EngineError> {
+        self.list_page(tenant, filter, after, limit, Shown::ToCallers)
+            .await
+    }
+
+    /// `list`, showing the intent guard's index entries too when `shown` is `Shown::Everything`
+    /// (Rekey and EraseTenant go over every record of a tenant).
+    pub(crate) async fn list_page(
+        &self,
+        tenant: &str,
+        filter: &ListFilter,
+        after: Option<&[u8]>,
+        limit: usize,
+        shown: Shown,
+    ) -> Result<ListPage, EngineError> {
         let limit = limit.clamp(1, MAX_PAGE);
         let now = self.core.clock.now();
-        let mut page = self.read_page(tenant, filter, after, limit, now).await?;
+        let mut page = self
+            .read_page(tenant, filter, after, limit, now, shown)
+            .await?;
         if page.records.len() == limit {
             if let Some(next) = page.next.as_deref() {
-                let ahead = self.read_page(tenant, filter, Some(next), 1, now).await?;
+                let ahead = self
+                    .read_page(tenant, filter, Some(next), 1, now, shown)
+                    .await?;
                 if ahead.records.is_empty() && ahead.next.is_none() {
                     page.next = None;
                 }
@@ -45,6 +73,7 @@ impl<S: Store> Engine<S> {
         after: Option<&[u8]>,
         limit: usize,
         now: oncekey_ledger::Millis,
+        shown: Shown,
     ) -> Result<ListPage, EngineError> {
         let query = ListQuery {
             tenant,
@@ -58,7 +87,9 @@ impl<S: Store> Engine<S> {
         let mut page = page?;
         // The intent guard's index entries are records of their own namespace, never shown
         // unless asked for by it (`duplicate_intents`).
-        if filter.namespace.as_deref() != Some(oncekey_ledger::INTENT_NAMESPACE) {
+        if shown == Shown::ToCallers
+            && filter.namespace.as_deref() != Some(oncekey_ledger::INTENT_NAMESPACE)
+        {
             page.records.retain(|r| !oncekey_ledger::is_internal(r));
         }
         Ok(page)

@@ -5,9 +5,10 @@
 //! A decision wakes the Claims held on the record (`wait`), which then acquire it (approved),
 //! replay the rejection, or find the key purged.
 
+use super::rounds::Basis;
 use super::{Engine, EngineError};
 use oncekey_ledger::{self as ledger, LedgerError, Millis, Record, RecordId, Status, Transition};
-use oncekey_store::Store;
+use oncekey_store::{Store, StoreError};
 
 /// An approval rule of the ledger: `approve` or `reject`.
 type Rule =
@@ -61,7 +62,36 @@ impl<S: Store> Engine<S> {
     /// Purge: the record of `id` and its history are removed (a Purge tombstone keeps its
     /// fencing sequence). Logged with the tenant, the namespace and the key's hash.
     pub async fn purge(&self, id: &RecordId, force: bool) -> Result<(), EngineError> {
-        let basis = self.core.remembered(id).await?;
+        let basis = match self.core.remembered(id).await {
+            // Sealed fields that cannot be opened (a lost key): Purge keeps none of them, so it
+            // decides on the record without them.
+            Err(StoreError::Unreadable { .. }) => {
+                let now = self.core.clock.now();
+                Basis::Stored(self.core.store.get_lenient(id, now).await?)
+            }
+            basis => basis?,
+        };
+        let purged = self.purge_on(id, basis, force).await?;
+        tracing::info!(
+            tenant = %id.tenant,
+            namespace = %id.namespace,
+            key_hash = %oncekey_telemetry::key_hash(&id.key),
+            status = ?purged.status,
+            fencing_token = purged.fencing_token,
+            force,
+            "record purged"
+        );
+        Ok(())
+    }
+
+    /// The Purge decision on `basis`, carried out (decided again on a conflict); the caller
+    /// logs it.
+    pub(crate) async fn purge_on(
+        &self,
+        id: &RecordId,
+        basis: Basis,
+        force: bool,
+    ) -> Result<Purged, EngineError> {
         let ran = self
             .core
             .run(id, basis, |current, now| {
@@ -69,17 +99,18 @@ impl<S: Store> Engine<S> {
                 Ok((ledger::purge(current, force, now)?, status))
             })
             .await?;
-        let (record, status) = (ran.record, ran.extra);
-        let token = record.as_ref().map_or(0, |r| r.fencing_token);
-        tracing::info!(
-            tenant = %id.tenant,
-            namespace = %id.namespace,
-            key_hash = %oncekey_telemetry::key_hash(&id.key),
-            status = ?status.unwrap_or(Status::Purged),
-            fencing_token = token,
-            force,
-            "record purged"
-        );
-        Ok(())
+        Ok(Purged {
+            status: ran.extra.unwrap_or(Status::Purged),
+            fencing_token: ran.record.as_ref().map_or(0, |r| r.fencing_token),
+        })
     }
+}
+
+/// What a purge removed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Purged {
+    /// The status the record had.
+    pub(crate) status: Status,
+    /// The fencing sequence its tombstone keeps.
+    pub(crate) fencing_token: u64,
 }

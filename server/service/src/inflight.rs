@@ -109,6 +109,8 @@ fn method_label(path: &str) -> &'static str {
         "/oncekey.v1.Ledger/Purge" => "Purge",
         "/oncekey.v1.Ledger/ListRecords" => "ListRecords",
         "/oncekey.v1.Ledger/ListDuplicateIntents" => "ListDuplicateIntents",
+        "/oncekey.v1.Ledger/Rekey" => "Rekey",
+        "/oncekey.v1.Ledger/EraseTenant" => "EraseTenant",
         "/grpc.health.v1.Health/Check" => "Health.Check",
         "/grpc.health.v1.Health/Watch" => "Health.Watch",
         p if p.starts_with("/grpc.reflection.") => "Reflection",

@@ -1,6 +1,7 @@
-//! Reloads the tokens file and the gRPC port's TLS files when their contents change on disk, and
-//! on SIGHUP, through the reload functions of `api::auth` and `tls` (which keep what they had when
-//! a new file fails to load); `cql` does the same for the CQL store's client TLS files.
+//! Reloads the tokens file, the gRPC port's TLS files and the key ring when their contents change
+//! on disk, and on SIGHUP, through the reload functions of `api::auth`, `tls` and the sealer
+//! (`keyring`), which keep what they had when a new file fails to load; `cql` does the same for
+//! the CQL store's client TLS files.
 //!
 //! Change detection polls: every `--reload-check-interval` the watched files are read and hashed
 //! (they are a few KiB), and a digest that differs from the last one seen triggers a reload. This
@@ -19,6 +20,7 @@ use crate::api::auth::Auth;
 use crate::settings::ServeConfig;
 pub(crate) use crate::telemetry::reload::ReloadMetrics;
 use crate::tls::Tls;
+use oncekey_sealing::Sealer;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -95,13 +97,14 @@ fn digest(paths: &[PathBuf]) -> [u8; 32] {
     hash.finalize().into()
 }
 
-/// Reloads the tokens file and the TLS files.
+/// Reloads the tokens file, the TLS files and the key ring.
 pub(crate) struct Reloader {
     auth: Arc<Auth>,
     tls: Option<(Arc<Tls>, PathBuf)>,
     metrics: ReloadMetrics,
     tokens_files: Option<Watched>,
     tls_files: Option<Watched>,
+    key_ring: Option<keyring::KeyRingFile>,
 }
 
 impl Reloader {
@@ -132,12 +135,22 @@ impl Reloader {
             metrics,
             tokens_files,
             tls_files,
+            key_ring: None,
         };
         reloader.catch_up();
         if let Some((_, cert)) = &reloader.tls {
             reloader.export_expiry(cert);
         }
         reloader
+    }
+
+    /// The same reloader, also watching the key ring file `path` (`--encryption-keys`), whose
+    /// ring `sealer` holds; catches up with a change since it was read, like `new`.
+    pub(crate) fn with_key_ring(mut self, path: PathBuf, sealer: Sealer) -> Self {
+        let file = keyring::KeyRingFile::new(path, sealer);
+        file.reload(Trigger::FileChange, &self.metrics, true);
+        self.key_ring = Some(file);
+        self
     }
 
     /// Loads the files once more, now that their digests are taken: the server read them at
@@ -166,6 +179,11 @@ impl Reloader {
         if self.tls_files.as_mut().is_some_and(Watched::changed) {
             self.reload_tls(Trigger::FileChange);
         }
+        if let Some(file) = &mut self.key_ring {
+            if file.watched.changed() {
+                file.reload(Trigger::FileChange, &self.metrics, false);
+            }
+        }
     }
 
     /// Reloads everything (SIGHUP).
@@ -178,6 +196,10 @@ impl Reloader {
         }
         self.reload_tokens(Trigger::Sighup);
         self.reload_tls(Trigger::Sighup);
+        if let Some(file) = &mut self.key_ring {
+            file.watched.mark_seen();
+            file.reload(Trigger::Sighup, &self.metrics, false);
+        }
     }
 
     fn reload_tokens(&self, trigger: Trigger) {
@@ -298,5 +320,7 @@ pub(crate) async fn run(mut reloader: Reloader, every: Duration) {
 }
 
 pub(crate) mod cql;
+mod keyring;
+pub(crate) use keyring::RingIds;
 #[cfg(test)]
 mod tests;

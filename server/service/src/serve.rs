@@ -8,6 +8,7 @@
 
 use crate::admin::{self, AdminState};
 use crate::api::auth::Auth;
+use crate::api::privacy::KeyPrivacy;
 use crate::api::LedgerService;
 use crate::engine::{Clock, Engine};
 use crate::inflight::InFlight;
@@ -15,7 +16,9 @@ use crate::settings::{ConfigError, ServeConfig, StoreKind, UnavailableError};
 use crate::store::embedded::IntegrityError;
 use crate::store::embedded::{self, EmbeddedStore};
 use crate::store::{Store, StoreError};
+use crate::telemetry::metrics::Metrics;
 use oncekey_api::v1::ledger_server::LedgerServer;
+use oncekey_sealing::Sealed;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,6 +73,11 @@ pub async fn run(args: ServeConfig) -> Result<(), ServeError> {
         None if args.listen.ip().is_loopback() => Auth::dev(),
         None => Auth::dev_open(),
     };
+    // Before the store opens: a key ring that does not load is a configuration error.
+    let privacy = args.protection.key_privacy()?;
+    if args.protection.encryption_keys.is_some() {
+        crate::reload::RingIds::of(&privacy.sealer().ring()).log("key ring loaded", "start");
+    }
     match args.store {
         StoreKind::Embedded => {
             let options = embedded::OpenOptions {
@@ -89,7 +97,7 @@ pub async fn run(args: ServeConfig) -> Result<(), ServeError> {
                 }
             };
             tracing::info!(data_dir = %args.data_dir.display(), "embedded store open");
-            serve_store(store, &args, Arc::new(auth), |_| {}).await
+            serve_store(store, &args, Arc::new(auth), privacy, |_| {}).await
         }
         StoreKind::Cql => {
             use crate::reload::cql::{CqlTlsFiles, CqlTlsReloader};
@@ -117,7 +125,7 @@ pub async fn run(args: ServeConfig) -> Result<(), ServeError> {
             let every =
                 Duration::from_millis(u64::try_from(args.reload_check_interval).unwrap_or(0));
             let reconnecting = store.clone();
-            serve_store(store, &args, Arc::new(auth), move |metrics| {
+            serve_store(store, &args, Arc::new(auth), privacy, move |metrics| {
                 let reloader =
                     tls_files.and_then(|files| CqlTlsReloader::new(reconnecting, files, metrics));
                 if let Some(reloader) = reloader {
@@ -163,29 +171,43 @@ async fn bind(flag: &str, addr: std::net::SocketAddr) -> Result<TcpListener, Con
         .map_err(|e| ConfigError(format!("{flag} {addr}: {e}")))
 }
 
-/// Serves one store until shutdown; `start_reloads` starts the store's own file reloads (given
-/// the reload metrics) once the server's are running.
+/// Serves one store until shutdown, always sealed (`Sealed`) with the key ring of `privacy`'s
+/// sealer: without `--encryption-keys` an empty ring, so that a sealed record is answered
+/// UNREADABLE_RECORD, never served as garbage. `start_reloads` starts the store's own file
+/// reloads (given the reload metrics) once the server's are running.
 pub(crate) async fn serve_store<S: Store>(
     store: S,
     args: &ServeConfig,
     auth: Arc<Auth>,
+    privacy: KeyPrivacy,
     start_reloads: impl FnOnce(crate::reload::ReloadMetrics),
 ) -> Result<(), ServeError> {
     let clock = match args.testing.clock_skew_ms {
         0 => Clock::System,
         skew => Clock::Skewed(skew),
     };
-    let engine = Arc::new(Engine::new(store, clock));
+    let store = Sealed::new(store, privacy.sealer().clone());
+    // The store's metrics, and the sealing wrapper's beside them.
+    let collectors = [store.collector(), Some(store.metrics().collector())];
+    let metrics = Metrics::with_collectors(
+        Metrics::DEFAULT_MAX_SERIES,
+        collectors.into_iter().flatten(),
+    );
+    let engine = Arc::new(Engine::with_metrics(store, clock, Arc::new(metrics)));
     let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<LedgerServer<LedgerService<S>>>().await;
+    health
+        .set_serving::<LedgerServer<LedgerService<Sealed<S>>>>()
+        .await;
     // v1, and v1alpha for the tools that only speak it (grpcio-reflection, Postman, older grpcurl).
     let reflection = reflection_builder().build_v1()?;
     let reflection_v1alpha = reflection_builder().build_v1alpha()?;
     let admission =
         crate::api::admission::Admission::from_config(&args.admission, engine.metrics().clone())?;
     admission.reload_on_sighup()?;
-    let ledger = LedgerService::new(engine.clone(), args.limits())
+    let sealer = privacy.sealer().clone();
+    let ledger = LedgerService::new(engine.clone(), args.limits()?)
         .with_admission(admission)
+        .with_privacy(privacy)
         .into_server(auth.clone());
 
     let tls = crate::tls::Tls::from_config(args)?.map(Arc::new);
@@ -228,8 +250,11 @@ pub(crate) async fn serve_store<S: Store>(
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stopped()));
     let sweeper = tokio::spawn(sweep_loop(engine.clone(), args.sweep_interval));
     let attention = tokio::spawn(attention_loop(engine.clone()));
-    let reloader =
+    let mut reloader =
         crate::reload::Reloader::new(args, auth, tls.clone(), engine.metrics().reload().clone());
+    if let Some(path) = &args.protection.encryption_keys {
+        reloader = reloader.with_key_ring(path.clone(), sealer);
+    }
     let reload_every =
         Duration::from_millis(u64::try_from(args.reload_check_interval).unwrap_or(0));
     tokio::spawn(crate::reload::run(reloader, reload_every));
@@ -262,7 +287,7 @@ pub(crate) async fn serve_store<S: Store>(
             tracing::info!("shutdown signal: draining");
             admin_state.draining.store(true, Ordering::Relaxed);
             health.set_service_status("", ServingStatus::NotServing).await;
-            health.set_not_serving::<LedgerServer<LedgerService<S>>>().await;
+            health.set_not_serving::<LedgerServer<LedgerService<Sealed<S>>>>().await;
             engine.begin_shutdown();
             stop_tx.send_replace(true);
             // Done when the server closed every connection, or when no RPC is in flight (idle

@@ -13,6 +13,9 @@ use crate::testing::TestKnobs;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+mod protection;
+pub use protection::ProtectionConfig;
+
 /// Which store holds the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
@@ -68,10 +71,13 @@ pub struct ServeConfig {
     pub max_concurrent_streams: u32,
     /// Start the embedded store even when opening it finds acknowledged writes lost.
     pub accept_data_loss: bool,
-    /// How often the tokens file and the TLS files are checked for changes (0: only SIGHUP).
+    /// How often the tokens file, the TLS files and the key ring are checked for changes (0: only
+    /// SIGHUP).
     pub reload_check_interval: Millis,
     /// Per-tenant admission limits.
     pub admission: AdmissionConfig,
+    /// Data protection: the key ring, key privacy, retention ceilings.
+    pub protection: ProtectionConfig,
     /// Test-only knobs (`ONCEKEY_TEST_*`); their defaults in production.
     pub testing: TestKnobs,
 }
@@ -112,6 +118,7 @@ impl ServeConfig {
         }
         self.testing.validate()?;
         self.admission.validate()?;
+        self.protection.validate(self.max_retention)?;
         if self.reload_check_interval != 0
             && !(100..=3_600_000).contains(&self.reload_check_interval)
         {
@@ -142,14 +149,15 @@ impl ServeConfig {
     }
 
     /// The request limits these settings set.
-    pub fn limits(&self) -> Limits {
-        Limits {
+    pub fn limits(&self) -> Result<Limits, ConfigError> {
+        Ok(Limits {
             default_lease: self.default_lease,
             default_retention: self.default_retention,
             max_retention: self.max_retention,
             max_result_bytes: self.max_result_bytes,
+            retention_ceilings: self.protection.retention_ceilings(self.max_retention)?,
             ..Limits::default()
-        }
+        })
     }
 }
 
@@ -181,6 +189,7 @@ impl ServeConfig {
             accept_data_loss: false,
             reload_check_interval: 5_000,
             admission: AdmissionConfig::default(),
+            protection: ProtectionConfig::default(),
             testing: TestKnobs::default(),
         }
     }

@@ -2,9 +2,9 @@
 //! ordinary test command): request decoding and validation, and the RFC 8785 fingerprint.
 //!
 //! - Arbitrary bytes decoded as every request message: `Ok` or `Err`, never a panic.
-//! - Arbitrary field values through `api::convert` (`record_id`, `claim_args`, `op_result`,
-//!   `op_error`, `disposition`): `Ok` only for values inside the documented limits, otherwise an error
-//!   naming the field; never a panic.
+//! - Arbitrary field values through `api::convert` (`claim_args`, `op_result`, `op_error`,
+//!   `disposition`) and `api::privacy` (`record_id`, with and without key privacy): `Ok` only for
+//!   values inside the documented limits, otherwise an error naming the field; never a panic.
 //! - Arbitrary, nested, mutated and malformed JSON text through `canonicalize_json`: `Ok` or `Err`,
 //!   never a panic; canonicalizing a canonical output is the identity; the canonical text means the
 //!   same JSON value; a JSON value generated here always canonicalizes.
@@ -18,6 +18,7 @@ use oncekey_api::v1;
 use oncekey_server::api::convert;
 use oncekey_server::api::error::ApiError;
 use oncekey_server::api::limits::{Limits, MAX_LEASE, MAX_WAIT, MIN_LEASE, MIN_RETENTION};
+use oncekey_server::api::privacy::{KeyPrivacy, PrivacyRules};
 use oncekey_server::ledger::Semantics;
 use proptest::prelude::*;
 use prost::Message;
@@ -31,6 +32,13 @@ fn cases(default: u32) -> ProptestConfig {
         cases,
         ..ProptestConfig::default()
     }
+}
+
+/// Key privacy for every namespace, with a made-up `hmac` key.
+fn hashing() -> KeyPrivacy {
+    let ring = "names ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8= hmac\n";
+    let sealer = oncekey_sealing::Sealer::new(oncekey_sealing::KeyRing::parse(ring).unwrap());
+    KeyPrivacy::new(PrivacyRules::from_flags(&["hmac".into()]).unwrap(), sealer)
 }
 
 /// The field an error names (every validation error names one).
@@ -159,7 +167,7 @@ proptest! {
     fn arbitrary_bytes_decode_or_fail_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
         let limits = Limits::default();
         if let Ok(req) = v1::ClaimRequest::decode(bytes.as_slice()) {
-            let _ = convert::record_id("t", &req.namespace, &req.key);
+            let _ = KeyPrivacy::off().record_id("t", &req.namespace, &req.key);
             let _ = convert::claim_args(&req, &limits);
         }
         if let Ok(req) = v1::CompleteRequest::decode(bytes.as_slice()) {
@@ -176,25 +184,32 @@ proptest! {
         let _ = v1::KeepAliveRequest::decode(bytes.as_slice());
         let _ = v1::LookupRequest::decode(bytes.as_slice());
         if let Ok(req) = v1::ApproveRequest::decode(bytes.as_slice()) {
-            let _ = convert::record_id("t", &req.namespace, &req.key);
+            let _ = KeyPrivacy::off().record_id("t", &req.namespace, &req.key);
             let _ = oncekey_server::api::operations::pinned_fingerprint(&req.fingerprint);
             let _ = oncekey_server::api::operations::note(&req.note);
         }
         if let Ok(req) = v1::PurgeRequest::decode(bytes.as_slice()) {
-            let _ = convert::record_id("t", &req.namespace, &req.key);
+            let _ = KeyPrivacy::off().record_id("t", &req.namespace, &req.key);
         }
     }
 
     #[test]
     fn claims_are_accepted_only_within_the_limits(req in claim_request()) {
         let limits = Limits::default();
-        match convert::record_id("acme", &req.namespace, &req.key) {
+        let clear = KeyPrivacy::off().record_id("acme", &req.namespace, &req.key);
+        match &clear {
             Ok(id) => {
                 prop_assert!(!id.key.is_empty() && id.key.len() <= 256);
                 prop_assert!(!id.key.chars().any(char::is_control));
                 prop_assert!(!id.namespace.is_empty() && id.namespace.len() <= 128);
             }
-            Err(e) => prop_assert!(["namespace", "key"].contains(&field(&e))),
+            Err(e) => prop_assert!(["namespace", "key"].contains(&field(e))),
+        }
+        // Key privacy validates the key as written, then stores its hashed form.
+        match (hashing().record_id("acme", &req.namespace, &req.key), clear) {
+            (Ok(id), Ok(_)) => prop_assert!(oncekey_sealing::is_hashed(&id.key)),
+            (Err(e), Err(before)) => prop_assert_eq!(field(&e), field(&before)),
+            (hashed, clear) => prop_assert!(false, "{hashed:?} but without privacy {clear:?}"),
         }
         match convert::claim_args(&req, &limits) {
             Ok((args, wait)) => {

@@ -177,6 +177,17 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
     ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send;
 
+    /// Like `get`, for an operation that discards the sealed fields (Purge): a sealing store
+    /// returns a record whose sealed fields it cannot open with those fields emptied instead of
+    /// refusing it with `StoreError::Unreadable`. By default this is `get`.
+    fn get_lenient(
+        &self,
+        id: &RecordId,
+        now: Millis,
+    ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send {
+        self.get(id, now)
+    }
+
     /// Stores `record` if no live record of `record.id` exists at `now` (an expired row is replaced).
     /// On conflict returns the live record.
     fn insert_if_absent(

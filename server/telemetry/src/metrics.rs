@@ -45,6 +45,8 @@ pub struct Metrics {
     admission_refused: Family<LimitLabels, Counter>,
     intent_duplicates: Family<ActionLabels, Counter>,
     budget_refused: Counter,
+    records_erased: Counter,
+    tenant_erasures: Counter,
     needing_attention: Family<AttentionLabels, Gauge>,
     /// The Claim counters by tenant and namespace: the hot path finds its counter without
     /// building (allocating) a label set.
@@ -106,12 +108,21 @@ impl Metrics {
 
     /// `new`, plus the store's own metrics (`Store::collector`).
     pub fn with_store(max_series: usize, store: Option<Box<dyn Collector>>) -> Self {
+        Self::with_collectors(max_series, store)
+    }
+
+    /// `new`, plus the metrics of `collectors` (a store's, a store wrapper's), each under the
+    /// `oncekey_` prefix.
+    pub fn with_collectors(
+        max_series: usize,
+        collectors: impl IntoIterator<Item = Box<dyn Collector>>,
+    ) -> Self {
         // The process metrics keep their standard names; Oncekey's own are prefixed.
         let mut root = Registry::default();
         root.register_collector(Box::new(super::process::ProcessCollector));
         let registry = root.sub_registry_with_prefix("oncekey");
-        if let Some(store) = store {
-            registry.register_collector(store);
+        for collector in collectors {
+            registry.register_collector(collector);
         }
         let rpcs = Family::<RpcLabels, Counter>::default();
         registry.register(
@@ -203,6 +214,18 @@ impl Metrics {
             "Claims of a new child operation refused for its parent's run budget (BUDGET_EXHAUSTED)",
             budget_refused.clone(),
         );
+        let records_erased = Counter::default();
+        registry.register(
+            "records_erased",
+            "records erased by EraseTenant (each purged as by a forced Purge)",
+            records_erased.clone(),
+        );
+        let tenant_erasures = Counter::default();
+        registry.register(
+            "tenant_erasures",
+            "EraseTenant calls that found their tenant without a live record (erasure completed)",
+            tenant_erasures.clone(),
+        );
         let needing_attention = Family::<AttentionLabels, Gauge>::default();
         registry.register(
             "records_needing_attention",
@@ -231,6 +254,8 @@ impl Metrics {
             admission_refused,
             intent_duplicates,
             budget_refused,
+            records_erased,
+            tenant_erasures,
             needing_attention,
             reload,
             series: RwLock::default(),
@@ -395,5 +420,15 @@ impl Metrics {
     /// A child's Claim refused for its parent's run budget.
     pub fn budget_refused(&self) {
         self.budget_refused.inc();
+    }
+
+    /// Records erased by one EraseTenant call.
+    pub fn records_erased(&self, n: u64) {
+        self.records_erased.inc_by(n);
+    }
+
+    /// A tenant found without a live record by EraseTenant: its erasure completed.
+    pub fn tenant_erased(&self) {
+        self.tenant_erasures.inc();
     }
 }

@@ -1,4 +1,4 @@
-//! The metrics of reloads (tokens file, TLS files, CQL client TLS files): counted here, beside the
+//! The metrics of reloads (tokens file, TLS files, CQL client TLS files, key ring): counted here, beside the
 //! other Oncekey metrics; the service's `reload` module does the reloading and reports outcomes.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -10,7 +10,7 @@ use prometheus_client::registry::Registry;
 /// Labels of the reload counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WhatLabels {
-    /// `tls`, `tokens` or `cql_tls`.
+    /// `tls`, `tokens`, `cql_tls` or `encryption-keys`.
     pub what: &'static str,
 }
 
@@ -28,12 +28,12 @@ impl ReloadMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "reloads",
-            "tokens file (what=tokens), TLS certificate (what=tls) or CQL client TLS (what=cql_tls) reloads that took effect",
+            "tokens file (what=tokens), TLS certificate (what=tls), CQL client TLS (what=cql_tls) or key ring (what=encryption-keys) reloads that took effect",
             self.reloads.clone(),
         );
         registry.register(
             "reload_failures",
-            "reloads of the tokens file, TLS files or CQL client TLS files that failed, keeping the previous ones",
+            "reloads of the tokens file, TLS files, CQL client TLS files or key ring that failed, keeping the previous ones",
             self.failures.clone(),
         );
         registry.register(

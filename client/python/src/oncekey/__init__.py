@@ -13,9 +13,9 @@ backoff and full jitter; the lease is kept alive by the server while the functio
 is recorded with the client's own deadlines, also when the caller is cancelled. Errors are
 ``oncekey.Error`` subclasses: ``KeyReused``, ``LeaseLost``, ``InProgress``,
 ``NeedsReconciliation``, ``OperationFailed``, ``AwaitingApproval``, ``Unavailable``, ``RpcError``
-(and its ``NotAwaitingApproval``, ``UnsettledAtMostOnce``, ``MissingScope``, ...). Operators list
-records with ``list_records``, reconcile them with ``reconcile``, decide on gated operations with
-``approve`` / ``reject`` and remove records with ``purge``. ``client.saga(key)`` runs steps once each
+(and its ``NotAwaitingApproval``, ``UnsettledAtMostOnce``, ``MissingScope``, ``UnreadableRecord``,
+...). Operators list records with ``list_records``, reconcile them with ``reconcile``, decide on
+gated operations with ``approve`` / ``reject`` and remove records with ``purge``. ``client.saga(key)`` runs steps once each
 and compensates the completed ones in reverse order when one fails for good (``SagaRolledBack``,
 ``SagaNeedsReconciliation``). Agent safety (docs/agents.md): ``intent_guard=`` refuses (or flags) the
 same arguments under a made-up new key (``DuplicateIntent``, ``Done.intent_matches``,
@@ -54,6 +54,7 @@ from oncekey.errors import (
     SagaNeedsReconciliation,
     SagaRolledBack,
     Unauthenticated,
+    UnreadableRecord,
     UnsettledAtMostOnce,
     Unavailable,
     error_info,
@@ -145,6 +146,7 @@ __all__ = [
     "StoredResult",
     "Unauthenticated",
     "Unavailable",
+    "UnreadableRecord",
     "UnsettledAtMostOnce",
     "canonicalize",
     "canonicalize_json",

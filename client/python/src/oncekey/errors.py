@@ -61,7 +61,7 @@ class RpcError(Error):
     """A server error the client does not retry: ``code``, ``message``, ``reason`` and, for
     INVALID_ARGUMENT, ``field`` (the offending request field). Subclasses name the reasons:
     ``InvalidArgument``, ``NotFound``, ``Unauthenticated``, ``PermissionDenied`` (and its
-    ``MissingScope``), ``NotAwaitingApproval``, ``UnsettledAtMostOnce``."""
+    ``MissingScope``), ``NotAwaitingApproval``, ``UnsettledAtMostOnce``, ``UnreadableRecord``."""
 
     def __init__(self, code: grpc.StatusCode, message: str, reason: str | None = None, field: str | None = None):
         super().__init__(f"{code.name} {reason or ''}: {message}".replace("  ", " "))
@@ -286,6 +286,28 @@ class BudgetExhausted(RpcError):
         )  # fmt: skip
 
 
+class UnreadableRecord(RpcError):
+    """The record's sealed fields cannot be opened (DATA_LOSS ``UNREADABLE_RECORD``; docs/api.md,
+    "Encryption at rest"): the key they were sealed with is not in the server's key ring, or the
+    ciphertext was altered or moved. ``key_id`` names that key and ``cause`` says why
+    (``"missing_key"`` or ``"tampered"``), from the server's ErrorInfo metadata. Never retried: the
+    same read fails the same way until the key ring changes."""
+
+    def __init__(
+        self,
+        code: grpc.StatusCode = grpc.StatusCode.DATA_LOSS,
+        message: str = "",
+        reason: str | None = None,
+        field: str | None = None,
+        *,
+        key_id: str = "",
+        cause: str = "",
+    ):
+        super().__init__(code, message, reason or reason_name(pb.ERROR_REASON_UNREADABLE_RECORD), field)
+        self.key_id = key_id
+        self.cause = cause
+
+
 class DuplicateIntent(Error):
     """The intent guard refused the operation (outcome ``DUPLICATE_INTENT``; docs/api.md, "Intent
     guard"): the same arguments were claimed under the keys in ``matches`` (``IntentMatch``: key,
@@ -335,6 +357,7 @@ REASON_ERRORS: dict[int, type[Error]] = {
     # The server could not read a stored record: a bug or damaged data, reported as it is.
     pb.ERROR_REASON_INTERNAL: RpcError,
     pb.ERROR_REASON_BUDGET_EXHAUSTED: BudgetExhausted,
+    pb.ERROR_REASON_UNREADABLE_RECORD: UnreadableRecord,
 }
 """The exception class of each ErrorInfo reason, by the proto's ``ErrorReason`` (the one list of
 reasons, docs/api.md "Errors"); every reason but ``ERROR_REASON_UNSPECIFIED`` is here."""
@@ -435,6 +458,10 @@ def classify(error: grpc.RpcError) -> Error:
     if kind is BudgetExhausted:  # never retried, whatever its code (oncekey.retry.NEVER_RETRIED)
         info = error_info(error)
         return BudgetExhausted.from_metadata(code, message, why, dict(info.metadata) if info is not None else {})
+    if kind is UnreadableRecord:  # DATA_LOSS: never retried
+        info = error_info(error)
+        metadata = dict(info.metadata) if info is not None else {}
+        return UnreadableRecord(code, message, why, key_id=metadata.get("key_id", ""), cause=metadata.get("cause", ""))
     if (kind is not None and issubclass(kind, Unavailable)) or code in TRANSIENT_CODES:
         return Unavailable(f"{code.name}: {message}", code, why)
     bad = _detail(error, error_details_pb2.BadRequest)

@@ -7,7 +7,7 @@ use super::limits::*;
 use crate::ledger::{
     ClaimArgs, ClaimOutcome, Decision, Disposition, EventKind, Lease, Millis, OpError, OpResult,
 };
-use crate::ledger::{ParentRef, Record, RecordId, Semantics, Status};
+use crate::ledger::{ParentRef, Record, Semantics, Status};
 use oncekey_api::fingerprint;
 use oncekey_api::v1;
 use prost_types::{Duration, Timestamp};
@@ -53,13 +53,6 @@ pub fn key(field: &str, key: &str) -> Result<(), ApiError> {
         ));
     }
     Ok(())
-}
-
-/// The record id of a request: the tenant from credentials plus validated namespace and key.
-pub fn record_id(tenant: &str, ns: &str, k: &str) -> Result<RecordId, ApiError> {
-    namespace("namespace", ns)?;
-    key("key", k)?;
-    Ok(RecordId::new(tenant, ns, k))
 }
 
 fn millis_of(field: &str, d: &Duration) -> Result<Millis, ApiError> {
@@ -152,6 +145,7 @@ pub fn claim_args(
         }
     };
     let lease_ttl = lease_ttl(req.lease_ttl.as_ref(), limits)?;
+    // Within --max-retention, then lowered to the namespace's ceiling (never refused for it).
     let retention = bounded(
         "retention",
         req.retention.as_ref(),
@@ -159,6 +153,7 @@ pub fn claim_args(
         MIN_RETENTION,
         limits.max_retention,
     )?;
+    let retention = limits.retention(&req.namespace, retention);
     let semantics = match v1::Semantics::try_from(req.semantics) {
         Ok(v1::Semantics::Unspecified | v1::Semantics::AtLeastOnce) => Semantics::AtLeastOnce,
         Ok(v1::Semantics::AtMostOnce) => Semantics::AtMostOnce,

@@ -20,6 +20,7 @@ pub(super) use registry::Registry;
 use super::convert;
 use super::error::ApiError;
 use super::limits::Limits;
+use super::privacy::KeyPrivacy;
 use crate::engine::{Engine, EngineError};
 use crate::ledger::{Lease, LedgerError, Millis, RecordId, Status as RecordStatus};
 use crate::store::Store;
@@ -44,12 +45,25 @@ struct Target {
     ttl: Millis,
 }
 
-fn target(tenant: &str, msg: &v1::KeepAliveRequest, limits: &Limits) -> Result<Target, ApiError> {
-    Ok(Target {
-        id: convert::record_id(tenant, &msg.namespace, &msg.key)?,
-        token: convert::lease_token(msg.lease_token)?,
-        ttl: convert::lease_ttl(msg.lease_ttl.as_ref(), limits)?,
-    })
+/// How a stream's messages are read: for the caller's tenant, under the server's limits, with
+/// keys as stored (key privacy).
+struct Reader {
+    tenant: String,
+    limits: Limits,
+    privacy: KeyPrivacy,
+}
+
+impl Reader {
+    /// What a message names: the record, the lease, the length to renew to.
+    fn target(&self, msg: &v1::KeepAliveRequest) -> Result<Target, ApiError> {
+        Ok(Target {
+            id: self
+                .privacy
+                .record_id(&self.tenant, &msg.namespace, &msg.key)?,
+            token: convert::lease_token(msg.lease_token)?,
+            ttl: convert::lease_ttl(msg.lease_ttl.as_ref(), &self.limits)?,
+        })
+    }
 }
 
 /// Reads the first message, registers the stream (replacing an older one of the same lease),
@@ -58,6 +72,7 @@ pub(super) async fn start<S: Store, In>(
     engine: Arc<Engine<S>>,
     registry: &Arc<Registry>,
     limits: &Limits,
+    privacy: &KeyPrivacy,
     tenant: String,
     mut inbound: In,
 ) -> Result<LeaseStream, Status>
@@ -67,20 +82,23 @@ where
     let first = inbound.next().await.transpose()?.ok_or_else(|| {
         ApiError::invalid("lease_token", "the stream closed before its first message")
     })?;
-    let mut target = target(&tenant, &first, limits)?;
+    let reader = Reader {
+        tenant,
+        limits: limits.clone(),
+        privacy: privacy.clone(),
+    };
+    let mut target = reader.target(&first)?;
     let mut registration = registry.register((target.id.clone(), target.token));
     let lease = renew(&engine, &target, &registration, false)
         .await
         .map_err(ApiError::from)?;
     let (tx, rx) = mpsc::channel(4);
     let _ = tx.try_send(Ok(convert::lease(&lease)));
-    let limits = limits.clone();
     engine.metrics().keepalive(1);
     tokio::spawn(async move {
         let end = renew_loop(
             &engine,
-            &limits,
-            &tenant,
+            &reader,
             &mut target,
             &mut inbound,
             &mut registration,
@@ -132,8 +150,7 @@ async fn renew<S: Store>(
 /// Renews until the stream should end; returns the error to end it with, if any.
 async fn renew_loop<S: Store, In>(
     engine: &Engine<S>,
-    limits: &Limits,
-    tenant: &str,
+    reader: &Reader,
     target: &mut Target,
     inbound: &mut In,
     registration: &mut Registration,
@@ -157,7 +174,7 @@ where
                 _ => force = true, // settled, gone or taken: the renewal below says which
             },
             message = inbound.next() => match message {
-                Some(Ok(msg)) => match target_update(tenant, &msg, limits, target) {
+                Some(Ok(msg)) => match target_update(reader, &msg, target) {
                     Ok(()) => force = true,
                     Err(e) => return Some(e.into()),
                 },
@@ -184,12 +201,11 @@ where
 
 /// A later message may change lease_ttl; it must name the same lease.
 fn target_update(
-    tenant: &str,
+    reader: &Reader,
     msg: &v1::KeepAliveRequest,
-    limits: &Limits,
     current: &mut Target,
 ) -> Result<(), ApiError> {
-    let next = target(tenant, msg, limits)?;
+    let next = reader.target(msg)?;
     if next.id != current.id || next.token != current.token {
         return Err(ApiError::invalid(
             "lease_token",

@@ -1,5 +1,8 @@
-//! Request limits and defaults (docs/api.md#limits, #errors), set from the command line.
+//! Request limits and defaults (docs/api.md#limits, #errors), set from the command line, and the
+//! retention ceilings of `--retention-ceiling` (docs/api.md, "Retention ceilings").
 
+use super::pattern::{ByNamespace, Pattern};
+use crate::duration::parse_duration;
 use crate::ledger::Millis;
 
 /// Shortest and longest lease a caller may ask for.
@@ -42,6 +45,8 @@ pub struct Limits {
     pub max_payload_json_bytes: usize,
     /// Largest `owner`.
     pub max_owner_bytes: usize,
+    /// The longest retention of the namespaces each pattern matches (`--retention-ceiling`).
+    pub retention_ceilings: ByNamespace<Millis>,
 }
 
 impl Default for Limits {
@@ -56,11 +61,21 @@ impl Default for Limits {
             max_metadata_entry_bytes: 1024,
             max_payload_json_bytes: 1024 * 1024,
             max_owner_bytes: 256,
+            retention_ceilings: ByNamespace::default(),
         }
     }
 }
 
 impl Limits {
+    /// The retention a Claim of `namespace` gets for the `asked` one (the default when it did
+    /// not ask): lowered to the namespace's ceiling, never refused for it.
+    pub fn retention(&self, namespace: &str, asked: Millis) -> Millis {
+        match self.retention_ceilings.get(namespace) {
+            Some(&ceiling) => asked.min(ceiling),
+            None => asked,
+        }
+    }
+
     /// The largest gRPC message a valid request can be, with room for the other fields.
     pub fn max_message_bytes(&self) -> usize {
         let metadata = self.max_metadata_entries * (self.max_metadata_entry_bytes + 16);
@@ -70,5 +85,79 @@ impl Limits {
             .max(self.max_payload_json_bytes)
             .max(self.max_error_details_bytes + MAX_ERROR_MESSAGE_BYTES);
         largest.saturating_add(64 * 1024)
+    }
+}
+
+/// Retention ceilings from several `--retention-ceiling` values, each one or more
+/// comma-separated `PATTERN=DURATION`, each duration 1 min ..= `max_retention`. The error names
+/// the rule, not the flag.
+pub fn retention_ceilings(
+    values: &[String],
+    max_retention: Millis,
+) -> Result<ByNamespace<Millis>, String> {
+    let mut ceilings = ByNamespace::default();
+    for item in values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let (pattern, duration) = item.split_once('=').ok_or_else(|| {
+            format!("retention ceiling {item:?}: expected PATTERN=DURATION, e.g. payments.*=7d")
+        })?;
+        let pattern =
+            Pattern::parse(pattern).map_err(|e| format!("retention ceiling {item:?}: {e}"))?;
+        let ms = parse_duration(duration)
+            .map_err(|e| format!("retention ceiling {item:?}: duration: {e}"))?;
+        if !(MIN_RETENTION..=max_retention).contains(&ms) {
+            return Err(format!(
+                "retention ceiling {item:?}: the duration must be 1m ..= --max-retention"
+            ));
+        }
+        ceilings.push(pattern, ms);
+    }
+    Ok(ceilings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ceiling_lowers_what_a_namespace_gets_and_no_other() {
+        let limits = Limits {
+            retention_ceilings: retention_ceilings(
+                &["payments.*=7d".into(), "payments.audit=30d,*=20d".into()],
+                30 * 86_400_000,
+            )
+            .unwrap(),
+            ..Limits::default()
+        };
+        assert_eq!(
+            limits.retention("payments.charge", 30 * 86_400_000),
+            7 * 86_400_000
+        );
+        assert_eq!(limits.retention("payments.charge", 86_400_000), 86_400_000);
+        assert_eq!(
+            limits.retention("payments.audit", 30 * 86_400_000),
+            30 * 86_400_000
+        );
+        assert_eq!(limits.retention("email", 30 * 86_400_000), 20 * 86_400_000);
+        assert_eq!(Limits::default().retention("email", 5), 5);
+    }
+
+    #[test]
+    fn bad_ceilings_say_what_is_wrong() {
+        for (text, says) in [
+            ("payments", "PATTERN=DURATION"),
+            ("Pay=7d", "pattern"),
+            ("x=soon", "duration"),
+            ("x=30s", "1m ..= --max-retention"),
+            ("x=31d", "1m ..= --max-retention"),
+        ] {
+            let err = retention_ceilings(&[text.into()], 30 * 86_400_000).unwrap_err();
+            assert!(err.contains(says), "{text}: {err}");
+        }
+        assert!(retention_ceilings(&["x=1m".into(), "*=30d".into()], 30 * 86_400_000).is_ok());
     }
 }

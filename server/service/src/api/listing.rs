@@ -116,7 +116,9 @@ impl<S: Store> LedgerService<S> {
         tenant: &str,
         req: &v1::ListRecordsRequest,
     ) -> Result<v1::ListRecordsResponse, ApiError> {
-        let request = request(tenant, req, &self.page_tokens)?;
+        // A parent named by its key in a private namespace is looked for as stored.
+        let stored = self.list_request_as_stored(tenant, req)?;
+        let request = request(tenant, stored.as_ref().unwrap_or(req), &self.page_tokens)?;
         let page = self
             .engine
             .list(

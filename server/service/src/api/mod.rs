@@ -15,13 +15,16 @@ pub mod limits;
 pub mod listing;
 pub mod operations;
 pub mod page_token;
+pub mod pattern;
+pub mod privacy;
+mod protect;
 pub mod safety;
 pub mod scopes;
 
 use crate::engine::{Engine, Guarded};
 use crate::ledger::Millis;
 use crate::store::Store;
-use crate::telemetry::{key_hash, metrics::code_name, otel};
+use crate::telemetry::{metrics::code_name, otel};
 use auth::{Auth, Principal, Tenant};
 use error::ApiError;
 use limits::Limits;
@@ -39,6 +42,7 @@ pub struct LedgerService<S> {
     keepalives: Arc<keepalive::Registry>,
     admission: admission::Admission,
     page_tokens: PageTokens,
+    privacy: privacy::KeyPrivacy,
 }
 
 impl<S: Store> LedgerService<S> {
@@ -50,6 +54,7 @@ impl<S: Store> LedgerService<S> {
             limits: Arc::new(limits),
             keepalives: Arc::default(),
             admission: admission::Admission::off(),
+            privacy: privacy::KeyPrivacy::off(),
         }
     }
 
@@ -73,6 +78,8 @@ impl<S: Store> LedgerService<S> {
     > {
         let max = self.limits.max_message_bytes();
         let admission = self.admission.layer();
+        // Logs hash keys as stored (`privacy::logged_key_hash`): only needed with key privacy.
+        let privacy = self.privacy.any().then(|| self.privacy.clone());
         let server = v1::ledger_server::LedgerServer::new(self)
             .max_decoding_message_size(max)
             .max_encoding_message_size(max);
@@ -84,6 +91,9 @@ impl<S: Store> LedgerService<S> {
                 .map_err(Status::from)?;
             req.extensions_mut().insert(tenant);
             req.extensions_mut().insert(principal);
+            if let Some(privacy) = &privacy {
+                req.extensions_mut().insert(privacy.clone());
+            }
             Ok(req)
         })
     }
@@ -115,6 +125,7 @@ fn rpc_span<T>(name: &'static str, req: &Request<T>, namespace: &str, key: &str)
         .extensions()
         .get::<Tenant>()
         .map_or("", |t| t.0.as_str());
+    let privacy = req.extensions().get::<privacy::KeyPrivacy>();
     let span = tracing::info_span!(
         "rpc",
         otel.name = name,
@@ -122,7 +133,7 @@ fn rpc_span<T>(name: &'static str, req: &Request<T>, namespace: &str, key: &str)
         rpc.system = "grpc",
         tenant = %tenant,
         namespace = %namespace,
-        key_hash = %key_hash(key),
+        key_hash = %privacy::logged_key_hash(privacy, tenant, namespace, key),
         outcome = Empty,
         grpc.code = Empty,
         otel.status_code = Empty,
@@ -140,6 +151,7 @@ struct LogContext<'a> {
     tenant: &'a str,
     namespace: &'a str,
     key: &'a str,
+    privacy: Option<&'a privacy::KeyPrivacy>,
 }
 
 impl LogContext<'_> {
@@ -149,7 +161,7 @@ impl LogContext<'_> {
             rpc = self.name,
             tenant = %self.tenant,
             namespace = %self.namespace,
-            key_hash = %key_hash(self.key),
+            key_hash = %privacy::logged_key_hash(self.privacy, self.tenant, self.namespace, self.key),
         )
     }
 }
@@ -199,8 +211,8 @@ impl<S: Store> LedgerService<S> {
         if req.dry_run {
             return self.dry_run(tenant, req).await;
         }
-        let id = convert::record_id(tenant, &req.namespace, &req.key)?;
-        let (args, wait) = convert::claim_args(req, &self.limits)?;
+        let id = self.record_id(tenant, &req.namespace, &req.key)?;
+        let (args, wait) = self.claim_args(tenant, req)?;
         // Fingerprinted: the arguments (up to a MiB of payload_json) are not needed any more,
         // and a Claim may be held for a minute.
         req.arguments = None;
@@ -228,7 +240,7 @@ impl<S: Store> LedgerService<S> {
         );
         Ok(v1::ClaimResponse {
             outcome: outcome as i32,
-            record: Some(convert::record(reply.record, self.now())),
+            record: Some(self.answer(reply.record, &id, &req.key)),
             lease,
             retry_after: reply.retry_after.map(convert::duration),
             intent_matches: matches.into_iter().map(safety::intent_match).collect(),
@@ -240,12 +252,12 @@ impl<S: Store> LedgerService<S> {
         tenant: &str,
         req: &mut v1::CompleteRequest,
     ) -> Result<v1::CompleteResponse, ApiError> {
-        let id = convert::record_id(tenant, &req.namespace, &req.key)?;
+        let id = self.record_id(tenant, &req.namespace, &req.key)?;
         let token = convert::lease_token(req.lease_token)?;
         let result = convert::op_result(req.result.take(), &self.limits)?;
         let record = self.engine.complete(&id, token, &result).await?;
         Ok(v1::CompleteResponse {
-            record: Some(convert::record(record, self.now())),
+            record: Some(self.answer(record, &id, &req.key)),
         })
     }
 
@@ -254,7 +266,7 @@ impl<S: Store> LedgerService<S> {
         tenant: &str,
         req: &mut v1::FailRequest,
     ) -> Result<v1::FailResponse, ApiError> {
-        let id = convert::record_id(tenant, &req.namespace, &req.key)?;
+        let id = self.record_id(tenant, &req.namespace, &req.key)?;
         let token = convert::lease_token(req.lease_token)?;
         let error = convert::op_error(req.error.take(), &self.limits)?;
         let disposition = convert::disposition(req.disposition)?;
@@ -263,7 +275,7 @@ impl<S: Store> LedgerService<S> {
             .fail_as(&id, token, &error, disposition, req.nothing_ran)
             .await?;
         Ok(v1::FailResponse {
-            record: record.map(|r| convert::record(r, self.now())),
+            record: record.map(|r| self.answer(r, &id, &req.key)),
         })
     }
 
@@ -272,7 +284,7 @@ impl<S: Store> LedgerService<S> {
         tenant: &str,
         req: &mut v1::RenewRequest,
     ) -> Result<v1::RenewResponse, ApiError> {
-        let id = convert::record_id(tenant, &req.namespace, &req.key)?;
+        let id = self.record_id(tenant, &req.namespace, &req.key)?;
         let token = convert::lease_token(req.lease_token)?;
         let ttl = convert::lease_ttl(req.lease_ttl.as_ref(), &self.limits)?;
         let lease = self.engine.renew(&id, token, ttl).await?;
@@ -286,7 +298,7 @@ impl<S: Store> LedgerService<S> {
         tenant: &str,
         req: &mut v1::LookupRequest,
     ) -> Result<v1::LookupResponse, ApiError> {
-        let id = convert::record_id(tenant, &req.namespace, &req.key)?;
+        let id = self.record_id(tenant, &req.namespace, &req.key)?;
         let record = self.engine.lookup(&id).await?;
         let history = if req.include_history {
             convert::history(&record)
@@ -295,7 +307,7 @@ impl<S: Store> LedgerService<S> {
         };
         Ok(v1::LookupResponse {
             history,
-            record: Some(convert::record(record, self.now())),
+            record: Some(self.answer(record, &id, &req.key)),
         })
     }
 }
@@ -388,6 +400,7 @@ async fn traced<M: Keyed, C: Caller, R>(
         tenant: caller.as_ref().map_or("", Caller::tenant),
         namespace: message.namespace(),
         key: message.key(),
+        privacy: extensions.get(),
     };
     finish(&span, context, result)
 }
@@ -449,6 +462,7 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
                 self.engine.clone(),
                 &self.keepalives,
                 &self.limits,
+                &self.privacy,
                 tenant,
                 inbound,
             )
@@ -503,16 +517,16 @@ impl<S: Store> v1::ledger_server::Ledger for LedgerService<S> {
 
     async fn rekey(
         &self,
-        _req: Request<v1::RekeyRequest>,
+        req: Request<v1::RekeyRequest>,
     ) -> Result<Response<v1::RekeyResponse>, Status> {
-        Err(Status::unimplemented("Rekey is not built yet"))
+        self.rekey_traced(req).await
     }
 
     async fn erase_tenant(
         &self,
-        _req: Request<v1::EraseTenantRequest>,
+        req: Request<v1::EraseTenantRequest>,
     ) -> Result<Response<v1::EraseTenantResponse>, Status> {
-        Err(Status::unimplemented("EraseTenant is not built yet"))
+        self.erase_tenant_traced(req).await
     }
 
     async fn list_duplicate_intents(
@@ -566,25 +580,10 @@ async fn listing<Req, Resp>(
         tenant: &tenant,
         namespace: namespace_of(&message),
         key: "",
+        privacy: None,
     };
     finish(&span, context, result)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tracing_subscriber::layer::SubscriberExt;
-
-    #[test]
-    fn no_rpc_span_is_made_when_spans_are_not_exported() {
-        let subscriber =
-            tracing_subscriber::registry().with(tracing_subscriber::EnvFilter::new("info"));
-        tracing::subscriber::with_default(subscriber, || {
-            assert!(!otel::exporting());
-            let req = Request::new(());
-            assert!(rpc_span("oncekey.v1.Ledger/Claim", &req, "ns", "k").is_disabled());
-            // This subscriber takes spans of that level: leaving it out is the server's choice.
-            assert!(!tracing::info_span!("other").is_disabled());
-        });
-    }
-}
+mod tests;

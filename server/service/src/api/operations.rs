@@ -52,9 +52,9 @@ impl<S: Store> LedgerService<S> {
         tenant: &str,
         req: &v1::ClaimRequest,
     ) -> Result<v1::ClaimResponse, ApiError> {
-        let id = convert::record_id(tenant, &req.namespace, &req.key)?;
+        let id = self.record_id(tenant, &req.namespace, &req.key)?;
         // `wait` is validated like any Claim's, then ignored: a dry run answers now.
-        let (args, _wait) = convert::claim_args(req, &self.limits)?;
+        let (args, _wait) = self.claim_args(tenant, req)?;
         let rule = self.intent_rule(tenant, req)?;
         if let Some(matches) = self
             .engine
@@ -66,7 +66,7 @@ impl<S: Store> LedgerService<S> {
         let reply = self.engine.dry_run(&id, &args).await?;
         Ok(v1::ClaimResponse {
             outcome: convert::outcome(reply.outcome) as i32,
-            record: reply.record.map(|r| convert::record(r, self.now())),
+            record: reply.record.map(|r| self.answer(r, &id, &req.key)),
             lease: None,
             retry_after: reply.retry_after.map(convert::duration),
             intent_matches: Vec::new(),
@@ -79,7 +79,7 @@ impl<S: Store> LedgerService<S> {
         principal: &Principal,
         req: &mut v1::ApproveRequest,
     ) -> Result<v1::ApproveResponse, ApiError> {
-        let id = convert::record_id(tenant, &req.namespace, &req.key)?;
+        let id = self.record_id(tenant, &req.namespace, &req.key)?;
         let fingerprint = pinned_fingerprint(&req.fingerprint)?;
         note(&req.note)?;
         let decider = Decider {
@@ -89,7 +89,7 @@ impl<S: Store> LedgerService<S> {
         };
         let record = self.engine.approve(&id, decider).await?;
         Ok(v1::ApproveResponse {
-            record: Some(convert::record(record, self.now())),
+            record: Some(self.answer(record, &id, &req.key)),
         })
     }
 
@@ -99,7 +99,7 @@ impl<S: Store> LedgerService<S> {
         principal: &Principal,
         req: &mut v1::RejectRequest,
     ) -> Result<v1::RejectResponse, ApiError> {
-        let id = convert::record_id(tenant, &req.namespace, &req.key)?;
+        let id = self.record_id(tenant, &req.namespace, &req.key)?;
         let fingerprint = pinned_fingerprint(&req.fingerprint)?;
         note(&req.note)?;
         let decider = Decider {
@@ -109,7 +109,7 @@ impl<S: Store> LedgerService<S> {
         };
         let record = self.engine.reject(&id, decider).await?;
         Ok(v1::RejectResponse {
-            record: Some(convert::record(record, self.now())),
+            record: Some(self.answer(record, &id, &req.key)),
         })
     }
 
@@ -118,7 +118,7 @@ impl<S: Store> LedgerService<S> {
         tenant: &str,
         req: &mut v1::PurgeRequest,
     ) -> Result<v1::PurgeResponse, ApiError> {
-        let id = convert::record_id(tenant, &req.namespace, &req.key)?;
+        let id = self.record_id(tenant, &req.namespace, &req.key)?;
         self.engine.purge(&id, req.force).await?;
         Ok(v1::PurgeResponse {})
     }

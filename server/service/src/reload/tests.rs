@@ -202,3 +202,83 @@ fn a_change_while_the_server_was_starting_is_not_missed() {
         (0, 0)
     );
 }
+
+const K1: &str = "k1 AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=";
+const K2: &str = "k2 QEFCQ0RFRkdISUpLTE1OT1BRUlNUVVZXWFlaW1xdXl8=";
+const NAMES: &str = "names ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8= hmac";
+const OTHER_NAMES: &str = "names YGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6e3x9fn8= hmac";
+
+fn key_ring_setup(first: &str) -> (SecretMount, Sealer, Reloader, ReloadMetrics) {
+    let mounted = SecretMount::new(&[("keyring", first.as_bytes())]);
+    let path = mounted.path("keyring");
+    let sealer = Sealer::new(oncekey_sealing::KeyRing::load(&path).unwrap());
+    let metrics = ReloadMetrics::default();
+    let args = serve_config(|c| c.protection.encryption_keys = Some(path.clone()));
+    let reloader = Reloader::new(&args, Arc::new(Auth::dev()), None, metrics.clone())
+        .with_key_ring(path, sealer.clone());
+    (mounted, sealer, reloader, metrics)
+}
+
+#[test]
+fn a_rotated_key_ring_is_loaded_and_a_bad_one_kept_out() {
+    let (mut mounted, sealer, mut reloader, metrics) =
+        key_ring_setup(&format!("{K1} primary\n{NAMES}\n"));
+    reloader.reload_changed();
+    assert_eq!(metrics.reloads("encryption-keys"), 0, "nothing changed yet");
+
+    // Rotation: a new primary, the old key kept to open what it sealed.
+    mounted.update(&[(
+        "keyring",
+        format!("{K2} primary\n{K1}\n{NAMES}\n").as_bytes(),
+    )]);
+    reloader.reload_changed();
+    assert_eq!(metrics.reloads("encryption-keys"), 1);
+    assert_eq!(sealer.ring().primary_id(), Some("k2"));
+    assert_eq!(sealer.ring().ids(), ["k2", "k1", "names"]);
+
+    // A file that does not load keeps the ring, once per change.
+    mounted.update(&[("keyring", b"k3 not-a-secret primary\n")]);
+    reloader.reload_changed();
+    reloader.reload_changed();
+    assert_eq!(metrics.failures("encryption-keys"), 1);
+    assert_eq!(sealer.ring().primary_id(), Some("k2"));
+
+    // Another hmac key (or none) would make every hashed key unreachable: refused, counted.
+    for refused in [
+        format!("{K2} primary\n{K1}\n{OTHER_NAMES}\n"),
+        format!("{K2} primary\n{K1}\n"),
+    ] {
+        mounted.update(&[("keyring", refused.as_bytes())]);
+        reloader.reload_changed();
+    }
+    assert_eq!(metrics.failures("encryption-keys"), 3);
+    assert_eq!(sealer.ring().hmac_id(), Some("names"));
+    assert_eq!(sealer.ring().ids(), ["k2", "k1", "names"]);
+
+    // SIGHUP reloads even an unchanged file; turning sealing off (no primary) is a change
+    // like any other.
+    mounted.update(&[("keyring", format!("{K2}\n{K1}\n{NAMES}\n").as_bytes())]);
+    reloader.reload_all();
+    assert_eq!(metrics.reloads("encryption-keys"), 2);
+    assert_eq!(sealer.ring().primary_id(), None);
+    reloader.reload_changed();
+    assert_eq!(
+        metrics.reloads("encryption-keys"),
+        2,
+        "SIGHUP already read it"
+    );
+}
+
+#[test]
+fn a_key_ring_change_while_the_server_was_starting_is_not_missed() {
+    let mut mounted = SecretMount::new(&[("keyring", format!("{K1} primary\n").as_bytes())]);
+    let path = mounted.path("keyring");
+    let sealer = Sealer::new(oncekey_sealing::KeyRing::load(&path).unwrap());
+    mounted.update(&[("keyring", format!("{K2} primary\n{K1}\n").as_bytes())]);
+    let metrics = ReloadMetrics::default();
+    let args = serve_config(|c| c.protection.encryption_keys = Some(path.clone()));
+    let _reloader = Reloader::new(&args, Arc::new(Auth::dev()), None, metrics.clone())
+        .with_key_ring(path, sealer.clone());
+    assert_eq!(sealer.ring().primary_id(), Some("k2"));
+    assert_eq!(metrics.failures("encryption-keys"), 0);
+}

@@ -518,6 +518,10 @@ const (
 	// (ErrorInfo metadata `parent_namespace`, `parent_key`, `limit`: `max_children` or the child
 	// namespace whose cap it hit, `spent`, `max`). Nothing was written but the parent's refusal count.
 	ErrorReason_ERROR_REASON_BUDGET_EXHAUSTED ErrorReason = 16
+	// DATA_LOSS (v1.4): the record's sealed fields cannot be opened: the key they name is not in
+	// the key ring, or the ciphertext was altered or moved (ErrorInfo metadata `key_id`, `cause`:
+	// `missing_key` or `tampered`).
+	ErrorReason_ERROR_REASON_UNREADABLE_RECORD ErrorReason = 17
 )
 
 // Enum value maps for ErrorReason.
@@ -540,6 +544,7 @@ var (
 		14: "ERROR_REASON_MISSING_SCOPE",
 		15: "ERROR_REASON_INTERNAL",
 		16: "ERROR_REASON_BUDGET_EXHAUSTED",
+		17: "ERROR_REASON_UNREADABLE_RECORD",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":            0,
@@ -559,6 +564,7 @@ var (
 		"ERROR_REASON_MISSING_SCOPE":          14,
 		"ERROR_REASON_INTERNAL":               15,
 		"ERROR_REASON_BUDGET_EXHAUSTED":       16,
+		"ERROR_REASON_UNREADABLE_RECORD":      17,
 	}
 )
 
@@ -2993,6 +2999,354 @@ func (x *ListDuplicateIntentsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// Asks to re-seal one page of the caller's records with the primary key (v1.4).
+type RekeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the previous page ended (its `next_page_token`); empty for the first page.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Records to look at, 1..=1000; 0 means 100.
+	PageSize      uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RekeyRequest) Reset() {
+	*x = RekeyRequest{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RekeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RekeyRequest) ProtoMessage() {}
+
+func (x *RekeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RekeyRequest.ProtoReflect.Descriptor instead.
+func (*RekeyRequest) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RekeyRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *RekeyRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// What one page of Rekey did (v1.4).
+type RekeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Records looked at on this page.
+	Examined uint32 `protobuf:"varint,1,opt,name=examined,proto3" json:"examined,omitempty"`
+	// Written again under the primary key.
+	Resealed uint32 `protobuf:"varint,2,opt,name=resealed,proto3" json:"resealed,omitempty"`
+	// Already under the primary key, or with nothing to seal.
+	Current uint32 `protobuf:"varint,3,opt,name=current,proto3" json:"current,omitempty"`
+	// Could not be opened; their key ids are in `unreadable_key_ids`.
+	Unreadable uint32 `protobuf:"varint,4,opt,name=unreadable,proto3" json:"unreadable,omitempty"`
+	// The key ids of the unreadable records, without repeats.
+	UnreadableKeyIds []string `protobuf:"bytes,5,rep,name=unreadable_key_ids,json=unreadableKeyIds,proto3" json:"unreadable_key_ids,omitempty"`
+	// The key new writes are sealed with; empty when the ring has none (nothing was sealed).
+	PrimaryKeyId string `protobuf:"bytes,6,opt,name=primary_key_id,json=primaryKeyId,proto3" json:"primary_key_id,omitempty"`
+	// Where the next page starts; empty when the tenant is done.
+	NextPageToken string `protobuf:"bytes,7,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RekeyResponse) Reset() {
+	*x = RekeyResponse{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RekeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RekeyResponse) ProtoMessage() {}
+
+func (x *RekeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RekeyResponse.ProtoReflect.Descriptor instead.
+func (*RekeyResponse) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RekeyResponse) GetExamined() uint32 {
+	if x != nil {
+		return x.Examined
+	}
+	return 0
+}
+
+func (x *RekeyResponse) GetResealed() uint32 {
+	if x != nil {
+		return x.Resealed
+	}
+	return 0
+}
+
+func (x *RekeyResponse) GetCurrent() uint32 {
+	if x != nil {
+		return x.Current
+	}
+	return 0
+}
+
+func (x *RekeyResponse) GetUnreadable() uint32 {
+	if x != nil {
+		return x.Unreadable
+	}
+	return 0
+}
+
+func (x *RekeyResponse) GetUnreadableKeyIds() []string {
+	if x != nil {
+		return x.UnreadableKeyIds
+	}
+	return nil
+}
+
+func (x *RekeyResponse) GetPrimaryKeyId() string {
+	if x != nil {
+		return x.PrimaryKeyId
+	}
+	return ""
+}
+
+func (x *RekeyResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// Asks to erase one page of the caller's tenant's records (v1.4).
+type EraseTenantRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Must equal the caller's tenant: a guard against erasing with the wrong token.
+	ConfirmTenant string `protobuf:"bytes,1,opt,name=confirm_tenant,json=confirmTenant,proto3" json:"confirm_tenant,omitempty"`
+	// Where the previous page ended; empty to start (erased records are no longer listed, so any
+	// token, or none, continues).
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Records to erase in this call, 1..=1000; 0 means 100.
+	PageSize      uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EraseTenantRequest) Reset() {
+	*x = EraseTenantRequest{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EraseTenantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EraseTenantRequest) ProtoMessage() {}
+
+func (x *EraseTenantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EraseTenantRequest.ProtoReflect.Descriptor instead.
+func (*EraseTenantRequest) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *EraseTenantRequest) GetConfirmTenant() string {
+	if x != nil {
+		return x.ConfirmTenant
+	}
+	return ""
+}
+
+func (x *EraseTenantRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *EraseTenantRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// What one EraseTenant call did (v1.4).
+type EraseTenantResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Records erased by this call.
+	Erased uint32 `protobuf:"varint,1,opt,name=erased,proto3" json:"erased,omitempty"`
+	// Where the next page starts; empty when nothing of the tenant is left.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// Set on the call that found nothing of the tenant left.
+	Receipt       *ErasureReceipt `protobuf:"bytes,3,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EraseTenantResponse) Reset() {
+	*x = EraseTenantResponse{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EraseTenantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EraseTenantResponse) ProtoMessage() {}
+
+func (x *EraseTenantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EraseTenantResponse.ProtoReflect.Descriptor instead.
+func (*EraseTenantResponse) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *EraseTenantResponse) GetErased() uint32 {
+	if x != nil {
+		return x.Erased
+	}
+	return 0
+}
+
+func (x *EraseTenantResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *EraseTenantResponse) GetReceipt() *ErasureReceipt {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
+// The receipt of a completed tenant erasure (v1.4).
+type ErasureReceipt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant erased.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// When the server found nothing of it left.
+	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	// Who erased it: the token's label (empty without one).
+	ErasedBy      string `protobuf:"bytes,3,opt,name=erased_by,json=erasedBy,proto3" json:"erased_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ErasureReceipt) Reset() {
+	*x = ErasureReceipt{}
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ErasureReceipt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ErasureReceipt) ProtoMessage() {}
+
+func (x *ErasureReceipt) ProtoReflect() protoreflect.Message {
+	mi := &file_oncekey_v1_ledger_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ErasureReceipt.ProtoReflect.Descriptor instead.
+func (*ErasureReceipt) Descriptor() ([]byte, []int) {
+	return file_oncekey_v1_ledger_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ErasureReceipt) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ErasureReceipt) GetCompletedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CompletedAt
+	}
+	return nil
+}
+
+func (x *ErasureReceipt) GetErasedBy() string {
+	if x != nil {
+		return x.ErasedBy
+	}
+	return ""
+}
+
 var File_oncekey_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_oncekey_v1_ledger_proto_rawDesc = "" +
@@ -3189,7 +3543,34 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x06claims\x18\x03 \x03(\v2\x17.oncekey.v1.IntentMatchR\x06claims\"}\n" +
 	"\x1cListDuplicateIntentsResponse\x125\n" +
 	"\aintents\x18\x01 \x03(\v2\x1b.oncekey.v1.DuplicateIntentR\aintents\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xf7\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"J\n" +
+	"\fRekeyRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"\xfd\x01\n" +
+	"\rRekeyResponse\x12\x1a\n" +
+	"\bexamined\x18\x01 \x01(\rR\bexamined\x12\x1a\n" +
+	"\bresealed\x18\x02 \x01(\rR\bresealed\x12\x18\n" +
+	"\acurrent\x18\x03 \x01(\rR\acurrent\x12\x1e\n" +
+	"\n" +
+	"unreadable\x18\x04 \x01(\rR\n" +
+	"unreadable\x12,\n" +
+	"\x12unreadable_key_ids\x18\x05 \x03(\tR\x10unreadableKeyIds\x12$\n" +
+	"\x0eprimary_key_id\x18\x06 \x01(\tR\fprimaryKeyId\x12&\n" +
+	"\x0fnext_page_token\x18\a \x01(\tR\rnextPageToken\"w\n" +
+	"\x12EraseTenantRequest\x12%\n" +
+	"\x0econfirm_tenant\x18\x01 \x01(\tR\rconfirmTenant\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\rR\bpageSize\"\x8b\x01\n" +
+	"\x13EraseTenantResponse\x12\x16\n" +
+	"\x06erased\x18\x01 \x01(\rR\x06erased\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x124\n" +
+	"\areceipt\x18\x03 \x01(\v2\x1a.oncekey.v1.ErasureReceiptR\areceipt\"\x84\x01\n" +
+	"\x0eErasureReceipt\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12=\n" +
+	"\fcompleted_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12\x1b\n" +
+	"\terased_by\x18\x03 \x01(\tR\berasedBy*\xf7\x01\n" +
 	"\fRecordStatus\x12\x1d\n" +
 	"\x19RECORD_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RECORD_STATUS_PROCESSING\x10\x01\x12\x1b\n" +
@@ -3234,7 +3615,7 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x0fEVENT_KIND_FAIL\x10\x04\x12\x14\n" +
 	"\x10EVENT_KIND_RENEW\x10\x05\x12\x16\n" +
 	"\x12EVENT_KIND_APPROVE\x10\x06\x12\x15\n" +
-	"\x11EVENT_KIND_REJECT\x10\a*\xbc\x04\n" +
+	"\x11EVENT_KIND_REJECT\x10\a*\xe0\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_INVALID_FIELD\x10\x01\x12\x1a\n" +
@@ -3253,7 +3634,8 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"#ERROR_REASON_UNSETTLED_AT_MOST_ONCE\x10\r\x12\x1e\n" +
 	"\x1aERROR_REASON_MISSING_SCOPE\x10\x0e\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x0f\x12!\n" +
-	"\x1dERROR_REASON_BUDGET_EXHAUSTED\x10\x102\x87\x06\n" +
+	"\x1dERROR_REASON_BUDGET_EXHAUSTED\x10\x10\x12\"\n" +
+	"\x1eERROR_REASON_UNREADABLE_RECORD\x10\x112\x95\a\n" +
 	"\x06Ledger\x12<\n" +
 	"\x05Claim\x12\x18.oncekey.v1.ClaimRequest\x1a\x19.oncekey.v1.ClaimResponse\x12E\n" +
 	"\bComplete\x12\x1b.oncekey.v1.CompleteRequest\x1a\x1c.oncekey.v1.CompleteResponse\x129\n" +
@@ -3265,7 +3647,9 @@ const file_oncekey_v1_ledger_proto_rawDesc = "" +
 	"\x06Reject\x12\x19.oncekey.v1.RejectRequest\x1a\x1a.oncekey.v1.RejectResponse\x12<\n" +
 	"\x05Purge\x12\x18.oncekey.v1.PurgeRequest\x1a\x19.oncekey.v1.PurgeResponse\x12N\n" +
 	"\vListRecords\x12\x1e.oncekey.v1.ListRecordsRequest\x1a\x1f.oncekey.v1.ListRecordsResponse\x12i\n" +
-	"\x14ListDuplicateIntents\x12'.oncekey.v1.ListDuplicateIntentsRequest\x1a(.oncekey.v1.ListDuplicateIntentsResponseBQ\n" +
+	"\x14ListDuplicateIntents\x12'.oncekey.v1.ListDuplicateIntentsRequest\x1a(.oncekey.v1.ListDuplicateIntentsResponse\x12<\n" +
+	"\x05Rekey\x12\x18.oncekey.v1.RekeyRequest\x1a\x19.oncekey.v1.RekeyResponse\x12N\n" +
+	"\vEraseTenant\x12\x1e.oncekey.v1.EraseTenantRequest\x1a\x1f.oncekey.v1.EraseTenantResponseBQ\n" +
 	"\x0edev.oncekey.v1P\x01Z=github.com/oncekey/oncekey/client/go/gen/oncekey/v1;oncekeyv1b\x06proto3"
 
 var (
@@ -3281,7 +3665,7 @@ func file_oncekey_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_oncekey_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_oncekey_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_oncekey_v1_ledger_proto_goTypes = []any{
 	(RecordStatus)(0),                    // 0: oncekey.v1.RecordStatus
 	(Semantics)(0),                       // 1: oncekey.v1.Semantics
@@ -3323,57 +3707,62 @@ var file_oncekey_v1_ledger_proto_goTypes = []any{
 	(*ListDuplicateIntentsRequest)(nil),  // 37: oncekey.v1.ListDuplicateIntentsRequest
 	(*DuplicateIntent)(nil),              // 38: oncekey.v1.DuplicateIntent
 	(*ListDuplicateIntentsResponse)(nil), // 39: oncekey.v1.ListDuplicateIntentsResponse
-	nil,                                  // 40: oncekey.v1.RunBudget.MaxPerNamespaceEntry
-	nil,                                  // 41: oncekey.v1.BudgetUsage.ChildrenPerNamespaceEntry
-	nil,                                  // 42: oncekey.v1.OperationResult.MetadataEntry
-	(*timestamppb.Timestamp)(nil),        // 43: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 44: google.protobuf.Duration
+	(*RekeyRequest)(nil),                 // 40: oncekey.v1.RekeyRequest
+	(*RekeyResponse)(nil),                // 41: oncekey.v1.RekeyResponse
+	(*EraseTenantRequest)(nil),           // 42: oncekey.v1.EraseTenantRequest
+	(*EraseTenantResponse)(nil),          // 43: oncekey.v1.EraseTenantResponse
+	(*ErasureReceipt)(nil),               // 44: oncekey.v1.ErasureReceipt
+	nil,                                  // 45: oncekey.v1.RunBudget.MaxPerNamespaceEntry
+	nil,                                  // 46: oncekey.v1.BudgetUsage.ChildrenPerNamespaceEntry
+	nil,                                  // 47: oncekey.v1.OperationResult.MetadataEntry
+	(*timestamppb.Timestamp)(nil),        // 48: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 49: google.protobuf.Duration
 }
 var file_oncekey_v1_ledger_proto_depIdxs = []int32{
-	40, // 0: oncekey.v1.RunBudget.max_per_namespace:type_name -> oncekey.v1.RunBudget.MaxPerNamespaceEntry
+	45, // 0: oncekey.v1.RunBudget.max_per_namespace:type_name -> oncekey.v1.RunBudget.MaxPerNamespaceEntry
 	8,  // 1: oncekey.v1.BudgetUsage.budget:type_name -> oncekey.v1.RunBudget
-	41, // 2: oncekey.v1.BudgetUsage.children_per_namespace:type_name -> oncekey.v1.BudgetUsage.ChildrenPerNamespaceEntry
+	46, // 2: oncekey.v1.BudgetUsage.children_per_namespace:type_name -> oncekey.v1.BudgetUsage.ChildrenPerNamespaceEntry
 	0,  // 3: oncekey.v1.IntentMatch.status:type_name -> oncekey.v1.RecordStatus
-	43, // 4: oncekey.v1.IntentMatch.claimed_at:type_name -> google.protobuf.Timestamp
-	44, // 5: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
-	44, // 6: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	48, // 4: oncekey.v1.IntentMatch.claimed_at:type_name -> google.protobuf.Timestamp
+	49, // 5: oncekey.v1.ClaimRequest.lease_ttl:type_name -> google.protobuf.Duration
+	49, // 6: oncekey.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
 	1,  // 7: oncekey.v1.ClaimRequest.semantics:type_name -> oncekey.v1.Semantics
 	11, // 8: oncekey.v1.ClaimRequest.parent:type_name -> oncekey.v1.OperationRef
-	44, // 9: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	49, // 9: oncekey.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
 	3,  // 10: oncekey.v1.ClaimRequest.intent_guard:type_name -> oncekey.v1.IntentGuard
-	44, // 11: oncekey.v1.ClaimRequest.intent_window:type_name -> google.protobuf.Duration
+	49, // 11: oncekey.v1.ClaimRequest.intent_window:type_name -> google.protobuf.Duration
 	8,  // 12: oncekey.v1.ClaimRequest.budget:type_name -> oncekey.v1.RunBudget
-	43, // 13: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	48, // 13: oncekey.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	2,  // 14: oncekey.v1.ClaimResponse.outcome:type_name -> oncekey.v1.ClaimOutcome
 	17, // 15: oncekey.v1.ClaimResponse.record:type_name -> oncekey.v1.Record
 	13, // 16: oncekey.v1.ClaimResponse.lease:type_name -> oncekey.v1.Lease
-	44, // 17: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
+	49, // 17: oncekey.v1.ClaimResponse.retry_after:type_name -> google.protobuf.Duration
 	10, // 18: oncekey.v1.ClaimResponse.intent_matches:type_name -> oncekey.v1.IntentMatch
-	42, // 19: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
+	47, // 19: oncekey.v1.OperationResult.metadata:type_name -> oncekey.v1.OperationResult.MetadataEntry
 	0,  // 20: oncekey.v1.Record.status:type_name -> oncekey.v1.RecordStatus
 	1,  // 21: oncekey.v1.Record.semantics:type_name -> oncekey.v1.Semantics
-	43, // 22: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
+	48, // 22: oncekey.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
 	15, // 23: oncekey.v1.Record.result:type_name -> oncekey.v1.OperationResult
 	16, // 24: oncekey.v1.Record.error:type_name -> oncekey.v1.OperationError
 	11, // 25: oncekey.v1.Record.parent:type_name -> oncekey.v1.OperationRef
-	43, // 26: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
-	43, // 27: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
-	43, // 28: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
+	48, // 26: oncekey.v1.Record.created_at:type_name -> google.protobuf.Timestamp
+	48, // 27: oncekey.v1.Record.updated_at:type_name -> google.protobuf.Timestamp
+	48, // 28: oncekey.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
 	18, // 29: oncekey.v1.Record.approval:type_name -> oncekey.v1.Approval
 	9,  // 30: oncekey.v1.Record.budget:type_name -> oncekey.v1.BudgetUsage
 	5,  // 31: oncekey.v1.Approval.decision:type_name -> oncekey.v1.ApprovalDecision
-	43, // 32: oncekey.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
+	48, // 32: oncekey.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
 	15, // 33: oncekey.v1.CompleteRequest.result:type_name -> oncekey.v1.OperationResult
 	17, // 34: oncekey.v1.CompleteResponse.record:type_name -> oncekey.v1.Record
 	16, // 35: oncekey.v1.FailRequest.error:type_name -> oncekey.v1.OperationError
 	4,  // 36: oncekey.v1.FailRequest.disposition:type_name -> oncekey.v1.Disposition
 	17, // 37: oncekey.v1.FailResponse.record:type_name -> oncekey.v1.Record
-	44, // 38: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
+	49, // 38: oncekey.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
 	13, // 39: oncekey.v1.RenewResponse.lease:type_name -> oncekey.v1.Lease
-	44, // 40: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
+	49, // 40: oncekey.v1.KeepAliveRequest.lease_ttl:type_name -> google.protobuf.Duration
 	17, // 41: oncekey.v1.LookupResponse.record:type_name -> oncekey.v1.Record
 	28, // 42: oncekey.v1.LookupResponse.history:type_name -> oncekey.v1.RecordEvent
-	43, // 43: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
+	48, // 43: oncekey.v1.RecordEvent.at:type_name -> google.protobuf.Timestamp
 	6,  // 44: oncekey.v1.RecordEvent.kind:type_name -> oncekey.v1.EventKind
 	0,  // 45: oncekey.v1.ListRecordsRequest.statuses:type_name -> oncekey.v1.RecordStatus
 	11, // 46: oncekey.v1.ListRecordsRequest.parent:type_name -> oncekey.v1.OperationRef
@@ -3382,33 +3771,39 @@ var file_oncekey_v1_ledger_proto_depIdxs = []int32{
 	17, // 49: oncekey.v1.RejectResponse.record:type_name -> oncekey.v1.Record
 	10, // 50: oncekey.v1.DuplicateIntent.claims:type_name -> oncekey.v1.IntentMatch
 	38, // 51: oncekey.v1.ListDuplicateIntentsResponse.intents:type_name -> oncekey.v1.DuplicateIntent
-	12, // 52: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
-	19, // 53: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
-	21, // 54: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
-	23, // 55: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
-	25, // 56: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
-	26, // 57: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
-	31, // 58: oncekey.v1.Ledger.Approve:input_type -> oncekey.v1.ApproveRequest
-	33, // 59: oncekey.v1.Ledger.Reject:input_type -> oncekey.v1.RejectRequest
-	35, // 60: oncekey.v1.Ledger.Purge:input_type -> oncekey.v1.PurgeRequest
-	29, // 61: oncekey.v1.Ledger.ListRecords:input_type -> oncekey.v1.ListRecordsRequest
-	37, // 62: oncekey.v1.Ledger.ListDuplicateIntents:input_type -> oncekey.v1.ListDuplicateIntentsRequest
-	14, // 63: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
-	20, // 64: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
-	22, // 65: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
-	24, // 66: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
-	13, // 67: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
-	27, // 68: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
-	32, // 69: oncekey.v1.Ledger.Approve:output_type -> oncekey.v1.ApproveResponse
-	34, // 70: oncekey.v1.Ledger.Reject:output_type -> oncekey.v1.RejectResponse
-	36, // 71: oncekey.v1.Ledger.Purge:output_type -> oncekey.v1.PurgeResponse
-	30, // 72: oncekey.v1.Ledger.ListRecords:output_type -> oncekey.v1.ListRecordsResponse
-	39, // 73: oncekey.v1.Ledger.ListDuplicateIntents:output_type -> oncekey.v1.ListDuplicateIntentsResponse
-	63, // [63:74] is the sub-list for method output_type
-	52, // [52:63] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	44, // 52: oncekey.v1.EraseTenantResponse.receipt:type_name -> oncekey.v1.ErasureReceipt
+	48, // 53: oncekey.v1.ErasureReceipt.completed_at:type_name -> google.protobuf.Timestamp
+	12, // 54: oncekey.v1.Ledger.Claim:input_type -> oncekey.v1.ClaimRequest
+	19, // 55: oncekey.v1.Ledger.Complete:input_type -> oncekey.v1.CompleteRequest
+	21, // 56: oncekey.v1.Ledger.Fail:input_type -> oncekey.v1.FailRequest
+	23, // 57: oncekey.v1.Ledger.Renew:input_type -> oncekey.v1.RenewRequest
+	25, // 58: oncekey.v1.Ledger.KeepAlive:input_type -> oncekey.v1.KeepAliveRequest
+	26, // 59: oncekey.v1.Ledger.Lookup:input_type -> oncekey.v1.LookupRequest
+	31, // 60: oncekey.v1.Ledger.Approve:input_type -> oncekey.v1.ApproveRequest
+	33, // 61: oncekey.v1.Ledger.Reject:input_type -> oncekey.v1.RejectRequest
+	35, // 62: oncekey.v1.Ledger.Purge:input_type -> oncekey.v1.PurgeRequest
+	29, // 63: oncekey.v1.Ledger.ListRecords:input_type -> oncekey.v1.ListRecordsRequest
+	37, // 64: oncekey.v1.Ledger.ListDuplicateIntents:input_type -> oncekey.v1.ListDuplicateIntentsRequest
+	40, // 65: oncekey.v1.Ledger.Rekey:input_type -> oncekey.v1.RekeyRequest
+	42, // 66: oncekey.v1.Ledger.EraseTenant:input_type -> oncekey.v1.EraseTenantRequest
+	14, // 67: oncekey.v1.Ledger.Claim:output_type -> oncekey.v1.ClaimResponse
+	20, // 68: oncekey.v1.Ledger.Complete:output_type -> oncekey.v1.CompleteResponse
+	22, // 69: oncekey.v1.Ledger.Fail:output_type -> oncekey.v1.FailResponse
+	24, // 70: oncekey.v1.Ledger.Renew:output_type -> oncekey.v1.RenewResponse
+	13, // 71: oncekey.v1.Ledger.KeepAlive:output_type -> oncekey.v1.Lease
+	27, // 72: oncekey.v1.Ledger.Lookup:output_type -> oncekey.v1.LookupResponse
+	32, // 73: oncekey.v1.Ledger.Approve:output_type -> oncekey.v1.ApproveResponse
+	34, // 74: oncekey.v1.Ledger.Reject:output_type -> oncekey.v1.RejectResponse
+	36, // 75: oncekey.v1.Ledger.Purge:output_type -> oncekey.v1.PurgeResponse
+	30, // 76: oncekey.v1.Ledger.ListRecords:output_type -> oncekey.v1.ListRecordsResponse
+	39, // 77: oncekey.v1.Ledger.ListDuplicateIntents:output_type -> oncekey.v1.ListDuplicateIntentsResponse
+	41, // 78: oncekey.v1.Ledger.Rekey:output_type -> oncekey.v1.RekeyResponse
+	43, // 79: oncekey.v1.Ledger.EraseTenant:output_type -> oncekey.v1.EraseTenantResponse
+	67, // [67:80] is the sub-list for method output_type
+	54, // [54:67] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_oncekey_v1_ledger_proto_init() }
@@ -3426,7 +3821,7 @@ func file_oncekey_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncekey_v1_ledger_proto_rawDesc), len(file_oncekey_v1_ledger_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   35,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,8 @@ const (
 	Ledger_Purge_FullMethodName                = "/oncekey.v1.Ledger/Purge"
 	Ledger_ListRecords_FullMethodName          = "/oncekey.v1.Ledger/ListRecords"
 	Ledger_ListDuplicateIntents_FullMethodName = "/oncekey.v1.Ledger/ListDuplicateIntents"
+	Ledger_Rekey_FullMethodName                = "/oncekey.v1.Ledger/Rekey"
+	Ledger_EraseTenant_FullMethodName          = "/oncekey.v1.Ledger/EraseTenant"
 )
 
 // LedgerClient is the client API for Ledger service.
@@ -70,6 +72,11 @@ type LedgerClient interface {
 	// Lists the caller's suspected duplicate intents: arguments claimed under more than one key
 	// within their namespace's intent window (v1.3).
 	ListDuplicateIntents(ctx context.Context, in *ListDuplicateIntentsRequest, opts ...grpc.CallOption) (*ListDuplicateIntentsResponse, error)
+	// Re-seals one page of the caller's records with the key ring's primary key (scope `admin`, v1.4).
+	Rekey(ctx context.Context, in *RekeyRequest, opts ...grpc.CallOption) (*RekeyResponse, error)
+	// Erases one page of the caller's tenant's records, keeping only fencing tombstones (scope
+	// `admin`, v1.4).
+	EraseTenant(ctx context.Context, in *EraseTenantRequest, opts ...grpc.CallOption) (*EraseTenantResponse, error)
 }
 
 type ledgerClient struct {
@@ -193,6 +200,26 @@ func (c *ledgerClient) ListDuplicateIntents(ctx context.Context, in *ListDuplica
 	return out, nil
 }
 
+func (c *ledgerClient) Rekey(ctx context.Context, in *RekeyRequest, opts ...grpc.CallOption) (*RekeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RekeyResponse)
+	err := c.cc.Invoke(ctx, Ledger_Rekey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerClient) EraseTenant(ctx context.Context, in *EraseTenantRequest, opts ...grpc.CallOption) (*EraseTenantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EraseTenantResponse)
+	err := c.cc.Invoke(ctx, Ledger_EraseTenant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServer is the server API for Ledger service.
 // All implementations must embed UnimplementedLedgerServer
 // for forward compatibility.
@@ -222,6 +249,11 @@ type LedgerServer interface {
 	// Lists the caller's suspected duplicate intents: arguments claimed under more than one key
 	// within their namespace's intent window (v1.3).
 	ListDuplicateIntents(context.Context, *ListDuplicateIntentsRequest) (*ListDuplicateIntentsResponse, error)
+	// Re-seals one page of the caller's records with the key ring's primary key (scope `admin`, v1.4).
+	Rekey(context.Context, *RekeyRequest) (*RekeyResponse, error)
+	// Erases one page of the caller's tenant's records, keeping only fencing tombstones (scope
+	// `admin`, v1.4).
+	EraseTenant(context.Context, *EraseTenantRequest) (*EraseTenantResponse, error)
 	mustEmbedUnimplementedLedgerServer()
 }
 
@@ -264,6 +296,12 @@ func (UnimplementedLedgerServer) ListRecords(context.Context, *ListRecordsReques
 }
 func (UnimplementedLedgerServer) ListDuplicateIntents(context.Context, *ListDuplicateIntentsRequest) (*ListDuplicateIntentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListDuplicateIntents not implemented")
+}
+func (UnimplementedLedgerServer) Rekey(context.Context, *RekeyRequest) (*RekeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rekey not implemented")
+}
+func (UnimplementedLedgerServer) EraseTenant(context.Context, *EraseTenantRequest) (*EraseTenantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EraseTenant not implemented")
 }
 func (UnimplementedLedgerServer) mustEmbedUnimplementedLedgerServer() {}
 func (UnimplementedLedgerServer) testEmbeddedByValue()                {}
@@ -473,6 +511,42 @@ func _Ledger_ListDuplicateIntents_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Ledger_Rekey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RekeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServer).Rekey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Ledger_Rekey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServer).Rekey(ctx, req.(*RekeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Ledger_EraseTenant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EraseTenantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServer).EraseTenant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Ledger_EraseTenant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServer).EraseTenant(ctx, req.(*EraseTenantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Ledger_ServiceDesc is the grpc.ServiceDesc for Ledger service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -519,6 +593,14 @@ var Ledger_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListDuplicateIntents",
 			Handler:    _Ledger_ListDuplicateIntents_Handler,
+		},
+		{
+			MethodName: "Rekey",
+			Handler:    _Ledger_Rekey_Handler,
+		},
+		{
+			MethodName: "EraseTenant",
+			Handler:    _Ledger_EraseTenant_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -89,6 +89,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_MISSING_SCOPE: _ClassVar[ErrorReason]
     ERROR_REASON_INTERNAL: _ClassVar[ErrorReason]
     ERROR_REASON_BUDGET_EXHAUSTED: _ClassVar[ErrorReason]
+    ERROR_REASON_UNREADABLE_RECORD: _ClassVar[ErrorReason]
 RECORD_STATUS_UNSPECIFIED: RecordStatus
 RECORD_STATUS_PROCESSING: RecordStatus
 RECORD_STATUS_SUCCEEDED: RecordStatus
@@ -144,6 +145,7 @@ ERROR_REASON_UNSETTLED_AT_MOST_ONCE: ErrorReason
 ERROR_REASON_MISSING_SCOPE: ErrorReason
 ERROR_REASON_INTERNAL: ErrorReason
 ERROR_REASON_BUDGET_EXHAUSTED: ErrorReason
+ERROR_REASON_UNREADABLE_RECORD: ErrorReason
 
 class RunBudget(_message.Message):
     __slots__ = ("max_children", "max_per_namespace")
@@ -553,3 +555,59 @@ class ListDuplicateIntentsResponse(_message.Message):
     intents: _containers.RepeatedCompositeFieldContainer[DuplicateIntent]
     next_page_token: str
     def __init__(self, intents: _Optional[_Iterable[_Union[DuplicateIntent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class RekeyRequest(_message.Message):
+    __slots__ = ("page_token", "page_size")
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    page_token: str
+    page_size: int
+    def __init__(self, page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class RekeyResponse(_message.Message):
+    __slots__ = ("examined", "resealed", "current", "unreadable", "unreadable_key_ids", "primary_key_id", "next_page_token")
+    EXAMINED_FIELD_NUMBER: _ClassVar[int]
+    RESEALED_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    UNREADABLE_FIELD_NUMBER: _ClassVar[int]
+    UNREADABLE_KEY_IDS_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    examined: int
+    resealed: int
+    current: int
+    unreadable: int
+    unreadable_key_ids: _containers.RepeatedScalarFieldContainer[str]
+    primary_key_id: str
+    next_page_token: str
+    def __init__(self, examined: _Optional[int] = ..., resealed: _Optional[int] = ..., current: _Optional[int] = ..., unreadable: _Optional[int] = ..., unreadable_key_ids: _Optional[_Iterable[str]] = ..., primary_key_id: _Optional[str] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class EraseTenantRequest(_message.Message):
+    __slots__ = ("confirm_tenant", "page_token", "page_size")
+    CONFIRM_TENANT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    confirm_tenant: str
+    page_token: str
+    page_size: int
+    def __init__(self, confirm_tenant: _Optional[str] = ..., page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class EraseTenantResponse(_message.Message):
+    __slots__ = ("erased", "next_page_token", "receipt")
+    ERASED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    erased: int
+    next_page_token: str
+    receipt: ErasureReceipt
+    def __init__(self, erased: _Optional[int] = ..., next_page_token: _Optional[str] = ..., receipt: _Optional[_Union[ErasureReceipt, _Mapping]] = ...) -> None: ...
+
+class ErasureReceipt(_message.Message):
+    __slots__ = ("tenant", "completed_at", "erased_by")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_AT_FIELD_NUMBER: _ClassVar[int]
+    ERASED_BY_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    completed_at: _timestamp_pb2.Timestamp
+    erased_by: str
+    def __init__(self, tenant: _Optional[str] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., erased_by: _Optional[str] = ...) -> None: ...

@@ -90,6 +90,16 @@ class LedgerStub:
                 request_serializer=oncekey_dot_v1_dot_ledger__pb2.ListDuplicateIntentsRequest.SerializeToString,
                 response_deserializer=oncekey_dot_v1_dot_ledger__pb2.ListDuplicateIntentsResponse.FromString,
                 _registered_method=True)
+        self.Rekey = channel.unary_unary(
+                '/oncekey.v1.Ledger/Rekey',
+                request_serializer=oncekey_dot_v1_dot_ledger__pb2.RekeyRequest.SerializeToString,
+                response_deserializer=oncekey_dot_v1_dot_ledger__pb2.RekeyResponse.FromString,
+                _registered_method=True)
+        self.EraseTenant = channel.unary_unary(
+                '/oncekey.v1.Ledger/EraseTenant',
+                request_serializer=oncekey_dot_v1_dot_ledger__pb2.EraseTenantRequest.SerializeToString,
+                response_deserializer=oncekey_dot_v1_dot_ledger__pb2.EraseTenantResponse.FromString,
+                _registered_method=True)
 
 
 class LedgerServicer:
@@ -174,6 +184,21 @@ class LedgerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Rekey(self, request, context):
+        """Re-seals one page of the caller's records with the key ring's primary key (scope `admin`, v1.4).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EraseTenant(self, request, context):
+        """Erases one page of the caller's tenant's records, keeping only fencing tombstones (scope
+        `admin`, v1.4).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -231,6 +256,16 @@ def add_LedgerServicer_to_server(servicer, server):
                     servicer.ListDuplicateIntents,
                     request_deserializer=oncekey_dot_v1_dot_ledger__pb2.ListDuplicateIntentsRequest.FromString,
                     response_serializer=oncekey_dot_v1_dot_ledger__pb2.ListDuplicateIntentsResponse.SerializeToString,
+            ),
+            'Rekey': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rekey,
+                    request_deserializer=oncekey_dot_v1_dot_ledger__pb2.RekeyRequest.FromString,
+                    response_serializer=oncekey_dot_v1_dot_ledger__pb2.RekeyResponse.SerializeToString,
+            ),
+            'EraseTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.EraseTenant,
+                    request_deserializer=oncekey_dot_v1_dot_ledger__pb2.EraseTenantRequest.FromString,
+                    response_serializer=oncekey_dot_v1_dot_ledger__pb2.EraseTenantResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -531,6 +566,60 @@ class Ledger:
             '/oncekey.v1.Ledger/ListDuplicateIntents',
             oncekey_dot_v1_dot_ledger__pb2.ListDuplicateIntentsRequest.SerializeToString,
             oncekey_dot_v1_dot_ledger__pb2.ListDuplicateIntentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rekey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/oncekey.v1.Ledger/Rekey',
+            oncekey_dot_v1_dot_ledger__pb2.RekeyRequest.SerializeToString,
+            oncekey_dot_v1_dot_ledger__pb2.RekeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EraseTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/oncekey.v1.Ledger/EraseTenant',
+            oncekey_dot_v1_dot_ledger__pb2.EraseTenantRequest.SerializeToString,
+            oncekey_dot_v1_dot_ledger__pb2.EraseTenantResponse.FromString,
             options,
             channel_credentials,
             insecure,

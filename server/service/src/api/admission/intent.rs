@@ -2,41 +2,32 @@
 //! `--intent-guard` and the limits file's `intent-guard=` key, and the rule a Claim runs under —
 //! the namespace's setting made stricter (never looser) by the Claim's own fields.
 
+use crate::api::pattern::{ByNamespace, Pattern};
 use crate::duration::parse_duration;
 use oncekey_ledger::{
     GuardMode, IntentRule, Millis, DEFAULT_INTENT_WINDOW, MAX_INTENT_WINDOW, MIN_INTENT_WINDOW,
 };
 
-/// One rule: namespaces matching `pattern` (a name, or a prefix ending in `*`) are guarded so.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct IntentSetting {
-    pattern: String,
-    mode: GuardMode,
-    window: Millis,
-}
-
-/// The rules of one tenant (or the flag's, for every tenant without its own).
+/// The rules of one tenant (or the flag's, for every tenant without its own): the mode and
+/// window of the namespaces each pattern matches.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IntentRules(Vec<IntentSetting>);
+pub struct IntentRules(ByNamespace<(GuardMode, Millis)>);
 
 impl IntentRules {
     /// Parses rules separated by `sep` (`,` for the flag's environment variable, `;` in the
     /// limits file); blank items are skipped.
     pub fn parse(text: &str, sep: char) -> Result<Self, String> {
-        let mut rules = Vec::new();
+        let mut rules = ByNamespace::default();
         for item in text.split(sep).map(str::trim).filter(|s| !s.is_empty()) {
-            rules.push(parse_rule(item)?);
+            let (pattern, setting) = parse_rule(item)?;
+            rules.push(pattern, setting);
         }
         Ok(Self(rules))
     }
 
     /// Rules from several flag values (each may hold several, comma-separated).
     pub fn from_flags(values: &[String]) -> Result<Self, String> {
-        let mut rules = Vec::new();
-        for value in values {
-            rules.extend(Self::parse(value, ',')?.0);
-        }
-        Ok(Self(rules))
+        Self::parse(&values.join(","), ',')
     }
 
     /// Whether there is no rule.
@@ -46,11 +37,7 @@ impl IntentRules {
 
     /// The mode and window of `namespace`: the longest matching pattern's (a name beats `*`).
     pub fn setting(&self, namespace: &str) -> Option<(GuardMode, Millis)> {
-        self.0
-            .iter()
-            .filter(|r| matches(&r.pattern, namespace))
-            .max_by_key(|r| (!r.pattern.ends_with('*'), r.pattern.len()))
-            .map(|r| (r.mode, r.window))
+        self.0.get(namespace).copied()
     }
 
     /// The rule a Claim of `namespace` runs under, given its own `mode` (`None`: unspecified),
@@ -74,14 +61,7 @@ impl IntentRules {
     }
 }
 
-fn matches(pattern: &str, namespace: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) => namespace.starts_with(prefix),
-        None => pattern == namespace,
-    }
-}
-
-fn parse_rule(item: &str) -> Result<IntentSetting, String> {
+fn parse_rule(item: &str) -> Result<(Pattern, (GuardMode, Millis)), String> {
     let (pattern, rest) = item.split_once('=').ok_or_else(|| {
         format!("intent guard rule {item:?}: expected PATTERN=MODE[/WINDOW], e.g. payments.*=refuse/10m")
     })?;
@@ -89,16 +69,8 @@ fn parse_rule(item: &str) -> Result<IntentSetting, String> {
         Some((mode, window)) => (mode, Some(window)),
         None => (rest, None),
     };
-    let body = pattern.strip_suffix('*').unwrap_or(pattern);
-    let valid = body
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
-        && !body.contains('*');
-    if !valid || (body.is_empty() && !pattern.ends_with('*')) {
-        return Err(format!(
-            "intent guard rule {item:?}: the pattern must be a namespace or a prefix ending in * (e.g. payments.*, or * for all)"
-        ));
-    }
+    let pattern =
+        Pattern::parse(pattern).map_err(|e| format!("intent guard rule {item:?}: {e}"))?;
     let mode = match mode {
         "off" => GuardMode::Off,
         "warn" => GuardMode::Warn,
@@ -122,11 +94,7 @@ fn parse_rule(item: &str) -> Result<IntentSetting, String> {
             ms
         }
     };
-    Ok(IntentSetting {
-        pattern: pattern.to_owned(),
-        mode,
-        window,
-    })
+    Ok((pattern, (mode, window)))
 }
 
 #[cfg(test)]

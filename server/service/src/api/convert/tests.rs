@@ -173,3 +173,39 @@ fn an_owner_with_control_characters_is_refused_naming_owner() {
         assert_eq!(claim_args(&claim(good), &limits).unwrap().0.owner, good);
     }
 }
+
+#[test]
+fn a_retention_ceiling_lowers_a_claims_retention_without_refusing_it() {
+    const DAY: Millis = 86_400_000;
+    let limits = Limits {
+        retention_ceilings: retention_ceilings(&["payments.*=7d".into()], 30 * DAY).unwrap(),
+        ..Limits::default()
+    };
+    let claim = |namespace: &str, days: Option<i64>| v1::ClaimRequest {
+        namespace: namespace.into(),
+        key: "k".into(),
+        arguments: Some(v1::claim_request::Arguments::PayloadJson("{}".into())),
+        retention: days.map(|d| Duration {
+            seconds: d * 86_400,
+            nanos: 0,
+        }),
+        ..Default::default()
+    };
+    let retention = |req| claim_args(&req, &limits).unwrap().0.retention;
+    // Asked 30 d (the --max-retention) under a 7 d ceiling: 7 d, not refused.
+    assert_eq!(retention(claim("payments.charge", Some(30))), 7 * DAY);
+    assert_eq!(retention(claim("payments.charge", Some(2))), 2 * DAY);
+    // The default (24 h) is under the ceiling; a ceiling below it lowers it too.
+    assert_eq!(retention(claim("payments.charge", None)), DAY);
+    let low = Limits {
+        retention_ceilings: retention_ceilings(&["payments.*=1h".into()], 30 * DAY).unwrap(),
+        ..Limits::default()
+    };
+    let req = claim("payments.charge", None);
+    assert_eq!(claim_args(&req, &low).unwrap().0.retention, 3_600_000);
+    // Other namespaces are untouched; above --max-retention is still refused.
+    assert_eq!(retention(claim("email.send", Some(30))), 30 * DAY);
+    let over = claim("payments.charge", Some(31));
+    let err = claim_args(&over, &limits).unwrap_err();
+    assert!(matches!(err, ApiError::InvalidField { ref field, .. } if field == "retention"));
+}

@@ -85,6 +85,7 @@ async fn open(
         engine.clone(),
         registry,
         &Limits::default(),
+        &crate::api::privacy::KeyPrivacy::off(),
         "acme".into(),
         ReceiverStream::new(rx),
     )

@@ -511,6 +511,12 @@ export enum ErrorReason {
    * namespace whose cap it hit, `spent`, `max`). Nothing was written but the parent's refusal count.
    */
   ERROR_REASON_BUDGET_EXHAUSTED = 16,
+  /**
+   * ERROR_REASON_UNREADABLE_RECORD - DATA_LOSS (v1.4): the record's sealed fields cannot be opened: the key they name is not in
+   * the key ring, or the ciphertext was altered or moved (ErrorInfo metadata `key_id`, `cause`:
+   * `missing_key` or `tampered`).
+   */
+  ERROR_REASON_UNREADABLE_RECORD = 17,
   UNRECOGNIZED = -1,
 }
 
@@ -567,6 +573,9 @@ export function errorReasonFromJSON(object: any): ErrorReason {
     case 16:
     case "ERROR_REASON_BUDGET_EXHAUSTED":
       return ErrorReason.ERROR_REASON_BUDGET_EXHAUSTED;
+    case 17:
+    case "ERROR_REASON_UNREADABLE_RECORD":
+      return ErrorReason.ERROR_REASON_UNREADABLE_RECORD;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -610,6 +619,8 @@ export function errorReasonToJSON(object: ErrorReason): string {
       return "ERROR_REASON_INTERNAL";
     case ErrorReason.ERROR_REASON_BUDGET_EXHAUSTED:
       return "ERROR_REASON_BUDGET_EXHAUSTED";
+    case ErrorReason.ERROR_REASON_UNREADABLE_RECORD:
+      return "ERROR_REASON_UNREADABLE_RECORD";
     case ErrorReason.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -1115,6 +1126,67 @@ export interface ListDuplicateIntentsResponse {
   intents: DuplicateIntent[];
   /** Pass it as page_token to get the next page; empty when this is the last page. */
   nextPageToken: string;
+}
+
+/** Asks to re-seal one page of the caller's records with the primary key (v1.4). */
+export interface RekeyRequest {
+  /** Where the previous page ended (its `next_page_token`); empty for the first page. */
+  pageToken: string;
+  /** Records to look at, 1..=1000; 0 means 100. */
+  pageSize: number;
+}
+
+/** What one page of Rekey did (v1.4). */
+export interface RekeyResponse {
+  /** Records looked at on this page. */
+  examined: number;
+  /** Written again under the primary key. */
+  resealed: number;
+  /** Already under the primary key, or with nothing to seal. */
+  current: number;
+  /** Could not be opened; their key ids are in `unreadable_key_ids`. */
+  unreadable: number;
+  /** The key ids of the unreadable records, without repeats. */
+  unreadableKeyIds: string[];
+  /** The key new writes are sealed with; empty when the ring has none (nothing was sealed). */
+  primaryKeyId: string;
+  /** Where the next page starts; empty when the tenant is done. */
+  nextPageToken: string;
+}
+
+/** Asks to erase one page of the caller's tenant's records (v1.4). */
+export interface EraseTenantRequest {
+  /** Must equal the caller's tenant: a guard against erasing with the wrong token. */
+  confirmTenant: string;
+  /**
+   * Where the previous page ended; empty to start (erased records are no longer listed, so any
+   * token, or none, continues).
+   */
+  pageToken: string;
+  /** Records to erase in this call, 1..=1000; 0 means 100. */
+  pageSize: number;
+}
+
+/** What one EraseTenant call did (v1.4). */
+export interface EraseTenantResponse {
+  /** Records erased by this call. */
+  erased: number;
+  /** Where the next page starts; empty when nothing of the tenant is left. */
+  nextPageToken: string;
+  /** Set on the call that found nothing of the tenant left. */
+  receipt?: ErasureReceipt | undefined;
+}
+
+/** The receipt of a completed tenant erasure (v1.4). */
+export interface ErasureReceipt {
+  /** The tenant erased. */
+  tenant: string;
+  /** When the server found nothing of it left. */
+  completedAt?:
+    | Date
+    | undefined;
+  /** Who erased it: the token's label (empty without one). */
+  erasedBy: string;
 }
 
 function createBaseRunBudget(): RunBudget {
@@ -5562,6 +5634,613 @@ export const ListDuplicateIntentsResponse: MessageFns<ListDuplicateIntentsRespon
   },
 };
 
+function createBaseRekeyRequest(): RekeyRequest {
+  return { pageToken: "", pageSize: 0 };
+}
+
+export const RekeyRequest: MessageFns<RekeyRequest> = {
+  encode(message: RekeyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pageToken !== "") {
+      writer.uint32(10).string(message.pageToken);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(16).uint32(message.pageSize);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RekeyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRekeyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pageSize = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RekeyRequest {
+    return {
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+    };
+  },
+
+  toJSON(message: RekeyRequest): unknown {
+    const obj: any = {};
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RekeyRequest>, I>>(base?: I): RekeyRequest {
+    return RekeyRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RekeyRequest>, I>>(object: I): RekeyRequest {
+    const message = createBaseRekeyRequest();
+    message.pageToken = object.pageToken ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    return message;
+  },
+};
+
+function createBaseRekeyResponse(): RekeyResponse {
+  return {
+    examined: 0,
+    resealed: 0,
+    current: 0,
+    unreadable: 0,
+    unreadableKeyIds: [],
+    primaryKeyId: "",
+    nextPageToken: "",
+  };
+}
+
+export const RekeyResponse: MessageFns<RekeyResponse> = {
+  encode(message: RekeyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.examined !== 0) {
+      writer.uint32(8).uint32(message.examined);
+    }
+    if (message.resealed !== 0) {
+      writer.uint32(16).uint32(message.resealed);
+    }
+    if (message.current !== 0) {
+      writer.uint32(24).uint32(message.current);
+    }
+    if (message.unreadable !== 0) {
+      writer.uint32(32).uint32(message.unreadable);
+    }
+    for (const v of message.unreadableKeyIds) {
+      writer.uint32(42).string(v!);
+    }
+    if (message.primaryKeyId !== "") {
+      writer.uint32(50).string(message.primaryKeyId);
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(58).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RekeyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRekeyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.examined = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.resealed = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.current = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.unreadable = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.unreadableKeyIds.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.primaryKeyId = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RekeyResponse {
+    return {
+      examined: isSet(object.examined) ? globalThis.Number(object.examined) : 0,
+      resealed: isSet(object.resealed) ? globalThis.Number(object.resealed) : 0,
+      current: isSet(object.current) ? globalThis.Number(object.current) : 0,
+      unreadable: isSet(object.unreadable) ? globalThis.Number(object.unreadable) : 0,
+      unreadableKeyIds: globalThis.Array.isArray(object?.unreadableKeyIds)
+        ? object.unreadableKeyIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.unreadable_key_ids)
+        ? object.unreadable_key_ids.map((e: any) => globalThis.String(e))
+        : [],
+      primaryKeyId: isSet(object.primaryKeyId)
+        ? globalThis.String(object.primaryKeyId)
+        : isSet(object.primary_key_id)
+        ? globalThis.String(object.primary_key_id)
+        : "",
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: RekeyResponse): unknown {
+    const obj: any = {};
+    if (message.examined !== 0) {
+      obj.examined = Math.round(message.examined);
+    }
+    if (message.resealed !== 0) {
+      obj.resealed = Math.round(message.resealed);
+    }
+    if (message.current !== 0) {
+      obj.current = Math.round(message.current);
+    }
+    if (message.unreadable !== 0) {
+      obj.unreadable = Math.round(message.unreadable);
+    }
+    if (message.unreadableKeyIds?.length) {
+      obj.unreadableKeyIds = message.unreadableKeyIds;
+    }
+    if (message.primaryKeyId !== "") {
+      obj.primaryKeyId = message.primaryKeyId;
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RekeyResponse>, I>>(base?: I): RekeyResponse {
+    return RekeyResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RekeyResponse>, I>>(object: I): RekeyResponse {
+    const message = createBaseRekeyResponse();
+    message.examined = object.examined ?? 0;
+    message.resealed = object.resealed ?? 0;
+    message.current = object.current ?? 0;
+    message.unreadable = object.unreadable ?? 0;
+    message.unreadableKeyIds = object.unreadableKeyIds?.map((e) => e) || [];
+    message.primaryKeyId = object.primaryKeyId ?? "";
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseEraseTenantRequest(): EraseTenantRequest {
+  return { confirmTenant: "", pageToken: "", pageSize: 0 };
+}
+
+export const EraseTenantRequest: MessageFns<EraseTenantRequest> = {
+  encode(message: EraseTenantRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.confirmTenant !== "") {
+      writer.uint32(10).string(message.confirmTenant);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(18).string(message.pageToken);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(24).uint32(message.pageSize);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EraseTenantRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEraseTenantRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.confirmTenant = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.pageSize = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EraseTenantRequest {
+    return {
+      confirmTenant: isSet(object.confirmTenant)
+        ? globalThis.String(object.confirmTenant)
+        : isSet(object.confirm_tenant)
+        ? globalThis.String(object.confirm_tenant)
+        : "",
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+    };
+  },
+
+  toJSON(message: EraseTenantRequest): unknown {
+    const obj: any = {};
+    if (message.confirmTenant !== "") {
+      obj.confirmTenant = message.confirmTenant;
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<EraseTenantRequest>, I>>(base?: I): EraseTenantRequest {
+    return EraseTenantRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EraseTenantRequest>, I>>(object: I): EraseTenantRequest {
+    const message = createBaseEraseTenantRequest();
+    message.confirmTenant = object.confirmTenant ?? "";
+    message.pageToken = object.pageToken ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    return message;
+  },
+};
+
+function createBaseEraseTenantResponse(): EraseTenantResponse {
+  return { erased: 0, nextPageToken: "", receipt: undefined };
+}
+
+export const EraseTenantResponse: MessageFns<EraseTenantResponse> = {
+  encode(message: EraseTenantResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.erased !== 0) {
+      writer.uint32(8).uint32(message.erased);
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    if (message.receipt !== undefined) {
+      ErasureReceipt.encode(message.receipt, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EraseTenantResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEraseTenantResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.erased = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.receipt = ErasureReceipt.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EraseTenantResponse {
+    return {
+      erased: isSet(object.erased) ? globalThis.Number(object.erased) : 0,
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+      receipt: isSet(object.receipt) ? ErasureReceipt.fromJSON(object.receipt) : undefined,
+    };
+  },
+
+  toJSON(message: EraseTenantResponse): unknown {
+    const obj: any = {};
+    if (message.erased !== 0) {
+      obj.erased = Math.round(message.erased);
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    if (message.receipt !== undefined) {
+      obj.receipt = ErasureReceipt.toJSON(message.receipt);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<EraseTenantResponse>, I>>(base?: I): EraseTenantResponse {
+    return EraseTenantResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EraseTenantResponse>, I>>(object: I): EraseTenantResponse {
+    const message = createBaseEraseTenantResponse();
+    message.erased = object.erased ?? 0;
+    message.nextPageToken = object.nextPageToken ?? "";
+    message.receipt = (object.receipt !== undefined && object.receipt !== null)
+      ? ErasureReceipt.fromPartial(object.receipt)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseErasureReceipt(): ErasureReceipt {
+  return { tenant: "", completedAt: undefined, erasedBy: "" };
+}
+
+export const ErasureReceipt: MessageFns<ErasureReceipt> = {
+  encode(message: ErasureReceipt, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.tenant !== "") {
+      writer.uint32(10).string(message.tenant);
+    }
+    if (message.completedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.completedAt), writer.uint32(18).fork()).join();
+    }
+    if (message.erasedBy !== "") {
+      writer.uint32(26).string(message.erasedBy);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ErasureReceipt {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseErasureReceipt();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.completedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.erasedBy = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ErasureReceipt {
+    return {
+      tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
+      completedAt: isSet(object.completedAt)
+        ? fromJsonTimestamp(object.completedAt)
+        : isSet(object.completed_at)
+        ? fromJsonTimestamp(object.completed_at)
+        : undefined,
+      erasedBy: isSet(object.erasedBy)
+        ? globalThis.String(object.erasedBy)
+        : isSet(object.erased_by)
+        ? globalThis.String(object.erased_by)
+        : "",
+    };
+  },
+
+  toJSON(message: ErasureReceipt): unknown {
+    const obj: any = {};
+    if (message.tenant !== "") {
+      obj.tenant = message.tenant;
+    }
+    if (message.completedAt !== undefined) {
+      obj.completedAt = message.completedAt.toISOString();
+    }
+    if (message.erasedBy !== "") {
+      obj.erasedBy = message.erasedBy;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ErasureReceipt>, I>>(base?: I): ErasureReceipt {
+    return ErasureReceipt.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ErasureReceipt>, I>>(object: I): ErasureReceipt {
+    const message = createBaseErasureReceipt();
+    message.tenant = object.tenant ?? "";
+    message.completedAt = object.completedAt ?? undefined;
+    message.erasedBy = object.erasedBy ?? "";
+    return message;
+  },
+};
+
 /** The idempotency ledger: claim a key before a side effect, settle it afterwards. */
 export type LedgerService = typeof LedgerService;
 export const LedgerService = {
@@ -5680,6 +6359,29 @@ export const LedgerService = {
       Buffer.from(ListDuplicateIntentsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListDuplicateIntentsResponse => ListDuplicateIntentsResponse.decode(value),
   },
+  /** Re-seals one page of the caller's records with the key ring's primary key (scope `admin`, v1.4). */
+  rekey: {
+    path: "/oncekey.v1.Ledger/Rekey" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RekeyRequest): Buffer => Buffer.from(RekeyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RekeyRequest => RekeyRequest.decode(value),
+    responseSerialize: (value: RekeyResponse): Buffer => Buffer.from(RekeyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RekeyResponse => RekeyResponse.decode(value),
+  },
+  /**
+   * Erases one page of the caller's tenant's records, keeping only fencing tombstones (scope
+   * `admin`, v1.4).
+   */
+  eraseTenant: {
+    path: "/oncekey.v1.Ledger/EraseTenant" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: EraseTenantRequest): Buffer => Buffer.from(EraseTenantRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): EraseTenantRequest => EraseTenantRequest.decode(value),
+    responseSerialize: (value: EraseTenantResponse): Buffer => Buffer.from(EraseTenantResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EraseTenantResponse => EraseTenantResponse.decode(value),
+  },
 } as const;
 
 export interface LedgerServer extends UntypedServiceImplementation {
@@ -5708,6 +6410,13 @@ export interface LedgerServer extends UntypedServiceImplementation {
    * within their namespace's intent window (v1.3).
    */
   listDuplicateIntents: handleUnaryCall<ListDuplicateIntentsRequest, ListDuplicateIntentsResponse>;
+  /** Re-seals one page of the caller's records with the key ring's primary key (scope `admin`, v1.4). */
+  rekey: handleUnaryCall<RekeyRequest, RekeyResponse>;
+  /**
+   * Erases one page of the caller's tenant's records, keeping only fencing tombstones (scope
+   * `admin`, v1.4).
+   */
+  eraseTenant: handleUnaryCall<EraseTenantRequest, EraseTenantResponse>;
 }
 
 export interface LedgerClient extends Client {
@@ -5874,6 +6583,41 @@ export interface LedgerClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListDuplicateIntentsResponse) => void,
+  ): ClientUnaryCall;
+  /** Re-seals one page of the caller's records with the key ring's primary key (scope `admin`, v1.4). */
+  rekey(
+    request: RekeyRequest,
+    callback: (error: ServiceError | null, response: RekeyResponse) => void,
+  ): ClientUnaryCall;
+  rekey(
+    request: RekeyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RekeyResponse) => void,
+  ): ClientUnaryCall;
+  rekey(
+    request: RekeyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RekeyResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Erases one page of the caller's tenant's records, keeping only fencing tombstones (scope
+   * `admin`, v1.4).
+   */
+  eraseTenant(
+    request: EraseTenantRequest,
+    callback: (error: ServiceError | null, response: EraseTenantResponse) => void,
+  ): ClientUnaryCall;
+  eraseTenant(
+    request: EraseTenantRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: EraseTenantResponse) => void,
+  ): ClientUnaryCall;
+  eraseTenant(
+    request: EraseTenantRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: EraseTenantResponse) => void,
   ): ClientUnaryCall;
 }
 
