@@ -7,7 +7,10 @@
 //! (`Aad`), so one moved elsewhere does not open.
 //!
 //! A value without the magic (or the text prefix) is clear and passes through: records written
-//! before a primary key was configured stay readable. This module knows nothing of records
+//! before a primary key was configured stay readable. A clear value that itself starts like an
+//! envelope (a caller's body beginning with the magic, written while no key is primary) is
+//! stored *wrapped*: the magic, algorithm byte 0 (none) and the value as it is, so that it is
+//! read back as written instead of being taken for a damaged envelope (`wrap_clear`). This module knows nothing of records
 //! beyond their identity (`fields` says which fields are sealed and how).
 
 use crate::algorithm::Algorithm;
@@ -54,6 +57,34 @@ impl Aad {
         aad.extend_from_slice(&self.prefix);
         aad.extend_from_slice(name.as_bytes());
         aad
+    }
+}
+
+/// The algorithm byte of a wrapped clear value (`wrap_clear`).
+const CLEAR: u8 = 0;
+
+/// `plain` wrapped in clear: the magic, algorithm byte 0, then `plain` unchanged. For a clear
+/// value that starts like an envelope, stored while no key is primary.
+pub(crate) fn wrap_clear(plain: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(MAGIC.len() + 1 + plain.len());
+    out.extend_from_slice(MAGIC);
+    out.push(CLEAR);
+    out.extend_from_slice(plain);
+    out
+}
+
+/// The text form of `wrap_clear`.
+pub(crate) fn wrap_clear_text(plain: &[u8]) -> String {
+    let mut out = String::from(TEXT_PREFIX);
+    URL_SAFE_NO_PAD.encode_string(wrap_clear(plain), &mut out);
+    out
+}
+
+/// The value a wrapped clear value holds (`None`: not one).
+fn unwrap_clear(stored: &[u8]) -> Option<&[u8]> {
+    match stored.strip_prefix(MAGIC.as_slice())? {
+        [CLEAR, plain @ ..] => Some(plain),
+        _ => None,
     }
 }
 
@@ -108,6 +139,9 @@ struct Parsed<'a> {
 /// `stored` taken apart: `None` when it is not an envelope (clear), `Err` (the key id, or "")
 /// when it starts like one but is malformed.
 fn parse(stored: &[u8]) -> Option<Result<Parsed<'_>, StoreError>> {
+    if unwrap_clear(stored).is_some() {
+        return None;
+    }
     let rest = stored.strip_prefix(MAGIC.as_slice())?;
     Some(parse_after_magic(rest))
 }
@@ -153,6 +187,9 @@ pub(crate) fn open(
     aad: &[u8],
     stored: &[u8],
 ) -> Result<Option<Vec<u8>>, StoreError> {
+    if let Some(plain) = unwrap_clear(stored) {
+        return Ok(Some(plain.to_vec()));
+    }
     let Some(parsed) = parse(stored) else {
         return Ok(None);
     };
@@ -170,6 +207,9 @@ pub(crate) fn open_text(
         return Ok(None);
     };
     let envelope = URL_SAFE_NO_PAD.decode(encoded).map_err(|_| tampered(""))?;
+    if let Some(plain) = unwrap_clear(&envelope) {
+        return Ok(Some(plain.to_vec()));
+    }
     let parsed = parse(&envelope).unwrap_or_else(|| Err(tampered("")))?;
     open_parsed(ring, aad, parsed).map(Some)
 }
@@ -217,6 +257,7 @@ pub(crate) fn text_key_id(stored: &str) -> Option<String> {
         return Some(String::new());
     };
     let id = match rest {
+        [CLEAR, ..] => return None,
         [_algorithm, len, rest @ ..] if rest.len() >= usize::from(*len) => {
             std::str::from_utf8(&rest[..usize::from(*len)]).ok()
         }

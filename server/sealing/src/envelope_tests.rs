@@ -348,3 +348,37 @@ fn the_envelope_is_the_documented_format() {
         assert_eq!(open(&error.details, "error.details"), [0, 1, 2, 255]);
     }
 }
+
+#[test]
+fn clear_values_that_look_like_envelopes_read_back_as_written_with_or_without_a_primary() {
+    let id = id();
+    let mut record = full_record(&id);
+    let sealed_elsewhere = {
+        let mut other = full_record(&id);
+        seal_record(&k1_primary(""), &mut other);
+        other
+    };
+    // A caller's values that start like envelopes: a real one copied, and bare magic.
+    let result = record.result.as_mut().unwrap();
+    result.body = sealed_elsewhere.result.as_ref().unwrap().body.clone();
+    result.metadata = sealed_elsewhere.result.as_ref().unwrap().metadata.clone();
+    let error = record.error.as_mut().unwrap();
+    error.message = format!("{}x", envelope::TEXT_PREFIX);
+    error.details = envelope::MAGIC.to_vec();
+    for ring in [
+        KeyRing::empty(),
+        ring(&format!("k2 {K2}\n")),
+        k1_primary(""),
+    ] {
+        let mut stored = record.clone();
+        seal_record(&ring, &mut stored);
+        assert_ne!(stored, record, "stored as it is: it would not read back");
+        let mut read = stored.clone();
+        open_record(&ring, &mut read).unwrap();
+        assert_eq!(read, record, "{ring:?}");
+        // A wrapped value counts as clear: rekey seals it.
+        if ring.primary_id().is_none() {
+            assert!(sealed_with(&stored).iter().all(Option::is_none), "{ring:?}");
+        }
+    }
+}
