@@ -150,12 +150,14 @@ impl Server {
                 c
             }
         };
+        let sealed = sealed_flags(data_dir, extra);
         let mut child = command
             .arg("serve")
             .args(defaults)
             .arg("--data-dir")
             .arg(data_dir)
             .args(extra)
+            .args(&sealed)
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
@@ -276,6 +278,34 @@ fn read(path: &Path) -> String {
         let _ = f.read_to_string(&mut text);
     }
     text
+}
+
+/// With `ONCEKEY_TEST_SEALED=1` (scripts/test runs the contract suite so), every server the
+/// harness starts seals what it stores and hashes keys (docs/api.md#data-protection): a key ring
+/// made once per data directory, beside it (a restart on the same directory reads the same
+/// ring), and `--key-privacy hmac`. Not when the test chose its own `--encryption-keys`.
+fn sealed_flags(data_dir: &Path, extra: &[&str]) -> Vec<String> {
+    if std::env::var("ONCEKEY_TEST_SEALED").as_deref() != Ok("1")
+        || extra.contains(&"--encryption-keys")
+    {
+        return Vec::new();
+    }
+    let ring = data_dir.with_extension("keyring");
+    if !ring.exists() {
+        let mut lines = String::new();
+        for args in [["--id", "k1", "--primary"], ["--id", "names", "--hmac"]] {
+            let (code, stdout, stderr) = run_cli(&[&["new-key"][..], &args].concat());
+            assert_eq!(code, 0, "new-key: {stderr}");
+            lines.push_str(&stdout);
+        }
+        std::fs::write(&ring, lines).expect("write the test key ring");
+    }
+    vec![
+        "--encryption-keys".into(),
+        ring.display().to_string(),
+        "--key-privacy".into(),
+        "hmac".into(),
+    ]
 }
 
 fn nonce() -> u64 {

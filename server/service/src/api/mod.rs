@@ -224,7 +224,8 @@ impl<S: Store> LedgerService<S> {
         let (reply, matches) = match self
             .engine
             .claim_guarded(&id, &args, wait, max_held, rule)
-            .await?
+            .await
+            .map_err(|e| privacy::parent_as_asked(e, req))?
         {
             Guarded::Claimed { reply, matches } => (reply, matches),
             Guarded::Refused { matches } => {

@@ -126,6 +126,24 @@ impl KeyPrivacy {
     }
 }
 
+/// A Claim's refusal naming its parent (`BUDGET_EXHAUSTED`) names the parent's key as the
+/// request wrote it, not as stored: the caller named it.
+pub fn parent_as_asked(e: EngineError, req: &v1::ClaimRequest) -> EngineError {
+    match (e, &req.parent) {
+        (
+            EngineError::BudgetExhausted {
+                mut parent,
+                exhausted,
+            },
+            Some(asked),
+        ) if asked.namespace == parent.namespace => {
+            parent.key = asked.key.clone();
+            EngineError::BudgetExhausted { parent, exhausted }
+        }
+        (e, _) => e,
+    }
+}
+
 /// The hash of a request's key that its span and failure log carry (`telemetry::key_hash`): of
 /// the key as stored, so that with key privacy on, logs and traces never hold a plain hash of a
 /// private namespace's key (anyone could test a guess against that).
