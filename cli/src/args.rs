@@ -56,8 +56,8 @@ pub enum Command {
     Reject(crate::operations::DecideCmd),
     /// Remove a record and its history in any state (client side; needs the admin scope).
     Purge(crate::operations::PurgeCmd),
-    /// Re-seal the token's tenant's records with the key ring's primary key, page after page
-    /// (client side; needs the admin scope).
+    /// Re-seal the token's tenant's records (every tenant's on a server without a tokens file)
+    /// with the key ring's primary key, page after page (client side; needs the admin scope).
     Rekey(crate::protect::RekeyCmd),
     /// Erase every record of the token's tenant, page after page, and print the receipt
     /// (client side; needs the admin scope).

@@ -1,7 +1,8 @@
 //! `oncekey rekey`, `oncekey erase-tenant` and `oncekey new-key` (docs/api.md, "Data
 //! protection"). The first two run their RPC page after page to the end, one progress line per
 //! page on stderr and the totals (or the erasure's receipt) as one JSON document on stdout; both
-//! act on the token's tenant and need the `admin` scope. `new-key` prints a key ring line with a
+//! act on the token's tenant (a rekey on a server without a tokens file, on every tenant) and
+//! need the `admin` scope. `new-key` prints a key ring line with a
 //! fresh random secret, without a server.
 //!
 //! Progress lines:

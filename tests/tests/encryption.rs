@@ -4,8 +4,8 @@
 //! files after its memtables are flushed — while the same writes without a key ring leave it
 //! there; a removed key is named and nothing is replayed; rotation by a file change, then
 //! `oncekey rekey`, under load, loses nothing; a ciphertext moved to another record or tenant,
-//! or altered, is refused; clear records stay readable when encryption is turned on; retention
-//! ceilings lower what a Claim asks.
+//! or altered, is refused; clear records stay readable when encryption is turned on, and a
+//! dev-mode `oncekey rekey` seals every tenant's; retention ceilings lower what a Claim asks.
 
 use oncekey_api::v1;
 use oncekey_client::LedgerRpc;
@@ -157,9 +157,12 @@ async fn until_primary(ledger: &mut LedgerRpc, primary: &str) {
     .await
 }
 
-/// `oncekey rekey` for the dev-mode `tenant`: its JSON totals (asserting exit 0).
-fn rekey_cli(server: &Server, tenant: &str) -> serde_json::Value {
-    let (code, stdout, stderr) = run_cli(&["rekey", "--server", &server.grpc, "--tenant", tenant]);
+/// `oncekey rekey` against the dev-mode `server` with `flags` (no `--tenant`: every tenant's
+/// records): its JSON totals (asserting exit 0).
+fn rekey_cli(server: &Server, flags: &[&str]) -> serde_json::Value {
+    let mut args = vec!["rekey", "--server", &server.grpc];
+    args.extend_from_slice(flags);
+    let (code, stdout, stderr) = run_cli(&args);
     assert_eq!(code, 0, "rekey:\n{stdout}\n{stderr}");
     assert!(
         stderr.contains("rekey: page 1:"),
@@ -342,7 +345,7 @@ async fn rotation_by_a_file_change_then_rekey_under_load_loses_nothing() {
     write_ring(&ring, &[&k2, &k1_retired]);
     until_primary(&mut ledger, "k2").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let first = rekey_cli(&server, "acme");
+    let first = rekey_cli(&server, &["--tenant", "acme"]);
     assert_eq!(first["unreadable"], 0, "{first}");
     assert!(first["resealed"].as_u64().unwrap() > 0, "{first}");
     stop.store(true, Ordering::Relaxed);
@@ -350,7 +353,7 @@ async fn rotation_by_a_file_change_then_rekey_under_load_loses_nothing() {
         w.await.expect("a worker failed");
     }
     // Everything written since the reload was sealed with k2 already.
-    let second = rekey_cli(&server, "acme");
+    let second = rekey_cli(&server, &["--tenant", "acme"]);
     assert_eq!(second["resealed"], 0, "{second}");
     assert_eq!(second["primary_key_id"], "k2", "{second}");
 
@@ -372,6 +375,18 @@ async fn rotation_by_a_file_change_then_rekey_under_load_loses_nothing() {
     }
 }
 
+/// Completes records `{prefix}-0` .. `{prefix}-{n-1}`, each with its key as result body.
+async fn write_clear(ledger: &mut LedgerRpc, prefix: &str, n: usize) {
+    for i in 0..n {
+        let key = format!("{prefix}-{i}");
+        let token = acquire(ledger, NS, &key).await;
+        ledger
+            .complete(complete(NS, &key, token, result(200, key.as_bytes())))
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clear_records_stay_readable_when_encryption_is_turned_on_and_rekey_seals_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -379,15 +394,7 @@ async fn clear_records_stay_readable_when_encryption_is_turned_on_and_rekey_seal
     let ring = dir.path().join("keyring");
     write_ring(&ring, &[&key_line("k1", &["--primary"])]);
     let mut server = Server::start_on(&data, &[]);
-    let mut ledger = server.client("acme").await;
-    for i in 0..5 {
-        let key = format!("old-{i}");
-        let token = acquire(&mut ledger, NS, &key).await;
-        ledger
-            .complete(complete(NS, &key, token, result(200, key.as_bytes())))
-            .await
-            .unwrap();
-    }
+    write_clear(&mut server.client("acme").await, "old", 5).await;
     assert!(server.terminate(PATIENCE).success());
     let server = Server::start_on(&data, &["--encryption-keys", ring.to_str().unwrap()]);
     let mut ledger = server.client("acme").await;
@@ -396,9 +403,9 @@ async fn clear_records_stay_readable_when_encryption_is_turned_on_and_rekey_seal
         let record = looked_up(&mut ledger, NS, &key).await.unwrap();
         assert_eq!(record.result.unwrap().body, key.as_bytes());
     }
-    let first = rekey_cli(&server, "acme");
+    let first = rekey_cli(&server, &["--tenant", "acme"]);
     assert_eq!(first["resealed"], 5, "{first}");
-    let second = rekey_cli(&server, "acme");
+    let second = rekey_cli(&server, &["--tenant", "acme"]);
     assert_eq!(
         (second["resealed"].clone(), second["current"].clone()),
         (0.into(), 5.into()),
@@ -406,6 +413,35 @@ async fn clear_records_stay_readable_when_encryption_is_turned_on_and_rekey_seal
     );
     let record = looked_up(&mut ledger, NS, "old-3").await.unwrap();
     assert_eq!(record.result.unwrap().body, b"old-3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_dev_mode_rekey_without_a_tenant_seals_every_tenants_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, ring) = (dir.path().join("data"), dir.path().join("keyring"));
+    write_ring(&ring, &[&key_line("k1", &["--primary"])]);
+    let mut server = Server::start_on(&data, &[]);
+    let tenants = [("acme", 3), ("globex", 4)];
+    for (tenant, n) in tenants {
+        write_clear(&mut server.client(tenant).await, tenant, n).await;
+    }
+    assert!(server.terminate(PATIENCE).success());
+    let server = Server::start_on(&data, &["--encryption-keys", ring.to_str().unwrap()]);
+    // No --tenant (the default tenant's header, which has no records), pages of 2: 2+2+2+1.
+    let first = rekey_cli(&server, &["--page-size", "2"]);
+    let done = [&first["examined"], &first["resealed"], &first["pages"]];
+    assert_eq!(done, [7, 7, 4], "{first}");
+    let second = rekey_cli(&server, &[]);
+    assert_eq!(
+        [&second["resealed"], &second["current"]],
+        [0, 7],
+        "{second}"
+    );
+    for (tenant, n) in tenants {
+        let key = format!("{tenant}-{}", n - 1);
+        let record = looked_up(&mut server.client(tenant).await, NS, &key).await;
+        assert_eq!(record.unwrap().result.unwrap().body, key.as_bytes());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -485,38 +521,17 @@ async fn cql_a_ciphertext_moved_to_another_record_or_tenant_is_refused() {
             .unwrap();
     }
     let source = ["acme", NS, "source"];
-    copy_cell(
-        node,
-        &keyspace,
-        "result_body",
-        source,
-        ["acme", NS, "target"],
-    )
-    .await;
-    copy_cell(
-        node,
-        &keyspace,
-        "result_body",
-        source,
-        ["globex", NS, "target"],
-    )
-    .await;
+    for target in [["acme", NS, "target"], ["globex", NS, "target"]] {
+        copy_cell(node, &keyspace, "result_body", source, target).await;
+    }
     for tenant in ["acme", "globex"] {
         let mut ledger = server.client(tenant).await;
         let status = looked_up(&mut ledger, NS, "target")
             .await
             .expect_err(tenant);
         let meta = unreadable(&status);
-        assert_eq!(
-            meta.get("cause").map(String::as_str),
-            Some("tampered"),
-            "{tenant}"
-        );
-        assert_eq!(
-            meta.get("key_id").map(String::as_str),
-            Some("k1"),
-            "{tenant}"
-        );
+        let named = [&meta["cause"], &meta["key_id"]];
+        assert_eq!(named, ["tampered", "k1"], "{tenant}");
         let status = ledger
             .claim(claim(NS, "target", "{}"))
             .await

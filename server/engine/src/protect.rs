@@ -1,7 +1,8 @@
 //! Data protection over a whole tenant (docs/api.md, "Rekey" and "Tenant erasure"): one page of
 //! the tenant's live records at a time — every namespace and listed status, the intent guard's
 //! index entries included — each record re-sealed with the key ring's primary key
-//! (`rekey_page`) or purged as by a forced Purge (`erase_page`).
+//! (`rekey_page`) or purged as by a forced Purge (`erase_page`). A dev-mode Rekey re-seals every
+//! tenant's records (`rekey_all_page`), a page of the store's cross-tenant scan at a time.
 //!
 //! Both go by the store's listing, so both resume from a page's cursor and are safe to run again
 //! from the start: a record already under the primary key is only read, and an erased record is
@@ -14,7 +15,7 @@ use super::list::Shown;
 use super::rounds::Basis;
 use super::{Engine, EngineError};
 use oncekey_ledger::{LedgerError, ListFilter, Millis, Record, RecordId};
-use oncekey_store::{ListPage, Reseal, Store, StoreError};
+use oncekey_store::{ListPage, Reseal, ScanPage, Store, StoreError, MAX_PAGE};
 use std::collections::BTreeSet;
 use std::time::Instant;
 
@@ -35,7 +36,8 @@ pub struct RekeyPage {
     pub unreadable: u32,
     /// The key ids the unreadable records name, sorted, without repeats.
     pub unreadable_key_ids: Vec<String>,
-    /// Where the next page starts; `None` when the tenant is done.
+    /// Where the next page starts; `None` when the tenant (or, for `rekey_all_page`, the
+    /// store) is done.
     pub next: Option<Vec<u8>>,
 }
 
@@ -62,21 +64,67 @@ impl<S: Store> Engine<S> {
         limit: usize,
     ) -> Result<RekeyPage, EngineError> {
         let page = self.every_record(tenant, after, limit).await?;
+        let ids = page.records.into_iter().map(|r| r.id);
+        self.reseal_each(ids, page.next).await
+    }
+
+    /// `rekey_page` over every tenant's records (`Store::scan`): for a server whose callers may
+    /// name any tenant anyway (dev mode). `after` is a previous page's `next`; at most `limit`
+    /// (1..=1000) records. Like a listing, the page that holds the last record has no `next`,
+    /// also when it is exactly full.
+    pub async fn rekey_all_page(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<RekeyPage, EngineError> {
+        let limit = limit.clamp(1, MAX_PAGE);
+        let mut page = self.scan(after, limit).await?;
+        if page.ids.len() == limit {
+            if let Some(next) = page.next.as_deref() {
+                let ahead = self.scan(Some(next), 1).await?;
+                if ahead.ids.is_empty() && ahead.next.is_none() {
+                    page.next = None;
+                }
+            }
+        }
+        self.reseal_each(page.ids.into_iter(), page.next).await
+    }
+
+    /// One `Store::scan` call, timed.
+    async fn scan(&self, after: Option<&[u8]>, limit: usize) -> Result<ScanPage, StoreError> {
+        let started = Instant::now();
+        let page = self
+            .core
+            .store
+            .scan(after, limit, self.core.clock.now())
+            .await;
+        self.core.metrics.store_op("scan", started.elapsed());
+        page
+    }
+
+    /// Re-seals the record of each of `ids`, counted into a page that resumes at `next`. A
+    /// record that cannot be opened is counted with its key id; any other store failure fails
+    /// the page.
+    async fn reseal_each(
+        &self,
+        ids: impl Iterator<Item = RecordId>,
+        next: Option<Vec<u8>>,
+    ) -> Result<RekeyPage, EngineError> {
         let mut done = RekeyPage {
-            next: page.next,
+            next,
             ..RekeyPage::default()
         };
         let mut key_ids = BTreeSet::new();
-        for record in &page.records {
+        for id in ids {
             done.examined += 1;
-            match self.reseal(&record.id).await {
+            match self.reseal(&id).await {
                 Ok(true) => done.resealed += 1,
                 Ok(false) => done.current += 1,
                 Err(StoreError::Unreadable { key_id, cause }) => {
                     tracing::warn!(
-                        tenant = %tenant,
-                        namespace = %record.id.namespace,
-                        key_hash = %oncekey_telemetry::key_hash(&record.id.key),
+                        tenant = %id.tenant,
+                        namespace = %id.namespace,
+                        key_hash = %oncekey_telemetry::key_hash(&id.key),
                         key_id = %key_id,
                         cause = cause.as_str(),
                         "rekey: a record cannot be opened"

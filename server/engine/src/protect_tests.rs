@@ -244,6 +244,14 @@ impl Store for Sealing {
     async fn attention(&self, now: Millis) -> Result<AttentionCounts, StoreError> {
         self.inner.attention(now).await
     }
+    async fn scan(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<ScanPage, StoreError> {
+        self.inner.scan(after, limit, now).await
+    }
     fn page_token_key(&self) -> [u8; 32] {
         self.inner.page_token_key()
     }
@@ -319,4 +327,61 @@ async fn rekey_counts_what_the_store_resealed_and_names_the_keys_it_cannot_open(
     let inner = &engine.store().inner;
     let stored = inner.get(&id("t", "a.two", "unreadable-1"), T0).await;
     assert_eq!(stored.unwrap().unwrap().status, Status::Purged);
+}
+
+#[tokio::test]
+async fn rekey_all_covers_every_tenant_page_after_page() {
+    let store = Sealing {
+        inner: MemoryStore::new(),
+        sealed_off: AtomicBool::new(false),
+    };
+    let engine = Engine::new(store, Clock::manual(T0));
+    for (tenant, key) in [
+        ("a", "old-1"),
+        ("a", "new-1"),
+        ("b", "old-2"),
+        ("b", "unreadable-1"),
+        ("c", "old-3"),
+    ] {
+        let key = id(tenant, "ns", key);
+        let lease = engine.claim(&key, &args(1), None).await.unwrap().lease;
+        let token = lease.unwrap().token;
+        engine
+            .complete(&key, token, &OpResult::default())
+            .await
+            .unwrap();
+    }
+    engine.store().sealed_off.store(true, Ordering::SeqCst);
+    let (mut after, mut pages, mut total) = (None, Vec::new(), RekeyPage::default());
+    loop {
+        let page = engine.rekey_all_page(after.as_deref(), 2).await.unwrap();
+        pages.push(page.examined);
+        total.examined += page.examined;
+        total.resealed += page.resealed;
+        total.current += page.current;
+        total.unreadable += page.unreadable;
+        total.unreadable_key_ids.extend(page.unreadable_key_ids);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(pages, [2, 2, 1]);
+    let want = RekeyPage {
+        examined: 5,
+        resealed: 3,
+        current: 1,
+        unreadable: 1,
+        unreadable_key_ids: vec!["k-ns".into()],
+        next: None,
+    };
+    assert_eq!(total, want);
+    // The page that holds the last record ends the run, also when it is exactly full.
+    let first = engine.rekey_all_page(None, 4).await.unwrap();
+    let last = engine
+        .rekey_all_page(first.next.as_deref(), 1)
+        .await
+        .unwrap();
+    assert_eq!((last.examined, last.next), (1, None));
+    assert_eq!(engine.rekey_all_page(None, 5).await.unwrap().next, None);
 }

@@ -17,6 +17,7 @@ mod listing_pages;
 mod listing_status;
 mod operations;
 mod safety;
+mod scan;
 mod waits;
 pub use expiry::*;
 pub use hits::*;
@@ -26,6 +27,7 @@ pub use listing_pages::*;
 pub use listing_status::*;
 pub use operations::*;
 pub use safety::*;
+pub use scan::*;
 pub use waits::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -78,6 +80,7 @@ macro_rules! store_suite {
             case!(list_walks_on_while_records_change);
             case!(list_never_shows_a_gone_record);
             case!(list_the_page_with_the_last_record_ends_the_listing);
+            case!(scan_pages_through_every_tenants_records_once);
             case!(operator_fields_round_trip);
             case!(engine_approval_gate);
             case!(engine_wait_is_held_until_decided);

@@ -15,7 +15,7 @@ use crate::keyring::KeyRing;
 use crate::metrics::SealingMetrics;
 use crate::sealer::Sealer;
 use oncekey_ledger::{AttentionCounts, Millis, Record, RecordId};
-use oncekey_store::{Capabilities, Cas, ListPage, ListQuery, Reseal, Store, StoreError};
+use oncekey_store::{Capabilities, Cas, ListPage, ListQuery, Reseal, ScanPage, Store, StoreError};
 use std::borrow::Cow;
 
 /// A store whose records are sealed at rest.
@@ -183,6 +183,15 @@ impl<S: Store> Store for Sealed<S> {
 
     async fn attention(&self, now: Millis) -> Result<AttentionCounts, StoreError> {
         self.inner.attention(now).await
+    }
+
+    async fn scan(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<ScanPage, StoreError> {
+        self.inner.scan(after, limit, now).await
     }
 
     fn page_token_key(&self) -> [u8; 32] {

@@ -75,6 +75,15 @@ impl Store for Dying {
         self.inner.attention(now).await
     }
 
+    async fn scan(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<ScanPage, StoreError> {
+        self.inner.scan(after, limit, now).await
+    }
+
     fn page_token_key(&self) -> [u8; 32] {
         self.inner.page_token_key()
     }

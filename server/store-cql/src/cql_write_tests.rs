@@ -33,6 +33,8 @@ fn impatient(store: &CqlStore, timeout: Duration) -> CqlStore {
                 delete.set_request_timeout(Some(timeout));
                 delete
             },
+            scan_from: st.scan_from.clone(),
+            scan_after: st.scan_after.clone(),
         }),
         index: store.index.clone(),
         page_token_key: store.page_token_key,

@@ -53,6 +53,7 @@ mod list;
 pub mod migrate;
 mod pending;
 mod replication;
+mod scan;
 mod sessions;
 mod startup;
 mod statements;
@@ -66,7 +67,7 @@ pub use statements::{plant_lost_update, Levels};
 
 use codec::Value;
 use oncekey_ledger::{AttentionCounts, Millis, Record, RecordId};
-use oncekey_store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
+use oncekey_store::{Capabilities, Cas, ListPage, ListQuery, ScanPage, Store, StoreError};
 use scylla::client::session::Session;
 use scylla::value::CqlValue;
 use statements::Statements;
@@ -260,6 +261,15 @@ impl Store for CqlStore {
 
     async fn list(&self, query: ListQuery<'_>, now: Millis) -> Result<ListPage, StoreError> {
         self.list_page(query, now).await
+    }
+
+    async fn scan(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        _now: Millis,
+    ) -> Result<ScanPage, StoreError> {
+        self.scan_ids(after, limit).await
     }
 
     async fn attention(&self, now: Millis) -> Result<AttentionCounts, StoreError> {

@@ -81,6 +81,12 @@ pub(crate) struct Statements {
     pub overwrite: Batch,
     /// Delete a live record of a version; binds the key, the expected version and `now`.
     pub delete: PreparedStatement,
+    /// A page of every record's key and partition token, in token order, from a token on
+    /// (`>=`: the first page, bound to `i64::MIN`); binds the token and the limit.
+    pub scan_from: PreparedStatement,
+    /// `scan_from` after a token (`>`: the next pages); binds the last token read and the
+    /// limit.
+    pub scan_after: PreparedStatement,
 }
 
 fn where_key() -> String {
@@ -171,6 +177,15 @@ pub(crate) fn delete_text(keyspace: &str) -> String {
     )
 }
 
+/// `SELECT tenant, namespace, key, token(…) FROM ks.records WHERE token(…) <op> ? LIMIT ?`:
+/// a page of a scan over every partition (`Store::scan`).
+pub(crate) fn scan_text(keyspace: &str, op: &str) -> String {
+    let key = KEY_COLUMNS.join(", ");
+    format!(
+        "SELECT {key}, token({key}) FROM {keyspace}.{RECORDS} WHERE token({key}) {op} ? LIMIT ?"
+    )
+}
+
 /// Set by `plant_lost_update` (a test knob); read when statements are prepared.
 static PLANTED_LOST_UPDATE: AtomicBool = AtomicBool::new(false);
 
@@ -247,6 +262,8 @@ impl Statements {
             replace_hits: conditional_batch(vec![prepare(hits, false).await?]),
             overwrite: conditional_batch(vec![update("version = ?").await?]),
             delete: prepare(delete_text(keyspace), false).await?,
+            scan_from: prepare(scan_text(keyspace, ">="), true).await?,
+            scan_after: prepare(scan_text(keyspace, ">"), true).await?,
         })
     }
 }
@@ -290,6 +307,11 @@ mod tests {
             delete_text("ks"),
             "DELETE FROM ks.records WHERE tenant = ? AND namespace = ? AND key = ? \
              IF version = ? AND expires_at > ?"
+        );
+        assert_eq!(
+            scan_text("ks", ">"),
+            "SELECT tenant, namespace, key, token(tenant, namespace, key) FROM ks.records \
+             WHERE token(tenant, namespace, key) > ? LIMIT ?"
         );
     }
 }

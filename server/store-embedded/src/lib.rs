@@ -41,7 +41,7 @@ mod writer;
 
 pub use identity::ID_FILE;
 use oncekey_ledger::{AttentionCounts, Millis, Record, RecordId};
-use oncekey_store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
+use oncekey_store::{Capabilities, Cas, ListPage, ListQuery, ScanPage, Store, StoreError};
 pub use recovery::OpenError;
 use redb::{Database, ReadableDatabase, TableDefinition};
 pub use refusal::IntegrityError;
@@ -292,6 +292,15 @@ impl Store for EmbeddedStore {
 
     async fn list(&self, query: ListQuery<'_>, now: Millis) -> Result<ListPage, StoreError> {
         self.list_page(query, now)
+    }
+
+    async fn scan(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<ScanPage, StoreError> {
+        self.scan_ids(after, limit, now)
     }
 
     async fn attention(&self, now: Millis) -> Result<AttentionCounts, StoreError> {

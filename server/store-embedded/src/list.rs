@@ -1,9 +1,9 @@
 //! Reading the embedded store's listing indexes (`index`): a page of a tenant's records, and the
-//! counts of records needing attention. Both run on one read transaction, so a page is a
-//! consistent snapshot; the indexes are exact once the writer's latest listing moves (`pending`,
-//! copied with the snapshot) are merged over the listing table, and every record read is still
-//! checked against the filter at `now` (its reported status depends on the clock, and it may
-//! have expired).
+//! counts of records needing attention; and a page of every tenant's ids from the records table
+//! (`scan_ids`). Each runs on one read transaction, so a page is a consistent snapshot; the
+//! indexes are exact once the writer's latest listing moves (`pending`, copied with the
+//! snapshot) are merged over the listing table, and every record read is still checked against
+//! the filter at `now` (its reported status depends on the clock, and it may have expired).
 
 use super::codec::{self, bucket_code};
 use super::index::parent_key;
@@ -11,7 +11,7 @@ use super::pending::Moves;
 use super::{internal, EmbeddedStore, OUTCOMES, RECORDS};
 use super::{CHILDREN, LISTING};
 use oncekey_ledger::{Attention, AttentionCounts, Millis, Record};
-use oncekey_store::{ListPage, ListQuery, StoreError};
+use oncekey_store::{ListPage, ListQuery, ScanPage, StoreError};
 use redb::{ReadOnlyTable, ReadableDatabase};
 use std::ops::Bound;
 
@@ -200,6 +200,47 @@ impl EmbeddedStore {
             records: page.records,
             next: next.map(|c| c.encode()),
         })
+    }
+
+    /// `Store::scan`: the ids of every tenant's live records after `after` (the encoded key of
+    /// the last id of the previous page), in key order, on one read transaction (a snapshot:
+    /// the writer goes on meanwhile). Expired records are left out, by their head; reading
+    /// more than `SCAN_BUDGET` of them ends the page early, with a cursor to go on from.
+    pub(super) fn scan_ids(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<ScanPage, StoreError> {
+        if let Some(after) = after {
+            codec::decode_id(after)?;
+        }
+        let txn = self.db.begin_read().map_err(internal)?;
+        let records = txn.open_table(RECORDS).map_err(internal)?;
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let range = records
+            .range::<&[u8]>((lower, Bound::Unbounded))
+            .map_err(internal)?;
+        let (mut page, mut skipped) = (ScanPage::default(), 0);
+        // The last key read (its buffer reused).
+        let mut last: Vec<u8> = Vec::new();
+        for entry in range {
+            let (key, row) = entry.map_err(internal)?;
+            let key = key.value();
+            if page.ids.len() == limit || skipped == SCAN_BUDGET {
+                // Something follows the last key read: the next page starts after it.
+                page.next = Some(last);
+                break;
+            }
+            if codec::head(row.value())?.is_live(now) {
+                page.ids.push(codec::decode_id(key)?);
+            } else {
+                skipped += 1;
+            }
+            last.clear();
+            last.extend_from_slice(key);
+        }
+        Ok(page)
     }
 
     /// A read transaction and the listing moves of the ids under `prefix` that go with it.

@@ -246,3 +246,32 @@ async fn a_sweep_goes_by_the_latest_expiry_whether_or_not_a_checkpoint_wrote_it(
     let expiry = txn.open_table(EXPIRY).unwrap();
     assert_eq!(redb::ReadableTableMetadata::len(&expiry).unwrap(), 0);
 }
+
+#[tokio::test]
+async fn a_scan_leaves_expired_records_out_and_resumes_after_the_encoded_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let (early, late) = (10_000, 20_000);
+    for (key, at) in [("a", late), ("b", early), ("c", late), ("d", early)] {
+        let cas = store.insert_if_absent(&expiring(key, 1, at), 1).await;
+        assert!(matches!(cas.unwrap(), Cas::Applied));
+    }
+    let key = |k: &str| RecordId::new("t", "ns", k);
+    let all = store.scan(None, 10, early - 1).await.unwrap();
+    assert_eq!(all.ids, ["a", "b", "c", "d"].map(key));
+    assert_eq!(all.next, None);
+    // At `early`, b and d are expired: pages of one, each cursor the last key read.
+    let first = store.scan(None, 1, early).await.unwrap();
+    assert_eq!(first.ids, [key("a")]);
+    assert_eq!(
+        first.next.as_deref(),
+        Some(&codec::encode_id(&key("a"))[..])
+    );
+    let second = store.scan(first.next.as_deref(), 1, early).await.unwrap();
+    assert_eq!(second.ids, [key("c")]);
+    // A full page with a row after it has a next page, though only an expired record is left.
+    let third = store.scan(second.next.as_deref(), 1, early).await.unwrap();
+    assert_eq!((third.ids, third.next), (vec![], None));
+    // A cursor this store did not make is refused.
+    assert!(store.scan(Some(b"\x00"), 1, early).await.is_err());
+}

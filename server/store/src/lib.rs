@@ -50,6 +50,18 @@ pub struct ListPage {
     pub next: Option<Vec<u8>>,
 }
 
+/// A page of record ids read by `Store::scan`: every tenant's, in the store's own order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanPage {
+    /// The ids of the page, each at most once across the pages of one scan (a record written
+    /// while the scan runs may or may not be met).
+    pub ids: Vec<RecordId>,
+    /// Where the next page starts, opaque to everyone but the store that made it; `None` when
+    /// nothing is left. A page may hold fewer than `limit` ids and still have a next one (a
+    /// store bounds the work of one call).
+    pub next: Option<Vec<u8>>,
+}
+
 /// The result of a conditional write.
 // A conflict carries the record unboxed: it is the common answer under contention.
 #[allow(clippy::large_enum_variant)]
@@ -230,6 +242,23 @@ pub trait Store: Send + Sync + 'static {
         query: ListQuery<'_>,
         now: Millis,
     ) -> impl Future<Output = Result<ListPage, StoreError>> + Send;
+
+    /// The ids of live records of every tenant, one page at a time in the store's own order,
+    /// after `after` (the previous page's cursor; None = from the start): for maintenance that
+    /// spans tenants (a dev-mode Rekey). At most `limit` ids (1..=MAX_PAGE); `next` None at the
+    /// end.
+    ///
+    /// Tombstones (an abandoned or purged record's) are included: they are records, and
+    /// `reseal` handles them like any other. Expired records may be: a store that sees the
+    /// expiry in what it scans (memory, embedded) leaves them out, one that does not (CQL, whose
+    /// rows outlive their expiry by up to a second) includes them, and `reseal` answers `Gone`
+    /// for them.
+    fn scan(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        now: Millis,
+    ) -> impl Future<Output = Result<ScanPage, StoreError>> + Send;
 
     /// How many records of every tenant need attention at `now` (`ledger::Attention`). Costs a
     /// pass over the index of unsettled records: for a metric refreshed every few seconds, never

@@ -7,9 +7,10 @@
 //! store, `MemoryStore::shared` like a CQL cluster several servers share).
 //!
 //! It keeps nothing across a restart: it is not a backend to serve with. Listing is a scan of
-//! the tenant's records in id order (no index), its page cursor the last id listed.
+//! the tenant's records in id order (no index), its page cursor the last id listed; `scan` walks
+//! every tenant's records in id order, its cursor the last id scanned (tenant included).
 
-use crate::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
+use crate::{Capabilities, Cas, ListPage, ListQuery, ScanPage, Store, StoreError};
 use oncekey_ledger::{Attention, AttentionCounts, Millis, Record, RecordId};
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
@@ -87,6 +88,28 @@ fn after(tenant: &str, cursor: &[u8]) -> Result<RecordId, StoreError> {
     let (ns, key) = rest.split_at(len);
     let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| bad());
     Ok(RecordId::new(tenant, text(ns)?, text(key)?))
+}
+
+/// A scan cursor: the tenant of the last id scanned, its length first, then its `cursor`.
+fn scan_cursor(id: &RecordId) -> Vec<u8> {
+    let tenant = id.tenant.as_bytes();
+    let mut out = (tenant.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(tenant);
+    out.extend(cursor(id));
+    out
+}
+
+/// The id `scan_cursor` names.
+fn scanned(cursor: &[u8]) -> Result<RecordId, StoreError> {
+    let bad = || StoreError::Internal("a scan cursor this store did not make".into());
+    let (len, rest) = cursor.split_first_chunk::<4>().ok_or_else(bad)?;
+    let len = u32::from_be_bytes(*len) as usize;
+    if rest.len() < len {
+        return Err(bad());
+    }
+    let (tenant, rest) = rest.split_at(len);
+    let tenant = std::str::from_utf8(tenant).map_err(|_| bad())?;
+    after(tenant, rest)
 }
 
 /// The record of `id` in `records` if it is live at `now`.
@@ -187,6 +210,33 @@ impl Store for MemoryStore {
                 history: Vec::new(),
                 ..record.clone()
             });
+        }
+        Ok(page)
+    }
+
+    async fn scan(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<ScanPage, StoreError> {
+        use std::ops::Bound;
+        let start = match after {
+            Some(cursor) => Bound::Excluded(scanned(cursor)?),
+            None => Bound::Unbounded,
+        };
+        let records = self.records();
+        let mut page = ScanPage::default();
+        // Expired records are left out; tombstones are records like any other.
+        let live = records
+            .range((start, Bound::Unbounded))
+            .filter(|(_, r)| !r.is_expired(now));
+        for (id, _) in live {
+            if page.ids.len() == limit {
+                page.next = page.ids.last().map(scan_cursor);
+                break;
+            }
+            page.ids.push(id.clone());
         }
         Ok(page)
     }

@@ -4,7 +4,7 @@
 //! count them; and that can fail the next reads the way a store that times out now and then does.
 
 use oncekey_ledger::{AttentionCounts, Millis, Record, RecordId};
-use oncekey_store::{Capabilities, Cas, ListPage, ListQuery, Store, StoreError};
+use oncekey_store::{Capabilities, Cas, ListPage, ListQuery, ScanPage, Store, StoreError};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
@@ -156,6 +156,15 @@ impl<S: Store> Store for Gated<S> {
 
     async fn attention(&self, now: Millis) -> Result<AttentionCounts, StoreError> {
         self.inner.attention(now).await
+    }
+
+    async fn scan(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<ScanPage, StoreError> {
+        self.inner.scan(after, limit, now).await
     }
 
     fn page_token_key(&self) -> [u8; 32] {

@@ -43,6 +43,9 @@ pub struct LedgerService<S> {
     admission: admission::Admission,
     page_tokens: PageTokens,
     privacy: privacy::KeyPrivacy,
+    /// Whether a Rekey covers every tenant: set by `into_server` when requests are not
+    /// authenticated by tokens (dev mode, where every caller may name any tenant anyway).
+    rekey_every_tenant: bool,
 }
 
 impl<S: Store> LedgerService<S> {
@@ -55,6 +58,7 @@ impl<S: Store> LedgerService<S> {
             keepalives: Arc::default(),
             admission: admission::Admission::off(),
             privacy: privacy::KeyPrivacy::off(),
+            rekey_every_tenant: false,
         }
     }
 
@@ -65,9 +69,10 @@ impl<S: Store> LedgerService<S> {
     }
 
     /// The tonic server for this service, behind admission, behind the scope check, behind
-    /// the authenticating interceptor (both need the caller).
+    /// the authenticating interceptor (both need the caller). Without a tokens file (dev mode)
+    /// a Rekey covers every tenant.
     pub fn into_server(
-        self,
+        mut self,
         auth: Arc<Auth>,
     ) -> tonic::service::interceptor::InterceptedService<
         guard::Guarded<
@@ -76,6 +81,7 @@ impl<S: Store> LedgerService<S> {
         >,
         impl tonic::service::Interceptor + Clone,
     > {
+        self.rekey_every_tenant = !auth.has_tokens();
         let max = self.limits.max_message_bytes();
         let admission = self.admission.layer();
         // Logs hash keys as stored (`privacy::logged_key_hash`): only needed with key privacy.

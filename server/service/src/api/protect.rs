@@ -4,6 +4,10 @@
 //! so a token of one never opens the other, nor a listing. Which callers may call them (`admin`)
 //! is decided before they run (`scopes`).
 //!
+//! Without a tokens file (dev mode), where every caller may name any tenant anyway, a Rekey
+//! covers every tenant's records (`rekey_all_page`), its page tokens bound to the pseudo-tenant
+//! `EVERY_TENANT`, which no tenant's token can be: a page token of one never opens the other.
+//!
 //! EraseTenant guards against the wrong token with `confirm_tenant`, which must name the
 //! caller's own tenant. It answers a receipt on the call that finds nothing of the tenant left
 //! (the call that erases the last page does not: one more call, which the CLI makes, confirms),
@@ -25,6 +29,9 @@ use tonic::{Request, Response, Status};
 const REKEY: &str = "~rekey";
 /// What an EraseTenant page token is bound to.
 const ERASE: &str = "~erase-tenant";
+/// The tenant a dev-mode Rekey's page tokens are bound to: no tenant is named so (tenants start
+/// with a letter or digit).
+const EVERY_TENANT: &str = "~all";
 
 /// The filter a page token of `rpc` is signed with.
 fn bound(rpc: &str) -> ListFilter {
@@ -105,18 +112,22 @@ impl<S: Store> LedgerService<S> {
         .await
     }
 
-    /// One page of the caller's records re-sealed with the key ring's primary key.
+    /// One page of the caller's records re-sealed with the key ring's primary key; in dev mode
+    /// one page of every tenant's.
     pub(super) async fn rekey_rpc(
         &self,
         tenant: &str,
         req: &mut v1::RekeyRequest,
     ) -> Result<v1::RekeyResponse, ApiError> {
-        let page_size = page_size(req.page_size)?;
-        let after = cursor(&self.page_tokens, tenant, REKEY, &req.page_token)?;
-        let page = self
-            .engine
-            .rekey_page(tenant, after.as_deref(), page_size as usize)
-            .await?;
+        let page_size = page_size(req.page_size)? as usize;
+        let every_tenant = self.rekey_every_tenant;
+        let bound_to = if every_tenant { EVERY_TENANT } else { tenant };
+        let after = cursor(&self.page_tokens, bound_to, REKEY, &req.page_token)?;
+        let after = after.as_deref();
+        let page = match every_tenant {
+            true => self.engine.rekey_all_page(after, page_size).await?,
+            false => self.engine.rekey_page(tenant, after, page_size).await?,
+        };
         Ok(v1::RekeyResponse {
             examined: page.examined,
             resealed: page.resealed,
@@ -130,7 +141,7 @@ impl<S: Store> LedgerService<S> {
                 .primary_id()
                 .unwrap_or_default()
                 .to_owned(),
-            next_page_token: token(&self.page_tokens, tenant, REKEY, page.next),
+            next_page_token: token(&self.page_tokens, bound_to, REKEY, page.next),
         })
     }
 
@@ -198,6 +209,11 @@ mod tests {
             let refused = cursor(&tokens, tenant, rpc, &rekey).unwrap_err();
             assert_eq!(field(refused), "page_token");
         }
+        // A dev-mode Rekey's token opens for every tenant's Rekey only.
+        let every = token(&tokens, EVERY_TENANT, REKEY, Some(b"cursor".to_vec()));
+        assert!(cursor(&tokens, EVERY_TENANT, REKEY, &every).is_ok());
+        assert!(cursor(&tokens, "acme", REKEY, &every).is_err());
+        assert!(cursor(&tokens, EVERY_TENANT, REKEY, &rekey).is_err());
         // Nor does a listing's token (every namespace, no filter) open here.
         let listing = tokens.issue("acme", &ListFilter::default(), b"cursor");
         let refused = cursor(&tokens, "acme", REKEY, &listing).unwrap_err();
