@@ -100,6 +100,10 @@ pub struct BenchArgs {
     /// Bytes of the result body each Complete stores.
     #[arg(long, default_value_t = 64)]
     pub body_bytes: usize,
+    /// Keys in claim order (`sequential`, the default: neighbours in the store's index) or
+    /// scattered over the key space (`random`, like UUIDs or the HMACs of key privacy).
+    #[arg(long, default_value = "sequential", value_parser = ["sequential", "random"])]
+    pub key_order: String,
     /// Namespace of the bench's records.
     #[arg(long, default_value = "bench.ops")]
     pub namespace: String,

@@ -4,9 +4,19 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// SplitMix64's finaliser: a bijection of u64 that scatters consecutive values.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// Key generators shared by every worker of one `oncekey bench` process.
 pub struct Keys {
     run: u32,
+    /// Scatter the keys over the key space (`--key-order random`).
+    random: bool,
     fill: AtomicU64,
     cycle: AtomicU64,
     replay_setup: AtomicU64,
@@ -22,6 +32,7 @@ impl Keys {
     pub fn new(replay_keys: u64, hot_keys: u64, claims_per_key: u64) -> Self {
         Self {
             run: rand::random(),
+            random: false,
             fill: AtomicU64::new(0),
             cycle: AtomicU64::new(0),
             replay_setup: AtomicU64::new(0),
@@ -32,9 +43,20 @@ impl Keys {
         }
     }
 
+    /// The same generators with keys scattered over the key space (`--key-order random`): each
+    /// counter value goes through a bijective mix, so keys stay unique and repeatable.
+    pub fn scattered(mut self, random: bool) -> Self {
+        self.random = random;
+        self
+    }
+
     fn key(&self, kind: char, n: u64) -> String {
-        let mut key = String::with_capacity(24);
-        let _ = write!(key, "{kind}{:08x}-{n}", self.run);
+        let mut key = String::with_capacity(32);
+        match self.random {
+            false => write!(key, "{kind}{:08x}-{n}", self.run),
+            true => write!(key, "{:016x}-{kind}{:08x}", mix(n), self.run),
+        }
+        .expect("writing to a String");
         key
     }
 
@@ -80,5 +102,19 @@ mod tests {
         assert!(!distinct.contains(&seq[6]));
         assert_eq!(keys.replay(13), keys.replay(3));
         assert_ne!(keys.fresh(), keys.fresh());
+    }
+
+    #[test]
+    fn scattered_keys_are_unique_repeatable_and_out_of_order() {
+        let keys = Keys::new(10, 2, 3).scattered(true);
+        let fresh: Vec<String> = (0..1000).map(|_| keys.fresh()).collect();
+        let distinct: std::collections::BTreeSet<_> = fresh.iter().collect();
+        assert_eq!(distinct.len(), fresh.len());
+        let sorted = fresh.windows(2).filter(|w| w[0] < w[1]).count();
+        assert!(
+            (300..700).contains(&sorted),
+            "{sorted} of 999 pairs in order"
+        );
+        assert_eq!(keys.replay(13), keys.replay(3));
     }
 }

@@ -41,11 +41,10 @@ use std::sync::Arc;
 /// Runs `oncekey bench`; fails when the server cannot be reached or any measured op failed.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let args = args.validated()?;
-    let keys = Arc::new(keys::Keys::new(
-        args.replay_keys,
-        args.hot_keys,
-        args.claims_per_key,
-    ));
+    let keys = Arc::new(
+        keys::Keys::new(args.replay_keys, args.hot_keys, args.claims_per_key)
+            .scattered(args.key_order == "random"),
+    );
     let target = grpc::Target::connect(&args).await?;
     // Connected before anything runs, so a wrong node or keyspace fails fast.
     let raw_cql = match args.cql_raw_config() {

@@ -61,11 +61,10 @@ pub async fn cycle_and_replay(
         }
     };
     // Fresh generators: the peer's replay keys must be the ones its own setup completes.
-    let keys = Arc::new(keys::Keys::new(
-        args.replay_keys,
-        args.hot_keys,
-        args.claims_per_key,
-    ));
+    let keys = Arc::new(
+        keys::Keys::new(args.replay_keys, args.hot_keys, args.claims_per_key)
+            .scattered(args.key_order == "random"),
+    );
     let workload = |kind: Kind| Workload::new(vec![(kind, 1)], keys.clone());
     driver::drive(
         conns(),
