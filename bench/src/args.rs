@@ -82,6 +82,12 @@ pub struct BenchArgs {
     /// Unmeasured load before each scenario.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub warmup: Millis,
+    /// Measure noop, cycle and replay and every `--peer`'s cycle and replay interleaved in this
+    /// many slices of `--duration / N` each (A B … then … B A), so that a ratio is not a minute
+    /// of drift on the machine; the report gives each ratio's median and spread over the slices.
+    /// 1: each target in turn, whole.
+    #[arg(long, default_value_t = 1)]
+    pub slices: u32,
     /// Before the scenarios, create this many completed records (reported as `fill`).
     #[arg(long, default_value_t = 0)]
     pub preload: u64,
@@ -198,6 +204,12 @@ impl BenchArgs {
         }
         if self.warmup < 0 {
             return bad("--warmup must not be negative");
+        }
+        if !(1..=1000).contains(&self.slices) {
+            return bad("--slices must be between 1 and 1000");
+        }
+        if self.slices > 1 && self.ops.is_some() {
+            return bad("--slices divides --duration: it cannot be used with --ops");
         }
         if self.replay_keys == 0 || self.hot_keys == 0 || self.claims_per_key == 0 {
             return bad("--replay-keys, --hot-keys and --claims-per-key must be positive");

@@ -66,6 +66,15 @@ impl Probe {
 }
 
 impl Used {
+    /// Both measurements' CPU time (unknown when either end is unknown in either).
+    pub fn plus(self, other: Used) -> Self {
+        let add = |a: Option<f64>, b: Option<f64>| Some(a? + b?);
+        Self {
+            client: add(self.client, other.client),
+            server: add(self.server, other.server),
+        }
+    }
+
     /// What was used between two samples.
     pub fn between(before: Sample, after: Sample) -> Self {
         let diff = |a: Option<f64>, b: Option<f64>| Some(b? - a?).filter(|d| *d >= 0.0);

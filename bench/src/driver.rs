@@ -151,6 +151,22 @@ impl Plan {
         }
     }
 
+    /// Slice `i` of `slices` of the flags' plan: `--duration / slices`, after the whole warm-up
+    /// for the first slice and a short one (at most 300 ms: the workers' ramp-up) for the others.
+    pub fn slice(args: &BenchArgs, i: u32, slices: u32) -> Self {
+        let whole = Self::from_args(args);
+        let short = Duration::from_millis(300);
+        Self {
+            warmup: if i == 0 {
+                whole.warmup
+            } else {
+                whole.warmup.min(short)
+            },
+            duration: whole.duration.map(|d| d / slices.max(1)),
+            ops: None,
+        }
+    }
+
     /// Exactly `ops` ops, no warm-up (setup and preload).
     pub fn count(ops: u64) -> Self {
         Self {
@@ -176,6 +192,26 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// Adds a later measurement of the same scenario and target (another slice): its samples,
+    /// its window and its CPU time; the load before stays this one's, the load after is its.
+    pub fn merge(&mut self, other: Measurement) {
+        self.recorder.merge(other.recorder);
+        self.elapsed += other.elapsed;
+        self.workers = self.workers.max(other.workers);
+        self.load.1 = other.load.1;
+        self.cpu = self.cpu.plus(other.cpu);
+    }
+
+    /// Measured ops per second.
+    pub fn ops_per_sec(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.recorder.ops as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
     /// Fails when any op failed.
     pub fn into_result(self) -> anyhow::Result<Self> {
         match self.recorder.errors.iter().next() {

@@ -6,6 +6,8 @@
 //! With `--peer postgres://…`, `redis://…` or `etcd://…` it runs `cycle` and `replay` with the
 //! same concurrency through the classic PostgreSQL idempotency-key design, the Redis design (Lua
 //! scripts) or the etcd design (v3 transactions), on equal durability (fsync before the answer).
+//! With `--slices N` noop, cycle, replay and the peers' cycle and replay run interleaved in N
+//! short slices (`interleave`), and each ratio is reported with its spread over the slices.
 //! With `--cql-raw NODES` it runs `cycle` as the bare lightweight transactions the CQL store
 //! issues, through the same driver and session settings, so a `--store cql` server's overhead over
 //! them can be stated.
@@ -22,6 +24,7 @@ mod cql;
 mod driver;
 mod gateway;
 mod grpc;
+mod interleave;
 mod keys;
 mod noisy;
 mod overhead;
@@ -90,7 +93,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         .into_result()
         .context("preparing the completed keys for replay")?;
     }
+    let sliced = args.slices > 1;
+    if sliced {
+        interleave::run(&args, &target, keys.clone(), &probe, &mut report).await?;
+    }
     for scenario in &args.scenarios {
+        if sliced && interleave::interleaved(*scenario) {
+            continue;
+        }
         if *scenario == Scenario::Gateway {
             // Direct first, then through the gateway, with the same workers and plan.
             let rig = gateway::Rig::start(&args).await?;
@@ -123,7 +133,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         eprintln!("{}", report.last_line());
     }
 
-    for url in &args.peer {
+    for url in args.peer.iter().filter(|_| !sliced) {
         peers::run::cycle_and_replay(url, &args, &plan, &probe, &mut report).await?;
     }
 

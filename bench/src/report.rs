@@ -28,12 +28,7 @@ impl ScenarioResult {
     }
 
     fn ops_per_sec(&self) -> f64 {
-        let secs = self.m.elapsed.as_secs_f64();
-        if secs > 0.0 {
-            self.m.recorder.ops as f64 / secs
-        } else {
-            0.0
-        }
+        self.m.ops_per_sec()
     }
 
     fn p(&self, q: f64) -> Option<f64> {
