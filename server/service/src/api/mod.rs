@@ -227,18 +227,19 @@ impl<S: Store> LedgerService<S> {
             _ => 0,
         };
         let rule = self.intent_rule(tenant, req)?;
-        let (reply, matches) = match self
-            .engine
-            .claim_guarded(&id, &args, wait, max_held, rule)
-            .await
-            .map_err(|e| privacy::parent_as_asked(e, req))?
-        {
-            Guarded::Claimed { reply, matches } => (reply, matches),
-            Guarded::Refused { matches } => {
-                Span::current().record("outcome", "DUPLICATE_INTENT");
-                return Ok(safety::duplicate_intent(matches));
-            }
-        };
+        // Boxed: the engine's future is kilobytes, and every layer above this one (tonic, the
+        // guard, the router) moves its own future around; a pointer is cheaper to move.
+        let (reply, matches) =
+            match Box::pin(self.engine.claim_guarded(&id, &args, wait, max_held, rule))
+                .await
+                .map_err(|e| privacy::parent_as_asked(e, req))?
+            {
+                Guarded::Claimed { reply, matches } => (reply, matches),
+                Guarded::Refused { matches } => {
+                    Span::current().record("outcome", "DUPLICATE_INTENT");
+                    return Ok(safety::duplicate_intent(matches));
+                }
+            };
         let outcome = convert::outcome(reply.outcome);
         let lease = reply.lease.as_ref().map(convert::lease);
         Span::current().record(
@@ -262,7 +263,7 @@ impl<S: Store> LedgerService<S> {
         let id = self.record_id(tenant, &req.namespace, &req.key)?;
         let token = convert::lease_token(req.lease_token)?;
         let result = convert::op_result(req.result.take(), &self.limits)?;
-        let record = self.engine.complete(&id, token, &result).await?;
+        let record = Box::pin(self.engine.complete(&id, token, &result)).await?;
         Ok(v1::CompleteResponse {
             record: Some(self.answer(record, &id, &req.key)),
         })
