@@ -398,3 +398,151 @@ fn tiny_bench_against_the_redis_and_etcd_peers() {
         }
     }
 }
+
+/// The targets and ratios of an interleaved report, for the `--slices` tests.
+fn interleaved_ratios(report: &Value, slices: usize) -> &serde_json::Map<String, Value> {
+    assert_eq!(report["interleaved"]["slices"], slices, "{report:#}");
+    let ratios = report["interleaved"]["ratios"].as_object().expect("ratios");
+    for (name, r) in ratios {
+        let per_slice = r["slices"].as_array().expect("per-slice ratios");
+        assert_eq!(per_slice.len(), slices, "{name}: {r:#}");
+        let (min, median, max) = (r["min"].as_f64(), r["median"].as_f64(), r["max"].as_f64());
+        assert!(
+            min > Some(0.0) && min <= median && median <= max,
+            "{name}: {r:#}"
+        );
+    }
+    ratios
+}
+
+/// `--slices 3`: noop, cycle and replay are measured in three interleaved slices each, merged
+/// into one row per scenario, and each ratio to noop comes with its three per-slice values.
+/// `--slices` with `--ops` is refused (a slice is a share of `--duration`).
+#[test]
+fn interleaved_bench_merges_the_slices_and_reports_each_ratios_spread() {
+    let server = Server::start(&[]);
+    let (code, stdout, stderr) = run_cli(&[
+        "bench",
+        "--server",
+        &server.grpc,
+        "--scenario",
+        "noop,cycle,replay",
+        "--slices",
+        "3",
+        "--duration",
+        "900ms",
+        "--warmup",
+        "100ms",
+        "--workers",
+        "4",
+        "--replay-keys",
+        "8",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("the report is JSON");
+    let results = report["results"].as_array().expect("results");
+    let names: Vec<&str> = results
+        .iter()
+        .map(|r| r["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["noop", "cycle", "replay"], "{report:#}");
+    for r in results {
+        assert!(r["ops"].as_u64().unwrap() > 0, "{r:#}");
+        assert_eq!(r["errors"], serde_json::json!({}), "{r:#}");
+        // Three slices of 300 ms each, merged.
+        let seconds = r["seconds"].as_f64().unwrap();
+        assert!((0.8..3.0).contains(&seconds), "{r:#}");
+    }
+    assert_eq!(stderr.matches("bench: slice ").count(), 9, "{stderr}");
+    let ratios = interleaved_ratios(&report, 3);
+    let names: Vec<&String> = ratios.keys().collect();
+    assert_eq!(names, ["cycle_vs_noop", "replay_vs_noop"], "{report:#}");
+
+    let (code, _, stderr) = run_cli(&[
+        "bench",
+        "--server",
+        &server.grpc,
+        "--slices",
+        "2",
+        "--ops",
+        "10",
+    ]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("--slices"), "{stderr}");
+}
+
+/// `--slices 2 --peer redis://…`: the server's and Redis's cycle and replay alternate slice by
+/// slice, and the ratios to Redis come with their per-slice values.
+#[test]
+#[ignore = "needs Redis and etcd: scripts/test bench-peers runs it"]
+fn interleaved_bench_against_the_redis_peer() {
+    let redis = start_peer("redis");
+    let server = Server::start(&[]);
+    let (code, stdout, stderr) = run_cli(&[
+        "bench",
+        "--server",
+        &server.grpc,
+        "--scenario",
+        "cycle,replay",
+        "--slices",
+        "2",
+        "--duration",
+        "600ms",
+        "--warmup",
+        "100ms",
+        "--workers",
+        "3",
+        "--connections",
+        "1",
+        "--replay-keys",
+        "8",
+        "--peer",
+        &redis,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("the report is JSON");
+    let targets: Vec<(&str, &str)> = report["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            (
+                r["scenario"].as_str().unwrap(),
+                r["target"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            ("cycle", "oncekey"),
+            ("replay", "oncekey"),
+            ("cycle", "redis"),
+            ("replay", "redis"),
+        ],
+        "{report:#}"
+    );
+    // Slice 1 runs oncekey first, slice 2 Redis first.
+    let order: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("bench: slice "))
+        .map(|l| {
+            if l.contains(" on redis ") {
+                "redis"
+            } else {
+                "oncekey"
+            }
+        })
+        .collect();
+    assert_eq!(
+        order,
+        ["oncekey", "oncekey", "redis", "redis", "redis", "redis", "oncekey", "oncekey"],
+        "{stderr}"
+    );
+    let ratios = interleaved_ratios(&report, 2);
+    for name in ["cycle_vs_redis", "replay_vs_redis"] {
+        assert!(ratios.contains_key(name), "{report:#}");
+    }
+}
