@@ -476,7 +476,7 @@ fn interleaved_bench_merges_the_slices_and_reports_each_ratios_spread() {
 /// slice, and the ratios to Redis come with their per-slice values.
 #[test]
 #[ignore = "needs Redis and etcd: scripts/test bench-peers runs it"]
-fn interleaved_bench_against_the_redis_peer() {
+fn interleaved_bench_against_peers_redis() {
     let redis = start_peer("redis");
     let server = Server::start(&[]);
     let (code, stdout, stderr) = run_cli(&[
