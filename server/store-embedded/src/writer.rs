@@ -2,8 +2,7 @@
 //!
 //! Callers queue requests; the thread takes everything queued (up to `MAX_BATCH` requests, and no
 //! more once they carry `MAX_BATCH_BYTES`, so that a frame stays far below what its length field
-//! holds) — and, when several callers are writing (`gather`), what keeps arriving for up to a
-//! millisecond more, so that one sync covers them all (a lone caller never waits) — and applies each
+//! holds) and applies each
 //! conditional write in order inside one redb transaction. The batch's effects go to the
 //! write-ahead log (`wal`) as one frame, synced if any write in the batch must be durable, and only
 //! then is the redb transaction committed — without an fsync of its own — and every caller
@@ -50,10 +49,6 @@ pub(crate) const MAX_BATCH_BYTES: usize = 64 << 20;
 pub(crate) const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
 /// Log size that forces a checkpoint.
 const MAX_LOG_BYTES: u64 = 64 << 20;
-/// How long the writer waits for more writes before a sync while they keep coming (`gather`).
-const GATHER_STEP: Duration = Duration::from_micros(100);
-/// The longest a batch waits for more writes (`gather`).
-const GATHER_MAX: Duration = Duration::from_micros(1000);
 /// How long the writer sleeps when nothing is waiting for a checkpoint.
 const IDLE: Duration = Duration::from_secs(3600);
 
@@ -176,9 +171,6 @@ pub(crate) fn spawn(
         clean: false,
         last_checkpoint: Instant::now(),
         checkpoint_every,
-        last_durable: 0,
-        gather_step: GATHER_STEP,
-        gather_max: GATHER_MAX,
         max_batch_bytes: MAX_BATCH_BYTES,
     };
     let thread = std::thread::Builder::new()
@@ -215,12 +207,6 @@ struct Writer {
     checkpoint_every: Duration,
     /// `MAX_BATCH_BYTES`, unless a test needs a small one.
     max_batch_bytes: usize,
-    /// Durable writes in the last batch: more than one means several callers (`gather`).
-    last_durable: usize,
-    /// `GATHER_STEP` and `GATHER_MAX` (a zero `gather_max`: no gathering), unless a test needs
-    /// others.
-    gather_step: Duration,
-    gather_max: Duration,
 }
 
 impl Writer {
@@ -242,8 +228,15 @@ impl Writer {
             };
             let mut bytes = first.op.bytes();
             let mut batch = vec![first];
-            self.take_queued(rx, &mut batch, &mut bytes);
-            self.gather(rx, &mut batch, &mut bytes);
+            while batch.len() < MAX_BATCH && bytes < self.max_batch_bytes {
+                match rx.try_recv() {
+                    Ok(request) => {
+                        bytes += request.op.bytes();
+                        batch.push(request);
+                    }
+                    Err(_) => break,
+                }
+            }
             let is_flush = |r: &Request| matches!(r.op, Op::Flush | Op::Close);
             if batch.iter().any(is_flush) {
                 // A flush answers only once everything before it is in a durable redb commit.
@@ -266,54 +259,6 @@ impl Writer {
             }
         }
         let _ = self.checkpoint();
-    }
-
-    /// Moves the writes queued now into `batch`, while it has room.
-    fn take_queued(
-        &self,
-        rx: &mpsc::Receiver<Request>,
-        batch: &mut Vec<Request>,
-        bytes: &mut usize,
-    ) {
-        while batch.len() < MAX_BATCH && *bytes < self.max_batch_bytes {
-            match rx.try_recv() {
-                Ok(request) => {
-                    *bytes += request.op.bytes();
-                    batch.push(request);
-                }
-                Err(_) => break,
-            }
-        }
-    }
-
-    /// Group commit under concurrency: when writes come from several callers at once (this batch
-    /// or the last held more than one durable write), waits in steps of `GATHER_STEP` while more
-    /// keep arriving, for at most `GATHER_MAX`, so that one sync covers them all. A lone caller
-    /// never waits. Sleeping costs the writer nothing the callers need: their RPCs are being
-    /// decoded and checked on the other threads meanwhile, and every sync and transaction not
-    /// made is CPU they get.
-    fn gather(
-        &mut self,
-        rx: &mpsc::Receiver<Request>,
-        batch: &mut Vec<Request>,
-        bytes: &mut usize,
-    ) {
-        let durable = batch.iter().filter(|r| needs_sync(&r.op)).count();
-        let busy = durable > 1 || self.last_durable > 1;
-        if self.gather_max.is_zero() || !busy || durable == 0 {
-            self.last_durable = durable;
-            return;
-        }
-        let until = Instant::now() + self.gather_max;
-        while batch.len() < MAX_BATCH && *bytes < self.max_batch_bytes && Instant::now() < until {
-            std::thread::sleep(self.gather_step);
-            let before = batch.len();
-            self.take_queued(rx, batch, bytes);
-            if batch.len() == before {
-                break;
-            }
-        }
-        self.last_durable = batch.iter().filter(|r| needs_sync(&r.op)).count();
     }
 
     /// Commits `batch`, its counter-only writes after the others (see the module docs): the

@@ -23,9 +23,6 @@ fn writer(dir: &std::path::Path) -> Writer {
         last_checkpoint: Instant::now(),
         checkpoint_every: Duration::from_secs(3600),
         max_batch_bytes: MAX_BATCH_BYTES,
-        last_durable: 0,
-        gather_step: GATHER_STEP,
-        gather_max: GATHER_MAX,
     }
 }
 
@@ -156,77 +153,4 @@ fn a_batch_stops_taking_writes_at_its_byte_bound() {
         let bytes = frame::payload_len(&frame.effects);
         assert!(bytes < 10_000 + largest, "a frame of {bytes} bytes");
     }
-}
-
-/// A durable write and its answer channel, for `gather`.
-fn insert(key: &str) -> Request {
-    request(Op::Insert {
-        put: Put::new(&record(key)),
-        now: 1,
-    })
-    .0
-}
-
-/// A lone caller's write is committed at once: `gather` waits only when the batch or the one
-/// before it held several durable writes.
-#[test]
-fn a_lone_write_does_not_wait_for_company() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut writer = writer(dir.path());
-    writer.gather_step = Duration::from_secs(5);
-    let (tx, rx) = mpsc::channel();
-    let mut batch = vec![insert("a")];
-    let mut bytes = 0;
-    tx.send(insert("b")).unwrap();
-    let started = Instant::now();
-    writer.gather(&rx, &mut batch, &mut bytes);
-    assert!(started.elapsed() < Duration::from_secs(1), "it slept");
-    assert_eq!(
-        batch.len(),
-        1,
-        "a queued write was taken without concurrency"
-    );
-    assert_eq!(writer.last_durable, 1);
-}
-
-/// Under concurrency the writer waits while writes keep arriving, so one sync covers them, and
-/// stops at the first step that brings none.
-#[test]
-fn concurrent_writes_are_gathered_into_one_batch() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut writer = writer(dir.path());
-    writer.gather_step = Duration::from_millis(1);
-    writer.gather_max = Duration::from_secs(5);
-    let (tx, rx) = mpsc::channel();
-    let mut batch = vec![insert("a"), insert("b")];
-    let mut bytes = 0;
-    for key in ["c", "d", "e"] {
-        tx.send(insert(key)).unwrap();
-    }
-    writer.gather(&rx, &mut batch, &mut bytes);
-    assert_eq!(batch.len(), 5);
-    assert_eq!(writer.last_durable, 5);
-    // The next batch of one still waits (its predecessor had company), and takes what came.
-    let mut next = vec![insert("f")];
-    tx.send(insert("g")).unwrap();
-    writer.gather(&rx, &mut next, &mut bytes);
-    assert_eq!(next.len(), 2);
-    // Counter-only writes never wait: nothing of theirs is synced.
-    writer.gather_step = Duration::from_secs(5);
-    let hit = Op::Replace {
-        put: Put::new(&record("a")),
-        expected_version: 1,
-        durable: false,
-        now: 1,
-    };
-    let mut counters = vec![request(hit).0];
-    let started = Instant::now();
-    writer.gather(&rx, &mut counters, &mut bytes);
-    assert!(started.elapsed() < Duration::from_secs(1), "it slept");
-    // Without gathering (a zero bound) nothing waits either.
-    writer.gather_max = Duration::ZERO;
-    let mut two = vec![insert("h"), insert("i")];
-    tx.send(insert("j")).unwrap();
-    writer.gather(&rx, &mut two, &mut bytes);
-    assert_eq!(two.len(), 2);
 }
