@@ -355,17 +355,8 @@ fn tiny_bench_against_the_redis_and_etcd_peers() {
     assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
     let report: Value = serde_json::from_str(&stdout).expect("the report is JSON");
     let results = report["results"].as_array().expect("results");
-    let targets: Vec<(&str, &str)> = results
-        .iter()
-        .map(|r| {
-            (
-                r["scenario"].as_str().unwrap(),
-                r["target"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        targets,
+        targets(&report),
         [
             ("cycle", "oncekey"),
             ("replay", "oncekey"),
@@ -399,7 +390,21 @@ fn tiny_bench_against_the_redis_and_etcd_peers() {
     }
 }
 
-/// The targets and ratios of an interleaved report, for the `--slices` tests.
+/// Each result's (scenario, target), in report order.
+fn targets(report: &Value) -> Vec<(&str, &str)> {
+    let results = report["results"].as_array().expect("results");
+    results
+        .iter()
+        .map(|r| {
+            (
+                r["scenario"].as_str().unwrap(),
+                r["target"].as_str().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The ratios of an interleaved report, checked for shape, for the `--slices` tests.
 fn interleaved_ratios(report: &Value, slices: usize) -> &serde_json::Map<String, Value> {
     assert_eq!(report["interleaved"]["slices"], slices, "{report:#}");
     let ratios = report["interleaved"]["ratios"].as_object().expect("ratios");
@@ -503,19 +508,8 @@ fn interleaved_bench_against_peers_redis() {
     ]);
     assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
     let report: Value = serde_json::from_str(&stdout).expect("the report is JSON");
-    let targets: Vec<(&str, &str)> = report["results"]
-        .as_array()
-        .expect("results")
-        .iter()
-        .map(|r| {
-            (
-                r["scenario"].as_str().unwrap(),
-                r["target"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        targets,
+        targets(&report),
         [
             ("cycle", "oncekey"),
             ("replay", "oncekey"),
