@@ -71,6 +71,9 @@ authorizer: AllowAllAuthorizer
 
 # LWT: Paxos v2 needs fewer round trips than the 5.0 default (v1).
 paxos_variant: v2
+# The test suites open hundreds of keyspaces, each with its own prepared statements; at the
+# default (10 MiB) the node discarded hundreds a minute and executions of them failed mid-suite.
+prepared_statements_cache_size: 64MiB
 # The shipped CASSANDRA_4 mode caps TTL expiry at 2038.
 storage_compatibility_mode: NONE
 
