@@ -53,6 +53,8 @@ pub(super) struct Index<'t> {
     listing: Table<'t, (u8, &'static [u8]), ()>,
     children: Table<'t, (&'static [u8], &'static [u8]), ()>,
     changes: Vec<Change<u8>>,
+    /// Whether the children table was written.
+    wrote: bool,
 }
 
 impl<'t> Index<'t> {
@@ -62,12 +64,18 @@ impl<'t> Index<'t> {
             listing: txn.open_table(LISTING).map_err(internal)?,
             children: txn.open_table(CHILDREN).map_err(internal)?,
             changes: Vec::new(),
+            wrote: false,
         })
     }
 
     /// The listing moves made so far, in order, for the writer to defer (`pending`).
     pub(super) fn take_changes(&mut self) -> Vec<Change<u8>> {
         std::mem::take(&mut self.changes)
+    }
+
+    /// Whether the children table was written.
+    pub(super) fn wrote(&self) -> bool {
+        self.wrote
     }
 
     /// Writes the listing moves made so far into the listing table now.
@@ -96,6 +104,7 @@ impl<'t> Index<'t> {
         let parent = |e: Option<&Entry>| e.and_then(|e| e.parent.clone());
         let (old_parent, new_parent) = (parent(old), parent(new));
         if old_parent != new_parent {
+            self.wrote = true;
             if let Some(p) = old_parent {
                 let p = parent_key(key, &p)?;
                 self.children

@@ -1,9 +1,11 @@
 //! The embedded store, the zero-setup default: one redb file under `--data-dir`.
 //!
-//! Reads run inline on a read transaction. Every write goes to one writer thread, which applies
-//! all the writes waiting for it in one transaction, makes them durable with one sync of a
-//! write-ahead log (group commit), commits, then answers each caller: a write is durable before
-//! its RPC answers. A durable redb commit every 50 ms (a checkpoint) lets the log start over. An
+//! Reads run inline: the records written lately from memory (`overlay`), the rest on a read
+//! transaction. Every write goes to one writer thread, which applies all the writes waiting for
+//! it together, makes them durable with one sync of a write-ahead log (group commit), makes them
+//! visible, then answers each caller: a write is durable before its RPC answers. Records reach
+//! redb's B-tree once settled, a tick later, and a durable redb commit every 50 ms (a checkpoint)
+//! writes the rest and lets the log start over. An
 //! expiry index (expires_at, id) lets the sweeper remove expired records without scanning the
 //! ledger; listing indexes (by bucket, by parent: `index`) let a listing read only the records
 //! it asks for (`list`), the listing index's latest moves merged from memory (`pending`).
@@ -27,6 +29,9 @@ mod list;
 mod list_tests;
 mod meta;
 mod metrics;
+mod overlay;
+#[cfg(test)]
+mod overlay_tests;
 mod pending;
 mod recovery;
 #[cfg(test)]
@@ -34,6 +39,7 @@ mod recovery_log_tests;
 #[cfg(test)]
 mod recovery_tests;
 mod refusal;
+mod rows;
 mod scan;
 mod tables;
 mod wal;
@@ -81,6 +87,8 @@ pub struct EmbeddedStore {
     stats: Arc<Stats>,
     /// The listing moves the writer has not written to the listing table yet.
     pending: Arc<pending::Pending>,
+    /// The records the writer has not written to the records table yet.
+    overlay: Arc<overlay::Overlay>,
     page_token_key: [u8; 32],
 }
 
@@ -157,13 +165,17 @@ impl EmbeddedStore {
             .store(opened.replayed, std::sync::atomic::Ordering::Relaxed);
         let cache = Arc::new(cache::Cache::new(records_cache));
         let pending = Arc::new(pending::Pending::default());
+        let overlay = Arc::new(overlay::Overlay::default());
         let (writes, writer) = writer::spawn(
             db.clone(),
             opened.wal,
             opened.seq,
-            stats.clone(),
-            cache.clone(),
-            pending.clone(),
+            writer::Shared {
+                stats: stats.clone(),
+                cache: cache.clone(),
+                pending: pending.clone(),
+                overlay: overlay.clone(),
+            },
             options.checkpoint_every,
         )?;
         Ok(Self {
@@ -173,6 +185,7 @@ impl EmbeddedStore {
             writer: Some(writer),
             stats,
             pending,
+            overlay,
             page_token_key,
         })
     }
@@ -196,10 +209,24 @@ impl EmbeddedStore {
         decode: codec::Decode,
     ) -> Result<Option<Record>, StoreError> {
         let key = codec::encode_id(id);
+        let records = self.overlay.read();
+        if let Some(slot) = records.get(&key) {
+            let Some(row) = slot.state.clone() else {
+                return Ok(None);
+            };
+            drop(records);
+            let record = decode(id.clone(), &row.row, row.outcome.as_deref())?;
+            return Ok((!record.is_expired(now)).then_some(record));
+        }
         let record = match self.cache.lookup(&key) {
-            cache::Lookup::Hit(row) => decode(id.clone(), &row, None)?,
+            cache::Lookup::Hit(row) => {
+                drop(records);
+                decode(id.clone(), &row, None)?
+            }
             cache::Lookup::Miss(ticket) => {
+                // Opened before letting go of the overlay: what is not there is in this snapshot.
                 let txn = self.db.begin_read().map_err(internal)?;
+                drop(records);
                 let table = txn.open_table(RECORDS).map_err(internal)?;
                 let Some(row) = table.get(key.as_slice()).map_err(internal)? else {
                     return Ok(None);

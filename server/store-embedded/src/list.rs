@@ -7,12 +7,14 @@
 
 use super::codec::{self, bucket_code};
 use super::index::parent_key;
+use super::overlay::{self, Found, Merge, State};
 use super::pending::Moves;
 use super::{internal, EmbeddedStore, OUTCOMES, RECORDS};
 use super::{CHILDREN, LISTING};
 use oncekey_ledger::{Attention, AttentionCounts, Millis, Record};
 use oncekey_store::{ListPage, ListQuery, ScanPage, StoreError};
-use redb::{ReadOnlyTable, ReadableDatabase};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
 /// Most index entries or records one page reads beyond the records it returns: a filter that
@@ -63,19 +65,66 @@ impl Cursor {
     }
 }
 
-/// The tables a listing reads, open in one read transaction.
+/// The tables a listing reads, open in one read transaction, and the overlay's records that
+/// go with it.
 struct Snapshot {
     records: ReadOnlyTable<&'static [u8], &'static [u8]>,
     outcomes: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    /// The overlay's entries under the listing's prefix, copied with the transaction.
+    overlay: BTreeMap<Vec<u8>, State>,
 }
 
 impl Snapshot {
+    fn open(txn: &ReadTransaction, overlay: BTreeMap<Vec<u8>, State>) -> Result<Self, StoreError> {
+        Ok(Self {
+            records: txn.open_table(RECORDS).map_err(internal)?,
+            outcomes: txn.open_table(OUTCOMES).map_err(internal)?,
+            overlay,
+        })
+    }
+
     /// The record stored under `key`, without its history; `None` when absent.
     fn record(&self, key: &[u8]) -> Result<Option<Record>, StoreError> {
+        if let Some(state) = self.overlay.get(key) {
+            return match state {
+                Some(row) => self
+                    .decode_found(key, &Found::Overlay(row.clone()))
+                    .map(Some),
+                None => Ok(None),
+            };
+        }
         let Some(row) = self.records.get(key).map_err(internal)? else {
             return Ok(None);
         };
         self.decode(key, row.value()).map(Some)
+    }
+
+    /// Decodes a row a merged scan found under `key`, without its history.
+    fn decode_found(&self, key: &[u8], found: &Found) -> Result<Record, StoreError> {
+        match found {
+            Found::Table(row) => self.decode(key, row),
+            Found::Overlay(row) => {
+                let id = codec::decode_id(key)?;
+                codec::decode_listed(id, &row.row, row.outcome.as_deref())
+            }
+        }
+    }
+
+    /// The table's rows from `lower` on with the overlay's merged over them, in key order.
+    fn rows<'s>(
+        &'s self,
+        lower: Bound<&[u8]>,
+    ) -> Result<impl Iterator<Item = Result<(Vec<u8>, Found), StoreError>> + 's, StoreError> {
+        let table = self
+            .records
+            .range::<&[u8]>((lower, Bound::Unbounded))
+            .map_err(internal)?
+            .map(|entry| {
+                let (key, row) = entry.map_err(internal)?;
+                Ok((key.value().to_vec(), row.value().to_vec()))
+            });
+        let overlay = self.overlay.range::<[u8], _>((lower, Bound::Unbounded));
+        Ok(Merge::new(table, overlay))
     }
 
     /// Decodes the row stored under `key`, without its history.
@@ -129,14 +178,7 @@ impl EmbeddedStore {
             .map(|bytes| Cursor::decode(bytes, source))
             .transpose()?;
         let prefix = codec::id_prefix(query.tenant, filter.namespace.as_deref());
-        let (txn, moves) = match source {
-            Source::Buckets => self.read_with_moves(&prefix)?,
-            _ => (self.db.begin_read().map_err(internal)?, Moves::default()),
-        };
-        let snapshot = Snapshot {
-            records: txn.open_table(RECORDS).map_err(internal)?,
-            outcomes: txn.open_table(OUTCOMES).map_err(internal)?,
-        };
+        let (txn, snapshot, moves) = self.read_at(&prefix, source == Source::Buckets)?;
         let mut page = Page {
             query,
             now,
@@ -215,51 +257,48 @@ impl EmbeddedStore {
         if let Some(after) = after {
             codec::decode_id(after)?;
         }
-        let txn = self.db.begin_read().map_err(internal)?;
-        let records = txn.open_table(RECORDS).map_err(internal)?;
+        let (_txn, snapshot, _) = self.read_at(&[], false)?;
         let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
-        let range = records
-            .range::<&[u8]>((lower, Bound::Unbounded))
-            .map_err(internal)?;
         let (mut page, mut skipped) = (ScanPage::default(), 0);
-        // The last key read (its buffer reused).
+        // The last key read.
         let mut last: Vec<u8> = Vec::new();
-        for entry in range {
-            let (key, row) = entry.map_err(internal)?;
-            let key = key.value();
+        for entry in snapshot.rows(lower)? {
+            let (key, row) = entry?;
             if page.ids.len() == limit || skipped == SCAN_BUDGET {
                 // Something follows the last key read: the next page starts after it.
                 page.next = Some(last);
                 break;
             }
-            if codec::head(row.value())?.is_live(now) {
-                page.ids.push(codec::decode_id(key)?);
+            if codec::head(row.row())?.is_live(now) {
+                page.ids.push(codec::decode_id(&key)?);
             } else {
                 skipped += 1;
             }
-            last.clear();
-            last.extend_from_slice(key);
+            last = key;
         }
         Ok(page)
     }
 
-    /// A read transaction and the listing moves of the ids under `prefix` that go with it.
-    fn read_with_moves(
+    /// A read transaction, its snapshot with the overlay's records under `prefix`, and, when
+    /// `with_moves`, the listing moves of the ids under `prefix` that go with it.
+    fn read_at(
         &self,
         prefix: &[u8],
-    ) -> Result<(redb::ReadTransaction, Moves<u8>), StoreError> {
-        let moves = self.pending.lock();
+        with_moves: bool,
+    ) -> Result<(ReadTransaction, Snapshot, Moves<u8>), StoreError> {
+        let records = self.overlay.read();
+        let moves = with_moves.then(|| self.pending.lock());
         let txn = self.db.begin_read().map_err(internal)?;
-        Ok((txn, moves.under(prefix)))
+        let moves = moves.map_or_else(Moves::default, |moves| moves.under(prefix));
+        let copied = overlay::copy_under(&records, prefix);
+        drop(records);
+        let snapshot = Snapshot::open(&txn, copied)?;
+        Ok((txn, snapshot, moves))
     }
 
     /// `Store::attention`: every record of the buckets that may need attention, checked at `now`.
     pub(super) fn attention_counts(&self, now: Millis) -> Result<AttentionCounts, StoreError> {
-        let (txn, moves) = self.read_with_moves(&[])?;
-        let snapshot = Snapshot {
-            records: txn.open_table(RECORDS).map_err(internal)?,
-            outcomes: txn.open_table(OUTCOMES).map_err(internal)?,
-        };
+        let (txn, snapshot, moves) = self.read_at(&[], true)?;
         let listing = txn.open_table(LISTING).map_err(internal)?;
         let mut counts = AttentionCounts::default();
         for bucket in Attention::buckets() {
@@ -304,19 +343,14 @@ fn scan_records(
     start: Option<&[u8]>,
     page: &mut Page<'_>,
 ) -> Result<Option<Vec<u8>>, StoreError> {
-    let range = snapshot
-        .records
-        .range::<&[u8]>((from(prefix, start), Bound::Unbounded))
-        .map_err(internal)?;
-    for entry in range {
-        let (key, row) = entry.map_err(internal)?;
-        let key = key.value();
+    for entry in snapshot.rows(from(prefix, start))? {
+        let (key, row) = entry?;
         if !key.starts_with(prefix) {
             break;
         }
-        let record = snapshot.decode(key, row.value())?;
+        let record = snapshot.decode_found(&key, &row)?;
         if !page.offer(Some(record)) {
-            return Ok(Some(key.to_vec()));
+            return Ok(Some(key));
         }
     }
     Ok(None)

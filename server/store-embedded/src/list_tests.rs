@@ -284,16 +284,27 @@ fn expected_expiry(store: &EmbeddedStore) -> Vec<(i64, Vec<u8>)> {
     rows
 }
 
-/// Every stored record's id bytes and head.
+/// Every stored record's id bytes and head: the records table's, with the overlay's (the
+/// records not written to it yet) over them.
 fn heads(store: &EmbeddedStore) -> Vec<(Vec<u8>, codec::Head)> {
+    let overlay = store.overlay.read();
     let txn = store.db.begin_read().unwrap();
     let table = txn.open_table(RECORDS).unwrap();
-    redb::ReadableTable::iter(&table)
+    let mut rows: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = redb::ReadableTable::iter(&table)
         .unwrap()
         .map(|row| {
             let (k, v) = row.unwrap();
-            (k.value().to_vec(), codec::head(v.value()).unwrap())
+            (k.value().to_vec(), v.value().to_vec())
         })
+        .collect();
+    for (key, slot) in overlay.iter() {
+        match &slot.state {
+            Some(row) => rows.insert(key.clone(), row.row.clone()),
+            None => rows.remove(key),
+        };
+    }
+    rows.into_iter()
+        .map(|(k, v)| (k, codec::head(&v).unwrap()))
         .collect()
 }
 

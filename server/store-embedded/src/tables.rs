@@ -12,55 +12,66 @@
 
 use super::codec::{self, Head};
 use super::index::{Entry, Index};
+use super::overlay::{Map, State};
 use super::pending::{Change, Moves};
+use super::rows::Rows;
 use super::wal::Effect;
 use super::writer::{Done, Op, Put};
-use super::{internal, EXPIRY, OUTCOMES, RECORDS};
+use super::{internal, EXPIRY};
 use oncekey_ledger::{Millis, Record, RecordId};
 use oncekey_store::{Cas, StoreError};
 use redb::{ReadableTable, Table, WriteTransaction};
+use std::collections::BTreeMap;
 
 /// The tables a write changes, open in the writer's transaction.
 pub(super) struct Tables<'t> {
-    records: Table<'t, &'static [u8], &'static [u8]>,
+    rows: Rows<'t>,
     expiry: Table<'t, (i64, &'static [u8]), ()>,
-    outcomes: Table<'t, &'static [u8], &'static [u8]>,
     index: Index<'t>,
     /// The expiry moves not in `expiry` yet: the writer's, lent for a batch.
     expiring: Moves<i64>,
+    /// Whether `expiry` was written.
+    wrote: bool,
 }
 
 impl<'t> Tables<'t> {
-    /// Opens (creating if needed) every table in `txn`.
+    /// Opens (creating if needed) every table in `txn`; records are written straight into
+    /// theirs (recovery).
     pub(super) fn open(txn: &'t WriteTransaction) -> Result<Self, StoreError> {
+        Self::open_over(txn, None)
+    }
+
+    /// Opens every table in `txn`, records staged over `overlay` when given (`rows`).
+    fn open_over(txn: &'t WriteTransaction, overlay: Option<&'t Map>) -> Result<Self, StoreError> {
         Ok(Self {
-            records: txn.open_table(RECORDS).map_err(internal)?,
+            rows: Rows::open(txn, overlay)?,
             expiry: txn.open_table(EXPIRY).map_err(internal)?,
-            outcomes: txn.open_table(OUTCOMES).map_err(internal)?,
             index: Index::open(txn)?,
             expiring: Moves::default(),
+            wrote: false,
         })
     }
 
     /// The head of whatever record is stored under `key`, expired or not.
     fn head(&self, key: &[u8]) -> Result<Option<Head>, StoreError> {
-        match self.records.get(key).map_err(internal)? {
-            Some(bytes) => codec::head(bytes.value()).map(Some),
+        match self.rows.get(key)? {
+            Some(stored) => codec::head(stored.row()).map(Some),
             None => Ok(None),
         }
     }
 
     /// The live record under `key`, whole: what a conflict answers with.
     fn live(&self, id: &RecordId, key: &[u8], now: Millis) -> Result<Option<Record>, StoreError> {
-        let Some(row) = self.records.get(key).map_err(internal)? else {
+        let Some(stored) = self.rows.get(key)? else {
             return Ok(None);
         };
-        let outcome = match codec::head(row.value())?.outcome_apart {
-            true => self.outcomes.get(key).map_err(internal)?,
-            false => None,
+        let row = stored.row();
+        let record = match codec::head(row)?.outcome_apart {
+            true => self.rows.with_outcome(key, &stored, |outcome| {
+                codec::decode_record(id.clone(), row, outcome)
+            })??,
+            false => codec::decode_record(id.clone(), row, None)?,
         };
-        let record =
-            codec::decode_record(id.clone(), row.value(), outcome.as_ref().map(|o| o.value()))?;
         Ok((!record.is_expired(now)).then_some(record))
     }
 
@@ -71,17 +82,17 @@ impl<'t> Tables<'t> {
                 bucket: head.bucket,
                 parent: None,
             }),
-            true => match self.records.get(key).map_err(internal)? {
-                Some(row) => Entry::of(head, row.value()),
+            true => match self.rows.get(key)? {
+                Some(stored) => Entry::of(head, stored.row()),
                 None => Ok(Entry::default()),
             },
         }
     }
 
-    /// Stores `row` (expiring at `expires_at`) under `key`, replacing the record `old` describes.
-    /// A record that never expires before it settles (`None`) has no entry in the expiry index,
-    /// so the sweeper never meets it.
-    fn put(
+    /// Moves the indexes of the record `row` (expiring at `expires_at`) about to be stored under
+    /// `key`, replacing the record `old` describes. A record that never expires before it
+    /// settles (`None`) has no entry in the expiry index, so the sweeper never meets it.
+    fn reindex(
         &mut self,
         key: &[u8],
         row: &[u8],
@@ -93,7 +104,6 @@ impl<'t> Tables<'t> {
             self.expiring.change(key.to_vec(), old_at, expires_at);
         }
         let was = old.map(|h| self.entry(key, &h)).transpose()?;
-        self.records.insert(key, row).map_err(internal)?;
         let is = Entry::of(&codec::head(row)?, row)?;
         self.index.moved(key, was.as_ref(), Some(&is))
     }
@@ -101,11 +111,10 @@ impl<'t> Tables<'t> {
     /// Removes the record under `key`, whose head is `old`, its outcome and its index entries.
     fn remove(&mut self, key: &[u8], old: Head) -> Result<(), StoreError> {
         let was = self.entry(key, &old)?;
-        self.records.remove(key).map_err(internal)?;
+        self.rows.remove(key)?;
         if old.expires_at.is_some() {
             self.expiring.change(key.to_vec(), old.expires_at, None);
         }
-        self.outcomes.remove(key).map_err(internal)?;
         self.index.moved(key, Some(&was), None)
     }
 
@@ -119,34 +128,35 @@ impl<'t> Tables<'t> {
     ) -> Result<Done, StoreError> {
         let key = std::mem::take(&mut put.key);
         let row = std::mem::take(&mut put.encoded.row);
-        self.put(&key, &row, put.expires_at, old)?;
+        self.reindex(&key, &row, put.expires_at, old)?;
         let had_outcome = old.is_some_and(|h| h.outcome_apart);
-        match put.encoded.outcome.take() {
-            Some(outcome) => {
-                let unchanged = had_outcome
-                    && self
-                        .outcomes
-                        .get(key.as_slice())
-                        .map_err(internal)?
-                        .is_some_and(|stored| stored.value() == outcome.as_slice());
-                if !unchanged {
-                    self.outcomes
-                        .insert(key.as_slice(), outcome.as_slice())
-                        .map_err(internal)?;
-                    effects.push(Effect::PutOutcome {
-                        key: key.clone(),
-                        value: outcome,
-                    });
-                }
-            }
-            None if had_outcome => {
-                self.outcomes.remove(key.as_slice()).map_err(internal)?;
-                effects.push(Effect::RemoveOutcome { key: key.clone() });
-            }
-            None => {}
+        let outcome = put.encoded.outcome.take();
+        let changed = match &outcome {
+            Some(outcome) => !(had_outcome && self.outcome_is(&key, outcome)?),
+            None => had_outcome,
+        };
+        if changed {
+            effects.push(match &outcome {
+                Some(value) => Effect::PutOutcome {
+                    key: key.clone(),
+                    value: value.clone(),
+                },
+                None => Effect::RemoveOutcome { key: key.clone() },
+            });
         }
+        self.rows.put(&key, &row, outcome, changed)?;
         effects.push(Effect::Put { key, value: row });
         Ok(Done::Cas(Cas::Applied))
+    }
+
+    /// Whether the outcome stored apart under `key` is `outcome`.
+    fn outcome_is(&self, key: &[u8], outcome: &[u8]) -> Result<bool, StoreError> {
+        match self.rows.get(key)? {
+            Some(stored) => self
+                .rows
+                .with_outcome(key, &stored, |stored| stored == Some(outcome)),
+            None => Ok(false),
+        }
     }
 
     /// Applies one conditional write or sweep; a write's bytes move into the effects.
@@ -222,7 +232,8 @@ impl<'t> Tables<'t> {
                 // An index entry without its record: drop the entry.
                 None => {
                     self.expiry.remove((at, key.as_slice())).map_err(internal)?;
-                    self.outcomes.remove(key.as_slice()).map_err(internal)?;
+                    self.wrote = true;
+                    self.rows.remove(&key)?;
                 }
             }
             effects.push(Effect::Remove { key });
@@ -243,37 +254,41 @@ impl<'t> Tables<'t> {
         match effect {
             Effect::Put { value, .. } => {
                 let old = self.head(key)?;
-                self.put(key, value, codec::expires_at(value)?, old)
+                self.reindex(key, value, codec::expires_at(value)?, old)?;
+                self.rows.put(key, value, None, false)
             }
             Effect::Remove { .. } => match self.head(key)? {
                 Some(old) => self.remove(key, old),
                 None => Ok(()),
             },
-            Effect::PutOutcome { value, .. } => {
-                self.outcomes
-                    .insert(key, value.as_slice())
-                    .map_err(internal)?;
-                Ok(())
-            }
-            Effect::RemoveOutcome { .. } => {
-                self.outcomes.remove(key).map_err(internal)?;
-                Ok(())
-            }
+            Effect::PutOutcome { value, .. } => self.rows.replay_outcome(key, Some(value)),
+            Effect::RemoveOutcome { .. } => self.rows.replay_outcome(key, None),
         }
     }
 }
 
-/// Applies each op of `batch` in order; one answer per op. The listing moves it made are added
-/// to `changes`, and its expiry moves to `expiring` (the expiry moves not yet written), neither
+/// What a batch did besides its answers.
+pub(super) struct Applied {
+    /// The records it wrote, for the overlay (empty without one).
+    pub staged: BTreeMap<Vec<u8>, State>,
+    /// Whether it wrote to a table of the transaction (the children or expiry index), which must
+    /// then be committed.
+    pub wrote: bool,
+}
+
+/// Applies each op of `batch` in order; one answer per op. Records are staged over `overlay`
+/// when given, else written into their table. The listing moves it made are added to
+/// `changes`, and its expiry moves to `expiring` (the expiry moves not yet written), neither
 /// written.
 pub(super) fn apply_all<'a>(
     txn: &WriteTransaction,
+    overlay: Option<&Map>,
     batch: impl IntoIterator<Item = &'a mut Op>,
     effects: &mut Vec<Effect>,
     changes: &mut Vec<Change<u8>>,
     expiring: &mut Moves<i64>,
-) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
-    let mut tables = Tables::open(txn)?;
+) -> Result<(Vec<Result<Done, StoreError>>, Applied), StoreError> {
+    let mut tables = Tables::open_over(txn, overlay)?;
     tables.expiring = std::mem::take(expiring);
     let answers = batch
         .into_iter()
@@ -281,7 +296,11 @@ pub(super) fn apply_all<'a>(
         .collect();
     changes.extend(tables.index.take_changes());
     *expiring = std::mem::take(&mut tables.expiring);
-    Ok(answers)
+    let applied = Applied {
+        staged: tables.rows.take_staged(),
+        wrote: tables.wrote || tables.index.wrote(),
+    };
+    Ok((answers, applied))
 }
 
 #[cfg(test)]
@@ -313,11 +332,17 @@ mod tests {
         let mut effects = Vec::new();
         let mut op = op;
         let (mut changes, mut expiring) = (Vec::new(), Moves::default());
-        let done = apply_all(&txn, [&mut op], &mut effects, &mut changes, &mut expiring)
-            .unwrap()
-            .remove(0)
-            .unwrap();
-        let outcomes = txn.open_table(OUTCOMES).unwrap().len().unwrap();
+        let (mut answers, _) = apply_all(
+            &txn,
+            None,
+            [&mut op],
+            &mut effects,
+            &mut changes,
+            &mut expiring,
+        )
+        .unwrap();
+        let done = answers.remove(0).unwrap();
+        let outcomes = txn.open_table(crate::OUTCOMES).unwrap().len().unwrap();
         txn.commit().unwrap();
         let kinds = effects
             .iter()

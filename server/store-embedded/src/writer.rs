@@ -2,11 +2,14 @@
 //!
 //! Callers queue requests; the thread takes everything queued (up to `MAX_BATCH` requests, and no
 //! more once they carry `MAX_BATCH_BYTES`, so that a frame stays far below what its length field
-//! holds) and applies each
-//! conditional write in order inside one redb transaction. The batch's effects go to the
-//! write-ahead log (`wal`) as one frame, synced if any write in the batch must be durable, and only
-//! then is the redb transaction committed — without an fsync of its own — and every caller
-//! answered: a write is durable before its RPC answers, and visible only once durable.
+//! holds) and applies each conditional write in order, its records staged over the overlay
+//! (`overlay`: the records not in redb's B-tree yet) and its index changes in one redb
+//! transaction. The batch's effects go to the write-ahead log (`wal`) as one frame, synced if any
+//! write in the batch must be durable, and only then are its records added to the overlay, the
+//! transaction committed — without an fsync of its own, and only if it wrote anything — and
+//! every caller answered: a write is durable before its RPC answers, and visible only once
+//! durable. Records unchanged for a tick go into the records table with the next batch's
+//! transaction, like the index moves (`pending`).
 //! Counter-only writes (dedup hits: `Op::Replace` with `durable: false`) force no sync and make
 //! no one wait: taken in the same batch as others, they go in a transaction and log frame of
 //! their own right after the others are answered (the next sync covers their frame). So a hot
@@ -22,6 +25,7 @@ use super::cache::Cache;
 use super::codec::{self, Encoded};
 use super::internal;
 use super::meta::{set_clean, set_mark, set_seq};
+use super::overlay::{self, Overlay};
 use super::pending::{Moves, Pending, TICK};
 use super::tables;
 use super::wal::{Effect, Wal};
@@ -145,18 +149,30 @@ pub(crate) struct Request {
     pub reply: oneshot::Sender<Result<Done, StoreError>>,
 }
 
+/// What the writer shares with readers.
+pub(crate) struct Shared {
+    pub stats: Arc<Stats>,
+    pub cache: Arc<Cache>,
+    pub pending: Arc<Pending>,
+    pub overlay: Arc<Overlay>,
+}
+
 /// Starts the writer thread on `db` and its log `wal`, whose last frame is `seq`; it stops after a
 /// final checkpoint when every sender is dropped.
 pub(crate) fn spawn(
     db: Arc<Database>,
     wal: Wal,
     seq: u64,
-    stats: Arc<Stats>,
-    cache: Arc<Cache>,
-    pending: Arc<Pending>,
+    shared: Shared,
     checkpoint_every: Duration,
 ) -> Result<(mpsc::Sender<Request>, std::thread::JoinHandle<()>), StoreError> {
     let (tx, rx) = mpsc::channel::<Request>();
+    let Shared {
+        stats,
+        cache,
+        pending,
+        overlay,
+    } = shared;
     let mut writer = Writer {
         db,
         wal,
@@ -164,6 +180,7 @@ pub(crate) fn spawn(
         stats,
         cache,
         pending,
+        overlay,
         expiring: Moves::default(),
         tick: 0,
         tick_at: Instant::now(),
@@ -191,6 +208,8 @@ struct Writer {
     cache: Arc<Cache>,
     /// The listing moves since the last durable commit, written by the next one.
     pending: Arc<Pending>,
+    /// The records not yet in redb (`overlay`).
+    overlay: Arc<Overlay>,
     /// The expiry moves since the last durable commit, written by the next one; only this
     /// thread reads the expiry index (its sweeps), so only it holds them.
     expiring: Moves<i64>,
@@ -302,7 +321,8 @@ impl Writer {
         batch: &mut [Request],
     ) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
         let mut txn = self.db.begin_write().map_err(internal)?;
-        if self.clean {
+        let clean = self.clean;
+        if clean {
             // The first write after a clean close: its commit is durable, so that a crash from
             // now on is not taken for a clean shutdown.
             set_clean(&txn, false)?;
@@ -313,11 +333,25 @@ impl Writer {
         self.expiring.set_tick(self.tick);
         let (mut effects, mut changes) = (Vec::new(), Vec::new());
         let ops = batch.iter_mut().map(|r| &mut r.op);
-        let answers = tables::apply_all(&txn, ops, &mut effects, &mut changes, &mut self.expiring)?;
+        let (answers, applied, settled) = {
+            let overlay = self.overlay.read();
+            let (answers, applied) = tables::apply_all(
+                &txn,
+                Some(&overlay),
+                ops,
+                &mut effects,
+                &mut changes,
+                &mut self.expiring,
+            )?;
+            let settled = settle_before
+                .map(|before| overlay::settled(&overlay, before, &applied.staged))
+                .unwrap_or_default();
+            (answers, applied, settled)
+        };
         let durable = batch.iter().any(|r| needs_sync(&r.op));
         if !effects.is_empty() {
+            // redb's own sequence number moves only at checkpoints, which hold every record.
             let seq = self.seq + 1;
-            set_seq(&txn, seq)?;
             let logged = self.wal.append(seq, &effects);
             self.seq = seq;
             logged.map_err(|e| self.fail(e))?;
@@ -328,14 +362,19 @@ impl Writer {
         }
         let keys = || effects.iter().map(Effect::key);
         self.cache.begin_write(keys());
-        // Under the lock, so that readers see the moves exactly when they see the records.
+        // Under both locks, so that readers see the records and the moves at once, and either
+        // in the overlay or in the snapshot they open.
+        let mut records = self.overlay.write();
         let mut moves = self.pending.lock();
-        let committed = match self.clean {
-            // A durable commit: the moves so far go into the listing table with it.
+        let settled_rows = settled.iter().map(|(key, state)| (key, state));
+        let committed = match clean {
+            // A durable commit: the moves so far and this batch's records go in with it.
             true => {
                 moves.set_tick(self.tick);
                 moves.merge(changes);
-                let written = write_moves(&txn, &moves, &self.expiring);
+                let written = write_moves(&txn, &moves, &self.expiring)
+                    .and_then(|()| overlay::write_in(&txn, settled_rows))
+                    .and_then(|()| overlay::write_in(&txn, applied.staged.iter()));
                 let committed = written.and_then(|()| txn.commit().map_err(internal));
                 if committed.is_ok() {
                     moves.clear();
@@ -343,17 +382,23 @@ impl Writer {
                 }
                 committed
             }
-            // The moves that have settled go in with it, the others wait.
+            // The moves and records that have settled go in with it, the others wait; a batch
+            // with nothing for redb commits nothing.
             false => {
-                let settled = settle_before
+                let settled_moves = settle_before
                     .map(|before| (moves.settled(before), self.expiring.settled(before)));
-                let written = match &settled {
-                    Some((listing, expiring)) => write_moves(&txn, listing, expiring),
-                    None => Ok(()),
+                let committed = if applied.wrote || settle_before.is_some() {
+                    let written = match &settled_moves {
+                        Some((listing, expiring)) => write_moves(&txn, listing, expiring),
+                        None => Ok(()),
+                    };
+                    let written = written.and_then(|()| overlay::write_in(&txn, settled_rows));
+                    written.and_then(|()| txn.commit().map_err(internal))
+                } else {
+                    txn.abort().map_err(internal)
                 };
-                let committed = written.and_then(|()| txn.commit().map_err(internal));
                 if committed.is_ok() {
-                    if let Some((listing, expiring)) = &settled {
+                    if let Some((listing, expiring)) = &settled_moves {
                         moves.remove_all(listing);
                         self.expiring.remove_all(expiring);
                     }
@@ -363,7 +408,14 @@ impl Writer {
                 committed
             }
         };
+        if committed.is_ok() {
+            for (key, _) in &settled {
+                records.remove(key);
+            }
+            overlay::merge(&mut records, applied.staged, self.tick);
+        }
         drop(moves);
+        drop(records);
         self.cache.end_write(keys());
         committed.map_err(|e| self.fail(e))?;
         self.clean = false;
@@ -401,6 +453,8 @@ impl Writer {
             return Err(StoreError::Unavailable(why.clone()));
         }
         let started = Instant::now();
+        // Readers go on meanwhile: the overlay's records are still there until they are in redb.
+        let records = self.overlay.read();
         let mut moves = self.pending.lock();
         let written = moves.len();
         let result = (|| {
@@ -408,6 +462,7 @@ impl Writer {
             txn.set_durability(Durability::Immediate)
                 .map_err(internal)?;
             write_moves(&txn, &moves, &self.expiring)?;
+            overlay::write_in(&txn, records.iter().map(|(key, slot)| (key, &slot.state)))?;
             set_seq(&txn, self.seq)?;
             set_mark(&txn, self.wal.marked())?;
             if clean {
@@ -415,11 +470,16 @@ impl Writer {
             }
             txn.commit().map_err(internal)
         })();
+        let records_written = records.len();
         if result.is_ok() {
             moves.clear();
             self.expiring.clear();
         }
         drop(moves);
+        drop(records);
+        if result.is_ok() {
+            self.overlay.write().clear();
+        }
         self.last_checkpoint = Instant::now();
         match result {
             Ok(()) => {
@@ -428,6 +488,7 @@ impl Writer {
                     took_us = took.as_micros() as u64,
                     log_bytes = self.wal.len(),
                     listing_moves = written,
+                    records = records_written,
                     "embedded store: checkpoint"
                 );
                 self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);

@@ -15,6 +15,7 @@ fn writer(dir: &std::path::Path) -> Writer {
         stats: Arc::new(Stats::default()),
         cache: Arc::new(Cache::new(1 << 20)),
         pending: Arc::default(),
+        overlay: Arc::default(),
         expiring: Default::default(),
         tick: 0,
         tick_at: Instant::now(),
