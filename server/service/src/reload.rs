@@ -4,7 +4,9 @@
 //! the CQL store's client TLS files.
 //!
 //! Change detection polls: every `--reload-check-interval` the watched files are read and hashed
-//! (they are a few KiB), and a digest that differs from the last one seen triggers a reload. This
+//! (they are a few KiB), and a digest that differs from the last one loaded, and reads the same
+//! at two looks in a row, triggers a reload: a file caught mid-rewrite (truncated and not yet
+//! written, or cut short) is never loaded. This
 //! follows every way a file gets replaced: kubelet's update of a mounted Secret (a new timestamped
 //! directory, then an atomic rename of the `..data` symlink the file names resolve through),
 //! editors that write a temporary file and rename it, and plain rewrites in place, on any
@@ -50,29 +52,47 @@ impl Trigger {
     }
 }
 
-/// A set of files reloaded together, and the digest of their contents when last looked at.
+/// A set of files reloaded together, the digest of their contents as last taken, and of a change
+/// seen once but not yet settled.
 struct Watched {
     paths: Vec<PathBuf>,
     seen: [u8; 32],
+    unsettled: Option<[u8; 32]>,
 }
 
 impl Watched {
     fn new(paths: Vec<PathBuf>) -> Self {
         let seen = digest(&paths);
-        Self { paths, seen }
+        Self {
+            paths,
+            seen,
+            unsettled: None,
+        }
     }
 
-    /// Whether the contents changed since the last call (or since `new`).
+    /// Whether the contents changed since they were last taken, and read the same at this look
+    /// and the one before: a file rewritten in place reads empty or cut short for a moment
+    /// (truncated, then written), and such a moment must not be loaded — an empty tokens file is
+    /// a valid one that lets nobody in, and the whole file that follows may well fail to load.
     fn changed(&mut self) -> bool {
         let now = digest(&self.paths);
-        let changed = now != self.seen;
+        if now == self.seen {
+            self.unsettled = None;
+            return false;
+        }
+        if self.unsettled != Some(now) {
+            self.unsettled = Some(now);
+            return false;
+        }
         self.seen = now;
-        changed
+        self.unsettled = None;
+        true
     }
 
     /// Takes the current contents as seen (after a reload that read them).
     fn mark_seen(&mut self) {
         self.seen = digest(&self.paths);
+        self.unsettled = None;
     }
 }
 

@@ -29,6 +29,31 @@ fn accepts(auth: &Auth, token: &str) -> bool {
     auth.authenticate(&metadata).is_ok()
 }
 
+/// Two polls: a change is taken once two looks in a row read it the same.
+fn look_twice(reloader: &mut Reloader) {
+    reloader.reload_changed();
+    reloader.reload_changed();
+}
+
+#[test]
+fn a_file_caught_mid_rewrite_is_not_loaded() {
+    let (mut mounted, auth, mut reloader, metrics) = tokens_setup(&tokens_line("acme", "first"));
+    // Truncated and not yet written: an empty tokens file is valid and would let nobody in.
+    mounted.update(&[("tokens", b"")]);
+    reloader.reload_changed();
+    mounted.update(&[("tokens", tokens_line("acme", "second").as_bytes())]);
+    reloader.reload_changed();
+    assert_eq!(
+        metrics.reloads("tokens"),
+        0,
+        "no look read the same twice yet"
+    );
+    assert!(accepts(&auth, "first"));
+    reloader.reload_changed();
+    assert_eq!(metrics.reloads("tokens"), 1);
+    assert!(accepts(&auth, "second") && !accepts(&auth, "first"));
+}
+
 fn tokens_setup(first: &str) -> (SecretMount, Arc<Auth>, Reloader, ReloadMetrics) {
     let mounted = SecretMount::new(&[("tokens", first.as_bytes())]);
     let path = mounted.path("tokens");
@@ -42,18 +67,18 @@ fn tokens_setup(first: &str) -> (SecretMount, Arc<Auth>, Reloader, ReloadMetrics
 #[test]
 fn a_swapped_tokens_secret_is_loaded_without_sighup() {
     let (mut mounted, auth, mut reloader, metrics) = tokens_setup(&tokens_line("acme", "first"));
-    reloader.reload_changed();
+    look_twice(&mut reloader);
     assert_eq!(metrics.reloads("tokens"), 0, "nothing changed yet");
 
     mounted.update(&[("tokens", tokens_line("acme", "second").as_bytes())]);
     assert!(accepts(&auth, "first") && !accepts(&auth, "second"));
-    reloader.reload_changed();
+    look_twice(&mut reloader);
     assert_eq!(metrics.reloads("tokens"), 1);
     assert!(accepts(&auth, "second") && !accepts(&auth, "first"));
 
     // The same contents again (kubelet re-projects on every sync) is no change.
     mounted.update(&[("tokens", tokens_line("acme", "second").as_bytes())]);
-    reloader.reload_changed();
+    look_twice(&mut reloader);
     assert_eq!(metrics.reloads("tokens"), 1);
 }
 
@@ -61,8 +86,8 @@ fn a_swapped_tokens_secret_is_loaded_without_sighup() {
 fn a_broken_tokens_file_keeps_the_old_tokens_and_counts_one_failure() {
     let (mut mounted, auth, mut reloader, metrics) = tokens_setup(&tokens_line("acme", "first"));
     mounted.update(&[("tokens", b"acme:not-a-hash\n")]);
-    reloader.reload_changed();
-    reloader.reload_changed();
+    look_twice(&mut reloader);
+    look_twice(&mut reloader);
     assert_eq!(
         metrics.failures("tokens"),
         1,
@@ -72,7 +97,7 @@ fn a_broken_tokens_file_keeps_the_old_tokens_and_counts_one_failure() {
     assert!(accepts(&auth, "first"), "the previous tokens stay");
 
     mounted.update(&[("tokens", tokens_line("acme", "fixed").as_bytes())]);
-    reloader.reload_changed();
+    look_twice(&mut reloader);
     assert_eq!(metrics.reloads("tokens"), 1);
     assert!(accepts(&auth, "fixed"));
 }
@@ -86,7 +111,7 @@ fn sighup_reloads_even_unchanged_files_and_counts_failures() {
     reloader.reload_all();
     assert_eq!(metrics.failures("tokens"), 1);
     // SIGHUP already tried this content: the next look does not count it again.
-    reloader.reload_changed();
+    look_twice(&mut reloader);
     assert_eq!(metrics.failures("tokens"), 1);
     assert!(accepts(&auth, "first"));
 }
@@ -129,7 +154,7 @@ fn a_renewed_certificate_is_loaded_and_its_expiry_exported() {
 
     let renewed = certificate_files(30);
     mounted.update(&as_files(&renewed));
-    reloader.reload_changed();
+    look_twice(&mut reloader);
     assert_eq!(metrics.reloads("tls"), 1);
     let renewed_expiry = certificate_expiry(&renewed[0].1).unwrap();
     assert!(renewed_expiry > first_expiry + 20 * 86_400);
@@ -141,7 +166,7 @@ fn a_renewed_certificate_is_loaded_and_its_expiry_exported() {
         ("server.pem", other[0].1.as_slice()),
         ("server.key", renewed[1].1.as_slice()),
     ]);
-    reloader.reload_changed();
+    look_twice(&mut reloader);
     assert_eq!(metrics.failures("tls"), 1);
     assert_eq!(metrics.certificate_expiry(), Some(renewed_expiry));
 }
@@ -223,7 +248,7 @@ fn key_ring_setup(first: &str) -> (SecretMount, Sealer, Reloader, ReloadMetrics)
 fn a_rotated_key_ring_is_loaded_and_a_bad_one_kept_out() {
     let (mut mounted, sealer, mut reloader, metrics) =
         key_ring_setup(&format!("{K1} primary\n{NAMES}\n"));
-    reloader.reload_changed();
+    look_twice(&mut reloader);
     assert_eq!(metrics.reloads("encryption-keys"), 0, "nothing changed yet");
 
     // Rotation: a new primary, the old key kept to open what it sealed.
@@ -231,15 +256,15 @@ fn a_rotated_key_ring_is_loaded_and_a_bad_one_kept_out() {
         "keyring",
         format!("{K2} primary\n{K1}\n{NAMES}\n").as_bytes(),
     )]);
-    reloader.reload_changed();
+    look_twice(&mut reloader);
     assert_eq!(metrics.reloads("encryption-keys"), 1);
     assert_eq!(sealer.ring().primary_id(), Some("k2"));
     assert_eq!(sealer.ring().ids(), ["k2", "k1", "names"]);
 
     // A file that does not load keeps the ring, once per change.
     mounted.update(&[("keyring", b"k3 not-a-secret primary\n")]);
-    reloader.reload_changed();
-    reloader.reload_changed();
+    look_twice(&mut reloader);
+    look_twice(&mut reloader);
     assert_eq!(metrics.failures("encryption-keys"), 1);
     assert_eq!(sealer.ring().primary_id(), Some("k2"));
 
@@ -249,7 +274,7 @@ fn a_rotated_key_ring_is_loaded_and_a_bad_one_kept_out() {
         format!("{K2} primary\n{K1}\n"),
     ] {
         mounted.update(&[("keyring", refused.as_bytes())]);
-        reloader.reload_changed();
+        look_twice(&mut reloader);
     }
     assert_eq!(metrics.failures("encryption-keys"), 3);
     assert_eq!(sealer.ring().hmac_id(), Some("names"));
@@ -261,7 +286,7 @@ fn a_rotated_key_ring_is_loaded_and_a_bad_one_kept_out() {
     reloader.reload_all();
     assert_eq!(metrics.reloads("encryption-keys"), 2);
     assert_eq!(sealer.ring().primary_id(), None);
-    reloader.reload_changed();
+    look_twice(&mut reloader);
     assert_eq!(
         metrics.reloads("encryption-keys"),
         2,
