@@ -320,7 +320,8 @@ impl Writer {
         &mut self,
         batch: &mut [Request],
     ) -> Result<Vec<Result<Done, StoreError>>, StoreError> {
-        let mut txn = self.db.begin_write().map_err(internal)?;
+        let begun = self.db.begin_write().map_err(internal);
+        let mut txn = begun.map_err(|e| self.fail(e))?;
         let clean = self.clean;
         if clean {
             // The first write after a clean close: its commit is durable, so that a crash from
@@ -498,9 +499,13 @@ impl Writer {
                 Ok(())
             }
             Err(e) => {
-                // The log still holds everything: nothing is lost, the next checkpoint retries.
+                // The log still holds everything: nothing is lost. But redb refuses every write
+                // after a failed commit's I/O error until it is opened again, and the overlay's
+                // records can reach its file only through a checkpoint: refuse writes until a
+                // restart replays the log (a file-size limit or a full disk lands here first,
+                // as the checkpoint writes the records' pages).
                 tracing::error!(error = %e, "embedded store: checkpoint failed");
-                Err(e)
+                Err(self.fail(e))
             }
         }
     }
